@@ -1,0 +1,1 @@
+"""Links between a controller and a plant: in-process, ZeroMQ emulator, CANopen, serial."""

@@ -1,0 +1,89 @@
+"""Fixed-step integrators for every plant, compiled with numba.
+
+One step advances the state ``x`` in place from t to t + h with the input ``u``
+held constant over the step (zero-order hold, as a sampled controller does).
+If a jamming phase ends inside the step, the step is split at that instant and
+the joint is blocked there exactly (qd_k = 0), so jams need no step alignment
+beyond their start, which is a step boundary by construction.
+
+Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations) and
+``METHOD_EULER`` (semi-implicit Euler: qd += h qdd(q, qd); q += h qd_new;
+i += h di/dt).
+"""
+from plant.kernel import kernel
+
+from plant.dynamics import derivative
+from plant.jam import finish_jams, next_jam_end
+from plant.layout import H_DRIVE, H_NQ, H_NACT, DRIVE_VOLTAGE_FULL
+
+METHOD_RK4 = 0
+METHOD_EULER = 1
+
+
+@kernel
+def state_size(p):
+    """Length of x: 2 nq, plus n_act currents for the full motor model."""
+    nq = int(p[H_NQ])
+    if int(p[H_DRIVE]) == DRIVE_VOLTAGE_FULL:
+        return 2 * nq + int(p[H_NACT])
+    return 2 * nq
+
+
+@kernel
+def _rk4(p, jams, t, x, u, h, work, nx):
+    top = work.shape[0] - 5
+    k1 = work[top, :nx]
+    k2 = work[top + 1, :nx]
+    k3 = work[top + 2, :nx]
+    k4 = work[top + 3, :nx]
+    xs = work[top + 4, :nx]
+    health = derivative(p, jams, t, x, u, k1, work)
+    for i in range(nx):
+        xs[i] = x[i] + 0.5 * h * k1[i]
+    health = min(health, derivative(p, jams, t + 0.5 * h, xs, u, k2, work))
+    for i in range(nx):
+        xs[i] = x[i] + 0.5 * h * k2[i]
+    health = min(health, derivative(p, jams, t + 0.5 * h, xs, u, k3, work))
+    for i in range(nx):
+        xs[i] = x[i] + h * k3[i]
+    health = min(health, derivative(p, jams, t + h, xs, u, k4, work))
+    sixth = h / 6.0
+    for i in range(nx):
+        x[i] += sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
+    return health
+
+
+@kernel
+def _euler(p, jams, t, x, u, h, work, nx):
+    nq = int(p[H_NQ])
+    dx = work[work.shape[0] - 5, :nx]
+    health = derivative(p, jams, t, x, u, dx, work)
+    for i in range(nq):
+        x[nq + i] += h * dx[nq + i]
+        x[i] += h * x[nq + i]
+    for i in range(2 * nq, nx):
+        x[i] += h * dx[i]
+    return health
+
+
+@kernel
+def step(p, jams, t, x, u, h, work, method):
+    """Advance x from t to t + h (s). Returns the worst health figure of the
+    evaluations (see plant.dynamics.derivative; <= 0 means invalid)."""
+    nq = int(p[H_NQ])
+    nx = state_size(p)
+    t_end = t + h
+    tol = 1e-9 * h
+    ts = t
+    health = 1e300
+    while True:
+        tn = next_jam_end(jams, ts + tol, t_end)
+        if method == METHOD_RK4:
+            health = min(health, _rk4(p, jams, ts, x, u, tn - ts, work, nx))
+        else:
+            health = min(health, _euler(p, jams, ts, x, u, tn - ts, work, nx))
+        finish_jams(jams, x, nq, tn, tol)
+        if tn >= t_end - tol:
+            break
+        ts = tn
+    return health

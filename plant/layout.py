@@ -1,0 +1,66 @@
+"""Layout of the flat ``params`` array shared by every plant kernel.
+
+``params`` starts with a fixed header; the header gives the offsets of the motor
+block and of the model's own block. Kernels read these integer-valued floats at
+run time, so one compiled kernel serves every configuration of a model.
+
+State vector ``x``: ``[q (nq), qd (nq), i (nact, only for the full motor model)]``,
+in the model's generalised coordinates (rad, m) and A.
+
+Jam array ``jams``: shape (nq, 3), one row per coordinate:
+``[phase, t_end, qdd_prescribed]`` with phase ``HEALTHY``, ``JAMMING`` (constant
+deceleration until ``t_end``, s) or ``BLOCKED``.
+"""
+
+# model ids (header entry H_MODEL)
+MODEL_SERIAL_ARM = 1
+MODEL_RRR3 = 2
+
+# how the actuated coordinates are driven (header entry H_DRIVE)
+DRIVE_TORQUE = 0          # input u is the joint torque, N m
+DRIVE_VOLTAGE = 1         # input u is the motor voltage, V; simplified motor (L_a di/dt = 0)
+DRIVE_VOLTAGE_FULL = 2    # input u is the motor voltage, V; armature current is a state
+
+# header entries
+H_MODEL = 0     # model id
+H_NQ = 1        # number of generalised coordinates
+H_NACT = 2      # number of actuated coordinates (the first H_NACT of q)
+H_DRIVE = 3     # drive kind
+H_MOTOR = 4     # offset of the motor block (NACT rows of MOTOR_STRIDE)
+H_BODY = 5      # offset of the model block
+HEADER_SIZE = 6
+
+# motor block, one row per actuated coordinate
+MOTOR_STRIDE = 7
+MOT_JM = 0      # rotor inertia J_m, kg m^2
+MOT_RA = 1      # armature resistance R_a, Ohm
+MOT_LA = 2      # armature inductance L_a, H
+MOT_KM = 3      # torque constant K_m, N m / A
+MOT_KE = 4      # back-emf constant K_e, V s / rad
+MOT_DM = 5      # rotor viscous friction D_m, N m s / rad
+MOT_RATIO = 6   # gear ratio r = motor angle / joint angle
+
+# jam phases
+HEALTHY = 0.0
+JAMMING = 1.0
+BLOCKED = 2.0
+JAM_PHASE = 0
+JAM_T_END = 1
+JAM_QDD = 2
+
+
+
+# The scratch array ``work`` is 2-D (rows x cols), carved into rows so that no
+# kernel reshapes or allocates:
+#   rows [0, nq)                 mass matrix (nq x nq)
+#   row  nq                      bias
+#   row  nq + 1                  drive force
+#   rows [nq + 2, nq + 2 + S)    model scratch (S = scratch_rows(nq))
+#   the last 5 rows              integrator stages k1, k2, k3, k4 and the trial state
+def scratch_rows(nq: int) -> int:
+    return max(24, nq + 8)
+
+
+def work_shape(nq: int) -> tuple[int, int]:
+    """Shape of the ``work`` array a plant of nq coordinates needs."""
+    return nq + 2 + scratch_rows(nq) + 5, max(3 * nq, 18)

@@ -1,0 +1,134 @@
+"""Small in-place dense linear algebra for the kernels (no allocation).
+
+numpy.linalg inside numba allocates on every call; these routines work on the
+top-left ``n`` x ``n`` block of caller-owned arrays instead.
+"""
+import numpy as np
+from plant.kernel import kernel
+
+
+@kernel
+def cholesky_solve(a, b, n):
+    """Solve A x = b for symmetric positive definite A, in place.
+
+    A (n x n, top-left block of ``a``) is overwritten by its Cholesky factor,
+    ``b[:n]`` by the solution. Returns the smallest pivot (<= 0: A not positive
+    definite, solution invalid).
+    """
+    min_pivot = np.inf
+    for j in range(n):
+        d = a[j, j]
+        for k in range(j):
+            d -= a[j, k] * a[j, k]
+        if d < min_pivot:
+            min_pivot = d
+        if d <= 0.0:
+            return d
+        d = np.sqrt(d)
+        a[j, j] = d
+        for i in range(j + 1, n):
+            s = a[i, j]
+            for k in range(j):
+                s -= a[i, k] * a[j, k]
+            a[i, j] = s / d
+    for i in range(n):
+        s = b[i]
+        for k in range(i):
+            s -= a[i, k] * b[k]
+        b[i] = s / a[i, i]
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for k in range(i + 1, n):
+            s -= a[k, i] * b[k]
+        b[i] = s / a[i, i]
+    return min_pivot
+
+
+@kernel
+def symmetric_eigen(a, vecs, vals, n):
+    """Eigen-decomposition of a small symmetric matrix by cyclic Jacobi rotations.
+
+    ``a`` (n x n block) is destroyed; ``vecs`` receives the eigenvectors as
+    columns, ``vals[:n]`` the eigenvalues.
+    """
+    for i in range(n):
+        for j in range(n):
+            vecs[i, j] = 1.0 if i == j else 0.0
+    for _sweep in range(50):
+        off = 0.0
+        for i in range(n):
+            for j in range(i + 1, n):
+                off += a[i, j] * a[i, j]
+        if off < 1e-300:
+            break
+        for p in range(n):
+            for q in range(p + 1, n):
+                if a[p, q] == 0.0:
+                    continue
+                theta = (a[q, q] - a[p, p]) / (2.0 * a[p, q])
+                t = np.sign(theta) / (abs(theta) + np.sqrt(theta * theta + 1.0))
+                if theta == 0.0:
+                    t = 1.0
+                c = 1.0 / np.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(n):
+                    akp = a[k, p]
+                    akq = a[k, q]
+                    a[k, p] = c * akp - s * akq
+                    a[k, q] = s * akp + c * akq
+                for k in range(n):
+                    apk = a[p, k]
+                    aqk = a[q, k]
+                    a[p, k] = c * apk - s * aqk
+                    a[q, k] = s * apk + c * aqk
+                for k in range(n):
+                    vkp = vecs[k, p]
+                    vkq = vecs[k, q]
+                    vecs[k, p] = c * vkp - s * vkq
+                    vecs[k, q] = s * vkp + c * vkq
+    for i in range(n):
+        vals[i] = a[i, i]
+
+
+@kernel
+def spd_solve_robust(a, b, n, tmp, rel_tol):
+    """Solve A x = b for symmetric positive semi-definite A, in place in ``b``.
+
+    Tries Cholesky first; if a pivot falls below ``rel_tol`` times the largest
+    diagonal entry (A numerically singular), it returns the minimum-norm
+    least-squares solution through a truncated eigen-decomposition
+    (pseudo-inverse). ``tmp`` is 2-D with at least 2 n + 2 rows and n columns.
+    Returns the rank used (n when Cholesky succeeded).
+    """
+    keep = tmp[:n, :n]
+    vecs = tmp[n:2 * n, :n]
+    bkeep = tmp[2 * n, :n]
+    vals = tmp[2 * n + 1, :n]
+    scale = 0.0
+    for i in range(n):
+        bkeep[i] = b[i]
+        if a[i, i] > scale:
+            scale = a[i, i]
+        for j in range(n):
+            keep[i, j] = a[i, j]
+    if scale <= 0.0:
+        for i in range(n):
+            b[i] = 0.0
+        return 0
+    pivot = cholesky_solve(a, b, n)
+    if pivot > rel_tol * scale:
+        return n
+    symmetric_eigen(keep, vecs, vals, n)
+    rank = 0
+    for i in range(n):
+        b[i] = 0.0
+    for k in range(n):
+        if vals[k] > rel_tol * scale:
+            rank += 1
+            proj = 0.0
+            for i in range(n):
+                proj += vecs[i, k] * bkeep[i]
+            proj /= vals[k]
+            for i in range(n):
+                b[i] += proj * vecs[i, k]
+    return rank

@@ -1,0 +1,145 @@
+"""The Python face of a plant: builds the flat arrays once, owns the state, steps it.
+
+Kernels stay plain functions over arrays (plant.integrators, plant.dynamics);
+this class is for construction, validation, fault events and inspection. The
+real-time loop takes ``params``, ``jams``, ``x`` and ``work`` from it and calls
+the kernels directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from plant import jam, rrr3
+from plant.dynamics import derivative
+from plant.integrators import METHOD_EULER, METHOD_RK4, state_size, step
+from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, DRIVE_VOLTAGE_FULL, H_BODY, H_DRIVE,
+                          H_MODEL, H_MOTOR, H_NACT, H_NQ, HEADER_SIZE, JAM_PHASE,
+                          MODEL_RRR3, MODEL_SERIAL_ARM, HEALTHY, work_shape)
+from plant.motor import MotorParams
+from plant.rrr3 import Rrr3Params
+from plant.serial_arm import SerialArmParams
+
+DRIVES = {"torque": DRIVE_TORQUE, "voltage": DRIVE_VOLTAGE, "voltage_full": DRIVE_VOLTAGE_FULL}
+METHODS = {"rk4": METHOD_RK4, "euler": METHOD_EULER}
+
+
+class PlantError(RuntimeError):
+    """The plant reached an invalid state (NaN, singular mass matrix, ...)."""
+
+
+@dataclass
+class Plant:
+    """A plant model: params, state x = [q, qd, (i)], jam state, and scratch space.
+
+    Attributes:
+        params: flat float64 parameter array (plant.layout).
+        jams: (nq, 3) jam state of each coordinate.
+        x: state vector; q in rad/m, qd in rad/s or m/s, i in A.
+        t: plant time, s.
+    """
+
+    params: np.ndarray
+    jams: np.ndarray
+    x: np.ndarray
+    work: np.ndarray
+    t: float = 0.0
+
+    @staticmethod
+    def build(body: SerialArmParams | Rrr3Params, drive: str = "torque",
+              motors: MotorParams | None = None) -> "Plant":
+        """Assemble the arrays for a mechanism and its drives."""
+        if isinstance(body, SerialArmParams):
+            model, nq, nact = MODEL_SERIAL_ARM, body.n, body.n
+        elif isinstance(body, Rrr3Params):
+            model, nq, nact = MODEL_RRR3, rrr3.NQ, rrr3.NACT
+        else:
+            raise TypeError(f"unknown mechanism {type(body).__name__}")
+        if drive not in DRIVES:
+            raise ValueError(f"drive must be one of {sorted(DRIVES)}, got {drive!r}")
+        if drive != "torque" and motors is None:
+            raise ValueError(f"drive {drive!r} needs motor parameters")
+        motor_block = motors.block() if motors is not None else np.zeros(0)
+        header = np.zeros(HEADER_SIZE)
+        header[H_MODEL], header[H_NQ], header[H_NACT] = model, nq, nact
+        header[H_DRIVE] = DRIVES[drive]
+        header[H_MOTOR] = HEADER_SIZE
+        header[H_BODY] = HEADER_SIZE + len(motor_block)
+        params = np.concatenate([header, motor_block, body.block()])
+        jams = np.zeros((nq, 3))
+        jams[:, 1] = np.inf
+        nx = 2 * nq + (nact if drive == "voltage_full" else 0)
+        return Plant(params=params, jams=jams, x=np.zeros(nx), work=np.zeros(work_shape(nq)))
+
+    # -- sizes -------------------------------------------------------------------
+    @property
+    def nq(self) -> int:
+        return int(self.params[H_NQ])
+
+    @property
+    def nact(self) -> int:
+        return int(self.params[H_NACT])
+
+    @property
+    def model(self) -> int:
+        return int(self.params[H_MODEL])
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.x[:self.nq]
+
+    @property
+    def qd(self) -> np.ndarray:
+        return self.x[self.nq:2 * self.nq]
+
+    def set_state(self, q, qd=None, current=None, t: float = 0.0) -> None:
+        """Set q (rad/m), qd and, for the full motor model, the currents (A)."""
+        nq = self.nq
+        self.x[:nq] = q
+        self.x[nq:2 * nq] = 0.0 if qd is None else qd
+        if len(self.x) > 2 * nq:
+            self.x[2 * nq:] = 0.0 if current is None else current
+        self.t = t
+
+    # -- dynamics ----------------------------------------------------------------
+    def derivative(self, x=None, u=None, t=None) -> np.ndarray:
+        """dx/dt at a state (default: the current one)."""
+        x = self.x if x is None else np.asarray(x, dtype=float)
+        u = np.zeros(self.nact) if u is None else np.asarray(u, dtype=float)
+        dx = np.zeros(len(x))
+        derivative(self.params, self.jams, self.t if t is None else t, x, u, dx, self.work)
+        return dx
+
+    def step(self, u, h: float, method: str = "rk4") -> None:
+        """Advance by h seconds with input u held (N m or V); raises PlantError on NaN."""
+        health = step(self.params, self.jams, self.t, self.x, np.asarray(u, dtype=float), h,
+                      self.work, METHODS[method])
+        self.t += h
+        if not (health > 0.0) or not np.all(np.isfinite(self.x)):
+            raise PlantError(f"plant state invalid at t = {self.t:.6f} s "
+                             f"(health {health:.3g}, x = {self.x})")
+
+    # -- faults ------------------------------------------------------------------
+    def start_jam(self, joint: int, duration: float) -> None:
+        """Jam ``joint`` (1-based, as in the papers) now, over ``duration`` seconds."""
+        index = self._joint_index(joint)
+        jam.start_jam(self.jams, self.x, self.nq, index, self.t, duration)
+
+    def clear_jam(self, joint: int) -> None:
+        """Make ``joint`` (1-based) healthy again from its current state."""
+        jam.clear_jam(self.jams, self._joint_index(joint))
+
+    def jammed_joints(self) -> list[int]:
+        """1-based joints that are jamming or blocked."""
+        return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] != HEALTHY]
+
+    def _joint_index(self, joint: int) -> int:
+        if self.model != MODEL_SERIAL_ARM:
+            raise ValueError("jams are modelled for serial arms only")
+        if not 1 <= joint <= self.nact:
+            raise ValueError(f"joint must be 1..{self.nact}, got {joint}")
+        return joint - 1
+
+
+__all__ = ["Plant", "PlantError", "DRIVES", "METHODS", "state_size", "H_BODY", "H_MOTOR"]

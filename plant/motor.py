@@ -1,0 +1,113 @@
+"""Voltage-driven DC motors with massless gears, coupled to a mechanism (paper 003, §2.2-2.3).
+
+Per actuated coordinate j (motor angle theta_m = r q_j, gear torque tau_2 = r tau_1):
+
+    J_m r^2 qdd_j + D_m r^2 qd_j = r K_m i_j - tau_2,j                  (eq. 11)
+    L_a di_j/dt = u_j - R_a i_j - K_e r qd_j                             (eq. 6, 7)
+
+Adding eq. 11 to the mechanism gives eq. 16: M_s = M + B r^2 J_m Z,
+D_s = D + B r^2 (D_m [+ K_m K_e / R_a]) Z, generalised force B r K_m i. With
+the simplified model (L_a di/dt = 0) the current is algebraic:
+i = (u - K_e r qd) / R_a, which puts r^2 K_m K_e / R_a into D_s and
+B_s = B r K_m / R_a in front of u.
+
+Units: J_m kg m^2, R_a Ohm, L_a H, K_m N m/A, K_e V s/rad, D_m N m s/rad,
+voltages V, currents A, joint torques N m.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+from plant.kernel import kernel
+
+from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, H_DRIVE, H_MOTOR, H_NACT, H_NQ,
+                          MOT_JM, MOT_KE, MOT_KM, MOT_DM, MOT_LA, MOT_RA, MOT_RATIO,
+                          MOTOR_STRIDE)
+
+
+@dataclass(frozen=True)
+class MotorParams:
+    """Parameters of the n_act DC motors and gears, one entry per actuated joint."""
+
+    rotor_inertia: np.ndarray        # J_m, kg m^2
+    resistance: np.ndarray           # R_a, Ohm
+    inductance: np.ndarray           # L_a, H
+    torque_constant: np.ndarray      # K_m, N m / A
+    back_emf_constant: np.ndarray    # K_e, V s / rad
+    viscous_friction: np.ndarray     # D_m, N m s / rad (on the motor shaft)
+    gear_ratio: np.ndarray           # r = motor angle / joint angle
+
+    def block(self) -> np.ndarray:
+        """The motor block of ``params``: n_act rows of MOTOR_STRIDE values."""
+        rows = np.zeros((len(self.gear_ratio), MOTOR_STRIDE))
+        rows[:, MOT_JM] = self.rotor_inertia
+        rows[:, MOT_RA] = self.resistance
+        rows[:, MOT_LA] = self.inductance
+        rows[:, MOT_KM] = self.torque_constant
+        rows[:, MOT_KE] = self.back_emf_constant
+        rows[:, MOT_DM] = self.viscous_friction
+        rows[:, MOT_RATIO] = self.gear_ratio
+        return rows.ravel()
+
+    def torque_per_volt(self) -> np.ndarray:
+        """k = r K_m / R_a: joint torque per volt at standstill, N m / V."""
+        return self.gear_ratio * self.torque_constant / self.resistance
+
+    def back_emf_damping(self) -> np.ndarray:
+        """c = r^2 K_m K_e / R_a + r^2 D_m: joint damping the simplified motor adds, N m s / rad."""
+        r2 = self.gear_ratio ** 2
+        return r2 * self.torque_constant * self.back_emf_constant / self.resistance \
+            + r2 * self.viscous_friction
+
+    def reflected_inertia(self) -> np.ndarray:
+        """r^2 J_m: rotor inertia seen at the joint, kg m^2."""
+        return self.gear_ratio ** 2 * self.rotor_inertia
+
+
+@kernel
+def apply_drive(p, x, u, mass, bias, force, dcurrent):
+    """Add the drives to a mechanism's equations M qdd + bias = force.
+
+    ``mass`` (nq x nq) and ``bias`` (nq) hold the mechanism's terms on entry and
+    the coupled system's (eq. 16) on return; ``force`` receives the generalised
+    drive force (N m per actuated joint, 0 elsewhere). For the full motor model
+    ``dcurrent`` (n_act) receives di/dt in A/s.
+    """
+    nq = int(p[H_NQ])
+    nact = int(p[H_NACT])
+    drive = int(p[H_DRIVE])
+    mo = int(p[H_MOTOR])
+    for j in range(nq):
+        force[j] = 0.0
+    for j in range(nact):
+        if drive == DRIVE_TORQUE:
+            force[j] = u[j]
+            continue
+        row = mo + j * MOTOR_STRIDE
+        ratio = p[row + MOT_RATIO]
+        qd = x[nq + j]
+        mass[j, j] += ratio * ratio * p[row + MOT_JM]
+        bias[j] += ratio * ratio * p[row + MOT_DM] * qd
+        back_emf = p[row + MOT_KE] * ratio * qd
+        if drive == DRIVE_VOLTAGE:
+            current = (u[j] - back_emf) / p[row + MOT_RA]
+        else:
+            current = x[2 * nq + j]
+            dcurrent[j] = (u[j] - p[row + MOT_RA] * current - back_emf) / p[row + MOT_LA]
+        force[j] = ratio * p[row + MOT_KM] * current
+
+
+@kernel
+def currents(p, x, u, out):
+    """Armature currents in A (the state for the full model, algebraic for the simplified one)."""
+    nq = int(p[H_NQ])
+    nact = int(p[H_NACT])
+    drive = int(p[H_DRIVE])
+    mo = int(p[H_MOTOR])
+    for j in range(nact):
+        row = mo + j * MOTOR_STRIDE
+        if drive == DRIVE_TORQUE:
+            out[j] = 0.0
+        elif drive == DRIVE_VOLTAGE:
+            out[j] = (u[j] - p[row + MOT_KE] * p[row + MOT_RATIO] * x[nq + j]) / p[row + MOT_RA]
+        else:
+            out[j] = x[2 * nq + j]

@@ -1,0 +1,86 @@
+"""The accurate offline path: scipy ``solve_ivp`` at tight tolerances, exact event switching.
+
+It reproduces what the fixed-step path computes, without the step error, so
+the two can be compared: the same plant kernels (plant.dynamics.derivative),
+the same sampled controller (the command is held between control instants
+t_k = k h, as in the lockstep run), and jams switched at their exact instants
+(start at t1, block at t2 = t1 + dt) rather than inside a step. Rows are
+recorded on the same grid as the fixed-step run. Constraint corrections are
+not applied: at rtol 1e-10 the drift stays at the tolerance level.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from controllers.law import OPEN_LOOP, command
+from plant.dynamics import derivative
+from plant.jam import finish_jams, start_jam
+from plant.layout import JAM_PHASE, JAM_T_END, JAMMING
+from plant.model import Plant
+from plant.motor import currents
+from rt.lockstep import diagnostics
+
+
+def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps: int,
+        rtol: float, atol: float, method: str, rec: dict) -> int:
+    """Fill the record arrays ``rec`` (t, x, u, i, diag) like rt.lockstep.run; returns rows."""
+    p, jams, x = plant.params, plant.jams, plant.x.copy()
+    nq, nact, nx = plant.nq, plant.nact, len(plant.x)
+    work = plant.work
+    u = np.zeros(nact)
+    feedback = int(gains[0]) != OPEN_LOOP
+    t_final = n_steps * h
+    tol = 1e-9 * h
+
+    def rhs(t, state):
+        dx = np.zeros(nx)
+        derivative(p, jams, t, state, u, dx, work)
+        return dx
+
+    def record(k, state):
+        command(gains, k * h, state[:nact], state[nq:nq + nact], rec["u"][k]) if feedback \
+            else rec["u"][k].__setitem__(slice(None), u)
+        rec["t"][k] = k * h
+        rec["x"][k] = state
+        currents(p, state, rec["u"][k], rec["i"][k])
+        diagnostics(p, state, rec["diag"][k], work)
+
+    def events_now(t, state):
+        finish_jams(jams, state, nq, t, tol)
+        for r in range(schedule.shape[0]):
+            if schedule[r, 3] == 0.0 and schedule[r, 1] <= t + tol:
+                start_jam(jams, state, nq, int(schedule[r, 0]), t, schedule[r, 2])
+                schedule[r, 3] = 1.0
+
+    t = 0.0
+    events_now(t, x)
+    command(gains, t, x[:nact], x[nq:nq + nact], u)
+    record(0, x)
+    k_next = 1
+    while k_next <= n_steps:
+        candidates = [t_final, k_next * h if feedback else t_final]
+        candidates += [s[1] for s in schedule if s[3] == 0.0 and s[1] > t + tol]
+        candidates += [jams[j, JAM_T_END] for j in range(nq)
+                       if jams[j, JAM_PHASE] == JAMMING and jams[j, JAM_T_END] > t + tol]
+        t_next = min(candidates)
+        sol = solve_ivp(rhs, (t, t_next), x, method=method, rtol=rtol, atol=atol,
+                        dense_output=True)
+        if not sol.success:
+            return k_next
+        while k_next <= n_steps and k_next * h < t_next - tol:
+            record(k_next, sol.sol(k_next * h))
+            k_next += 1
+        x = sol.y[:, -1].copy()
+        t = t_next
+        if not np.all(np.isfinite(x)):
+            return k_next
+        at_row = k_next <= n_steps and abs(k_next * h - t) <= tol
+        if at_row:
+            record(k_next, x)
+        events_now(t, x)
+        if at_row:
+            if feedback:
+                command(gains, t, x[:nact], x[nq:nq + nact], u)
+            k_next += 1
+    return n_steps + 1

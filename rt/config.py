@@ -1,0 +1,348 @@
+"""Scenario configs: TOML files, ``--set key=value`` overrides, validation with clear errors.
+
+A config is a nested table. Every key is declared in ``SCHEMA`` below with its
+type, default and (for lists) its length rule; anything else fails at load
+time with the key's dotted name and the reason. Joints are numbered from 1, as
+in the papers. The resolved config (defaults filled in) is what runs and what is
+stored as ``meta`` next to every result.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A config key is unknown, of the wrong type or length, or out of range."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """Declaration of one config key.
+
+    kind: "float", "int", "bool", "str", "floats" (list of numbers, or one
+    number broadcast when ``scalar_ok``). length: None, an int, or the name of a
+    size resolved from the plant ("nq" coordinates, "nact" actuated joints).
+    """
+
+    kind: str
+    default: Any = None
+    length: Any = None
+    choices: tuple = ()
+    minimum: float | None = None
+    positive: bool = False
+    scalar_ok: bool = False
+    required: bool = False
+    doc: str = ""
+
+
+PAPER_ARM = {"mass": [9.0, 7.0, 5.0], "inertia": [1.5, 1.0, 0.6],
+             "length": [0.8, 0.7, 0.6], "com": [0.4, 0.35, 0.3]}
+
+SCHEMA: dict[str, Any] = {
+    "sim": {
+        "duration": Key("float", 10.0, positive=True, doc="run length, s"),
+        "dt": Key("float", 0.001, positive=True, doc="fixed step and control period, s"),
+        "integrator": Key("str", "rk4", choices=("rk4", "euler", "accurate")),
+        "rtol": Key("float", 1e-10, positive=True, doc="accurate path relative tolerance"),
+        "atol": Key("float", 1e-12, positive=True, doc="accurate path absolute tolerance"),
+        "accurate_method": Key("str", "DOP853", choices=("DOP853", "Radau", "RK45", "LSODA")),
+    },
+    "plant": {
+        "model": Key("str", required=True, choices=("serial_arm", "rrr3")),
+        "drive": Key("str", None, choices=("torque", "voltage", "voltage_full"),
+                     doc="torque-driven joints, or DC motors (voltage_full: current as a state)"),
+        "q0": Key("floats", None, length="nq", doc="initial coordinates, rad (m for x_C, y_C)"),
+        "qd0": Key("floats", None, length="nq", doc="initial rates"),
+        "motor": {
+            "rotor_inertia": Key("floats", 0.01, length="nact", scalar_ok=True, minimum=0.0),
+            "resistance": Key("floats", 3.0, length="nact", scalar_ok=True, positive=True),
+            "inductance": Key("floats", 1e-3, length="nact", scalar_ok=True, positive=True),
+            "torque_constant": Key("floats", 3.0, length="nact", scalar_ok=True, positive=True),
+            "back_emf_constant": Key("floats", 0.1, length="nact", scalar_ok=True, minimum=0.0),
+            "viscous_friction": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0),
+            "gear_ratio": Key("floats", 10.0, length="nact", scalar_ok=True, positive=True),
+        },
+    },
+    "input": {
+        "voltage": Key("floats", None, length="nact", scalar_ok=True, doc="constant motor voltages, V"),
+        "torque": Key("floats", None, length="nact", scalar_ok=True, doc="constant joint torques, N m"),
+    },
+    "controller": {
+        "type": Key("str", "open_loop", choices=("open_loop", "pd")),
+        "kp": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad (V/rad or N m/rad)"),
+        "kd": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad/s"),
+        "target": Key("floats", None, length="nact", doc="joint targets, rad"),
+        "output": Key("str", None, choices=("voltage", "torque"),
+                      doc="what the PD law computes; torque goes to voltage via u = tau / k"),
+    },
+    "faults": {
+        "jam": {  # a table, or a list of tables
+            "joint": Key("int", required=True, doc="1-based joint"),
+            "t1": Key("float", required=True, minimum=0.0, doc="jam start, s"),
+            "duration": Key("float", 0.1, minimum=0.0, doc="jamming phase dt, s"),
+        },
+    },
+}
+
+SERIAL_ARM_KEYS = {
+    "mass": Key("floats", PAPER_ARM["mass"], positive=True, doc="link masses, kg"),
+    "inertia": Key("floats", PAPER_ARM["inertia"], positive=True, doc="J_C, kg m^2"),
+    "length": Key("floats", PAPER_ARM["length"], positive=True, doc="link lengths, m"),
+    "com": Key("floats", PAPER_ARM["com"], minimum=0.0, doc="joint to centre of mass, m"),
+    "damping": Key("floats", 0.0, length="nq", scalar_ok=True, minimum=0.0,
+                   doc="viscous joint damping b_i, N m s/rad"),
+    "gravity": Key("float", 9.81, minimum=0.0, doc="m/s^2 along +x (down)"),
+}
+
+RRR3_KEYS = {
+    "l1": Key("float", 0.581, positive=True, doc="base link O_iA_i, m"),
+    "l2": Key("float", 0.620, positive=True, doc="coupler A_iB_i, m"),
+    "m1": Key("float", 2.072, positive=True, doc="base link mass, kg"),
+    "m2": Key("float", 0.750, positive=True, doc="coupler mass, kg (two end particles)"),
+    "inertia1": Key("float", 0.13, positive=True, doc="J_C1 of the base link, kg m^2"),
+    "base_side": Key("float", 1.2, positive=True, doc="L0, edge of the base triangle, m"),
+    "platform_side": Key("float", 0.2, positive=True, doc="L1, edge of the platform triangle, m"),
+    "platform_mass": Key("float", 0.978, positive=True, doc="m7, kg"),
+    "platform_inertia": Key("float", 0.007, positive=True, doc="J_C7, kg m^2"),
+    "baumgarte": Key("bool", True),
+    "baumgarte_delta": Key("float", 1.0, minimum=0.0),
+    "baumgarte_omega0": Key("float", 100.0 * math.sqrt(2.0), minimum=0.0, doc="rad/s"),
+    "correction": Key("str", "projection", choices=("none", "post_adjust", "projection"),
+                      doc="applied after every step and to the initial state"),
+    "post_adjust_weight": Key("float", 0.1, positive=True, doc="paper's M = w I"),
+    "post_adjust_penalty": Key("float", 100.0, positive=True, doc="paper's A = a I"),
+    "correction_iterations": Key("int", 10, minimum=1),
+    "correction_tolerance": Key("float", 1e-14, positive=True),
+}
+
+MODEL_KEYS = {"serial_arm": SERIAL_ARM_KEYS, "rrr3": RRR3_KEYS}
+
+
+# -- loading ----------------------------------------------------------------------
+
+def load(path: str | Path, overrides: list[str] = ()) -> dict:
+    """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for item in overrides:
+        apply_override(raw, item)
+    return resolve(raw)
+
+
+def parse_value(text: str) -> Any:
+    """A TOML value (number, bool, list, quoted string), or a bare word as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """Apply one ``dotted.key=value`` to the raw (unvalidated) config in place."""
+    if "=" not in item:
+        raise ConfigError(f"--set expects key=value, got {item!r}")
+    dotted, text = item.split("=", 1)
+    parts = dotted.strip().split(".")
+    node = raw
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if isinstance(child, list):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a list of "
+                              "tables in this config; edit the file instead")
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a value, "
+                              "not a table")
+        node = child
+    node[parts[-1]] = parse_value(text.strip())
+
+
+# -- validation -------------------------------------------------------------------
+
+def resolve(raw: dict) -> dict:
+    """Validate a raw config and return it with every default filled in."""
+    raw = copy.deepcopy(raw)
+    plant_raw = raw.get("plant", {})
+    if not isinstance(plant_raw, dict):
+        raise ConfigError("plant: expected a table")
+    model = plant_raw.get("model")
+    if model is None:
+        raise ConfigError("plant.model: missing (one of 'serial_arm', 'rrr3')")
+    if model not in MODEL_KEYS:
+        raise ConfigError(f"plant.model: must be one of ['rrr3', 'serial_arm'], got {model!r}")
+    schema = copy.deepcopy(SCHEMA)
+    schema["plant"].update(MODEL_KEYS[model])
+    sizes = _sizes(model, plant_raw)
+    out = _check_table(raw, schema, "", sizes)
+    _check_jams(out, sizes)
+    _fill_model_defaults(out, sizes)
+    _check_consistency(out, sizes)
+    return out
+
+
+def _sizes(model: str, plant_raw: dict) -> dict:
+    if model == "rrr3":
+        return {"nq": 6, "nact": 3}
+    mass = plant_raw.get("mass", PAPER_ARM["mass"])
+    if not isinstance(mass, list) or not mass:
+        raise ConfigError("plant.mass: expected a non-empty list of link masses, kg")
+    n = len(mass)
+    for name in ("inertia", "length", "com"):
+        value = plant_raw.get(name, PAPER_ARM[name])
+        if isinstance(value, list) and len(value) != n:
+            raise ConfigError(f"plant.{name}: expected {n} values (one per link, as plant.mass), "
+                              f"got {len(value)}")
+    return {"nq": n, "nact": n}
+
+
+def _check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a table")
+    for key in raw:
+        if key not in schema:
+            hint = difflib.get_close_matches(key, list(schema), n=1)
+            extra = f" (did you mean '{prefix}{hint[0]}'?)" if hint else \
+                f" (known: {', '.join(sorted(schema))})"
+            raise ConfigError(f"unknown key '{prefix}{key}'{extra}")
+    out: dict = {}
+    for key, spec in schema.items():
+        name = prefix + key
+        if isinstance(spec, dict):
+            if key == "jam":
+                value = raw.get(key, [])
+                items = value if isinstance(value, list) else [value]
+                out[key] = [_check_table(item, spec, f"{name}[{i}]." if isinstance(value, list)
+                                         else f"{name}.", sizes) for i, item in enumerate(items)]
+            else:
+                out[key] = _check_table(raw.get(key, {}), spec, name + ".", sizes)
+        else:
+            out[key] = _check_value(raw[key], spec, name, sizes) if key in raw else \
+                _default(spec, name, sizes)
+    return out
+
+
+def _default(spec: Key, name: str, sizes: dict) -> Any:
+    if spec.required:
+        raise ConfigError(f"{name}: missing ({spec.doc or spec.kind})")
+    if spec.default is None:
+        return None
+    return _check_value(spec.default, spec, name, sizes)
+
+
+def _check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
+    kind = spec.kind
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected a string, got {value!r}")
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(f"{name}: must be one of {list(spec.choices)}, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        _check_range(float(value), spec, name)
+        return value
+    if kind == "float":
+        return _number(value, spec, name)
+    # floats: a list of numbers
+    length = sizes.get(spec.length, spec.length) if isinstance(spec.length, str) else spec.length
+    if not isinstance(value, list):
+        if spec.scalar_ok and length is not None:
+            value = [value] * length
+        else:
+            raise ConfigError(f"{name}: expected a list of numbers"
+                              + (f" of length {length}" if length else "") + f", got {value!r}")
+    if length is not None and len(value) != length:
+        what = {"nq": "one per coordinate", "nact": "one per actuated joint"}.get(spec.length, "")
+        raise ConfigError(f"{name}: expected {length} values ({what}), got {len(value)}"
+                          if what else f"{name}: expected {length} values, got {len(value)}")
+    return [_number(v, spec, f"{name}[{i}]") for i, v in enumerate(value)]
+
+
+def _number(value: Any, spec: Key, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name}: expected a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}: must be finite, got {value}")
+    _check_range(value, spec, name)
+    return value
+
+
+def _check_range(value: float, spec: Key, name: str) -> None:
+    if spec.positive and value <= 0.0:
+        raise ConfigError(f"{name}: must be > 0, got {value}")
+    if spec.minimum is not None and value < spec.minimum:
+        raise ConfigError(f"{name}: must be >= {spec.minimum}, got {value}")
+
+
+def _check_jams(cfg: dict, sizes: dict) -> None:
+    for i, jam in enumerate(cfg["faults"]["jam"]):
+        if not 1 <= jam["joint"] <= sizes["nact"]:
+            raise ConfigError(f"faults.jam[{i}].joint: must be 1..{sizes['nact']}, "
+                              f"got {jam['joint']}")
+    if cfg["faults"]["jam"] and cfg["plant"]["model"] != "serial_arm":
+        raise ConfigError("faults.jam: jams are modelled for serial arms only")
+
+
+def _fill_model_defaults(cfg: dict, sizes: dict) -> None:
+    plant = cfg["plant"]
+    if plant["drive"] is None:
+        plant["drive"] = "voltage" if plant["model"] == "rrr3" else "torque"
+    if plant["q0"] is None:
+        plant["q0"] = [0.0] * sizes["nq"]
+    if plant["qd0"] is None:
+        plant["qd0"] = [0.0] * sizes["nq"]
+    ctrl = cfg["controller"]
+    if ctrl["output"] is None:
+        ctrl["output"] = "torque" if plant["drive"] == "torque" else "voltage"
+
+
+def _check_consistency(cfg: dict, sizes: dict) -> None:
+    plant, ctrl, inp = cfg["plant"], cfg["controller"], cfg["input"]
+    voltage_driven = plant["drive"] != "torque"
+    if voltage_driven and inp["torque"] is not None:
+        raise ConfigError("input.torque: the plant is voltage-driven (plant.drive = "
+                          f"{plant['drive']!r}); give input.voltage instead")
+    if not voltage_driven and inp["voltage"] is not None:
+        raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
+                          "give input.torque or set plant.drive = 'voltage'")
+    if ctrl["type"] == "pd":
+        if ctrl["target"] is None:
+            raise ConfigError("controller.target: missing (needed by controller.type = 'pd')")
+        if not voltage_driven and ctrl["output"] == "voltage":
+            raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
+                              "(plant.drive = 'voltage' or 'voltage_full')")
+    if plant["drive"] == "voltage_full" and cfg["sim"]["integrator"] != "accurate":
+        tau = min(l / r for l, r in zip(plant["motor"]["inductance"], plant["motor"]["resistance"]))
+        if cfg["sim"]["dt"] > 2.5 * tau:
+            raise ConfigError(f"sim.dt: {cfg['sim']['dt']} s is too long for the full motor "
+                              f"model (electrical time constant L_a/R_a = {tau:.3g} s; a fixed "
+                              "step must stay below about 2.5 L_a/R_a). Use plant.drive = "
+                              "'voltage' (L_a di/dt = 0), a smaller sim.dt, or "
+                              "sim.integrator = 'accurate'")
+
+
+def to_json(cfg: dict) -> str:
+    """The resolved config as a JSON string (stored as ``meta``)."""
+    return json.dumps(cfg, sort_keys=True)

@@ -1,0 +1,114 @@
+"""Controller and plant in lockstep, compiled as one numba kernel.
+
+One call of ``tick`` does what a real-time tick does (measure, control, step,
+correct); ``run`` repeats it and records every row. This is the offline
+``hil sim`` path and the in-process ``--fast`` path: both cross the
+Python/numba boundary once per run, not once per step.
+
+Rows: row k holds the state at t_k = k h and the command computed from it
+(applied over [t_k, t_k + h)); there are n_steps + 1 rows, starting at t = 0.
+
+Diagnostics per row (3 columns): 3RRR: residual max|f_i| (m^2), det Phi_theta,
+det Phi_x; serial arm: total energy (J), x_C, y_C of the overall centre of mass (m).
+"""
+import numpy as np
+from plant.kernel import kernel
+
+from controllers.law import command
+from plant import rrr3, serial_arm
+from plant.integrators import state_size, step
+from plant.jam import start_jam
+from plant.layout import H_MODEL, H_NACT, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
+from plant.motor import currents
+
+CORRECTION_NONE = 0
+CORRECTION_POST_ADJUST = 1
+CORRECTION_PROJECTION = 2
+
+# schedule rows: [joint (0-based), t1 (s), duration (s), applied flag]
+SCHEDULE_COLUMNS = 4
+
+
+@kernel
+def correct(p, x, correction, scratch):
+    """Apply the configured constraint correction to x in place (3RRR only).
+
+    ``scratch``: 2-D, at least 16 x 6 (the model-scratch rows of a plant's work array).
+    """
+    if correction == CORRECTION_POST_ADJUST:
+        rrr3.post_adjust(p, x, scratch)
+    elif correction == CORRECTION_PROJECTION:
+        rrr3.project(p, x, scratch)
+
+
+@kernel
+def apply_schedule(p, jams, schedule, t, x, tol):
+    """Start every scheduled jam whose start time has come (at this step boundary)."""
+    nq = int(p[H_NQ])
+    for r in range(schedule.shape[0]):
+        if schedule[r, 3] == 0.0 and schedule[r, 1] <= t + tol:
+            start_jam(jams, x, nq, int(schedule[r, 0]), t, schedule[r, 2])
+            schedule[r, 3] = 1.0
+
+
+@kernel
+def diagnostics(p, x, out, work):
+    """Fill out[0:3] with the model's diagnostics (see module docstring).
+
+    ``work``: a plant's work array (its matrix and scratch rows are overwritten).
+    """
+    nq = int(p[H_NQ])
+    model = int(p[H_MODEL])
+    scratch = work[nq + 2:]
+    if model == MODEL_RRR3:
+        out[0] = rrr3.residual(p, x, scratch)
+        out[1] = rrr3.det_phi_theta(p, x)
+        out[2] = rrr3.det_phi_x(p, x, scratch)
+    elif model == MODEL_SERIAL_ARM:
+        mass = work[:nq, :nq]
+        bias = work[nq, :nq]
+        serial_arm.mass_and_bias(p, x[:nq], x[nq:2 * nq], mass, bias, scratch)
+        kinetic = 0.0
+        for i in range(nq):
+            for j in range(nq):
+                kinetic += 0.5 * x[nq + i] * mass[i, j] * x[nq + j]
+        out[0] = kinetic + serial_arm.potential_energy(p, x)
+        serial_arm.centre_of_mass(p, x, out[1:3])
+
+
+@kernel
+def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work,
+        rec_t, rec_x, rec_u, rec_i, rec_diag):
+    """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows.
+
+    Returns the number of rows written: n_steps + 1, or fewer if the plant
+    state became invalid (NaN, singular mass matrix): the last row written is
+    the last valid state.
+    """
+    nq = int(p[H_NQ])
+    nact = int(p[H_NACT])
+    nx = state_size(p)
+    u = np.zeros(nact)
+    scratch = work[nq + 2:]
+    tol = 1e-9 * h
+    for k in range(n_steps + 1):
+        t = t0 + k * h
+        apply_schedule(p, jams, schedule, t, x, tol)
+        command(gains, t, x[:nact], x[nq:nq + nact], u)
+        rec_t[k] = t
+        for i in range(nx):
+            rec_x[k, i] = x[i]
+        for j in range(nact):
+            rec_u[k, j] = u[j]
+        currents(p, x, u, rec_i[k])
+        diagnostics(p, x, rec_diag[k], work)
+        if k == n_steps:
+            break
+        health = step(p, jams, t, x, u, h, work, method)
+        correct(p, x, correction, scratch)
+        if not health > 0.0:
+            return k + 1
+        for i in range(nx):
+            if not np.isfinite(x[i]):
+                return k + 1
+    return n_steps + 1

@@ -1,0 +1,118 @@
+"""Offline runs: ``hil sim`` runs a scenario as fast as it can and returns named arrays.
+
+Output arrays (one row per step, starting at t = 0; see rt.lockstep for the row
+convention): ``t`` (s), ``q``, ``qd``, ``u`` (V or N m), ``i`` (A, voltage-driven
+plants), ``jam_events`` (rows [joint, t1, t2]); for the 3RRR ``residual`` (m^2),
+``det_phi_theta``, ``det_phi_x``; for serial arms ``energy`` (J) and ``com``
+(x_C, y_C, m); and ``meta``, the resolved config as a JSON string.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controllers.factory import gains_from_config
+from plant.factory import correction_id, plant_from_config
+from plant.integrators import METHOD_EULER, METHOD_RK4
+from plant.layout import MODEL_RRR3
+from rt import accurate, lockstep
+from rt.config import to_json
+
+INTEGRATORS = {"rk4": METHOD_RK4, "euler": METHOD_EULER}
+
+
+class SimulationError(RuntimeError):
+    """The plant state became invalid during a run; ``arrays`` holds the rows up to then."""
+
+    def __init__(self, message: str, arrays: dict):
+        super().__init__(message)
+        self.arrays = arrays
+
+
+@dataclass
+class SimRun:
+    """Result of ``simulate``: the arrays and what the run cost."""
+
+    arrays: dict = field(default_factory=dict)
+    stepping_seconds: float = 0.0   # wall time of the stepping alone
+    startup_seconds: float = 0.0    # kernel compilation or cache load before the first step
+
+
+def jam_schedule(cfg: dict) -> np.ndarray:
+    """Scheduled jams as rows [joint (0-based), t1, duration, applied=0]."""
+    rows = [[j["joint"] - 1, j["t1"], j["duration"], 0.0] for j in cfg["faults"]["jam"]]
+    return np.array(rows, dtype=float).reshape(-1, lockstep.SCHEDULE_COLUMNS)
+
+
+def simulate(cfg: dict) -> SimRun:
+    """Run the resolved config offline. Raises SimulationError on an invalid state."""
+    sim = cfg["sim"]
+    h = sim["dt"]
+    n_steps = int(round(sim["duration"] / h))
+    plant = plant_from_config(cfg)
+    gains = gains_from_config(cfg)
+    schedule = jam_schedule(cfg)
+    correction = correction_id(cfg)
+    lockstep.correct(plant.params, plant.x, correction, plant.work[plant.nq + 2:])
+    nx, nact = len(plant.x), plant.nact
+    rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
+           "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
+           "diag": np.zeros((n_steps + 1, 3))}
+    out = SimRun()
+    if sim["integrator"] == "accurate":
+        started = time.perf_counter()
+        rows = accurate.run(plant, gains, schedule, h, n_steps, sim["rtol"], sim["atol"],
+                            sim["accurate_method"], rec)
+        out.stepping_seconds = time.perf_counter() - started
+    else:
+        method = INTEGRATORS[sim["integrator"]]
+        started = time.perf_counter()
+        _warm_up(plant, gains, schedule, h, method, correction)
+        out.startup_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        rows = lockstep.run(plant.params, plant.jams, gains, schedule, plant.x, 0.0, h, n_steps,
+                            method, correction, plant.work, rec["t"], rec["x"], rec["u"],
+                            rec["i"], rec["diag"])
+        out.stepping_seconds = time.perf_counter() - started
+    out.arrays = _named(cfg, plant, rec, rows, schedule)
+    if rows < n_steps + 1:
+        raise SimulationError(
+            f"plant state became invalid after t = {rec['t'][rows - 1]:.6f} s "
+            f"(NaN or singular mass matrix); {rows} rows kept", out.arrays)
+    return out
+
+
+def _warm_up(plant, gains, schedule, h, method, correction) -> None:
+    """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
+    nx, nact = len(plant.x), plant.nact
+    lockstep.run(plant.params, plant.jams.copy(), gains, schedule.copy(), plant.x.copy(), 0.0, h,
+                 1, method, correction, plant.work.copy(), np.zeros(2), np.zeros((2, nx)),
+                 np.zeros((2, nact)), np.zeros((2, nact)), np.zeros((2, 3)))
+
+
+def _named(cfg, plant, rec, rows, schedule) -> dict:
+    nq = plant.nq
+    x = rec["x"][:rows]
+    arrays = {"t": rec["t"][:rows], "q": x[:, :nq], "qd": x[:, nq:2 * nq],
+              "u": rec["u"][:rows], "meta": np.array(to_json(cfg))}
+    if cfg["plant"]["drive"] != "torque":
+        arrays["i"] = rec["i"][:rows]
+    diag = rec["diag"][:rows]
+    if plant.model == MODEL_RRR3:
+        arrays["residual"] = diag[:, 0]
+        arrays["det_phi_theta"] = diag[:, 1]
+        arrays["det_phi_x"] = diag[:, 2]
+    else:
+        arrays["energy"] = diag[:, 0]
+        arrays["com"] = diag[:, 1:3]
+    applied = schedule[schedule[:, 3] != 0.0] if len(schedule) else schedule
+    h = cfg["sim"]["dt"]
+    if cfg["sim"]["integrator"] == "accurate":
+        starts = applied[:, 1]
+    else:  # the fixed-step run starts a jam at the first step boundary at or after t1
+        starts = np.ceil(applied[:, 1] / h - 1e-9) * h
+    arrays["jam_events"] = np.column_stack(
+        [applied[:, 0] + 1, starts, starts + applied[:, 2]]) if len(applied) else np.zeros((0, 3))
+    return arrays
