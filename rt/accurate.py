@@ -3,7 +3,8 @@
 It reproduces what the fixed-step path computes, without the step error, so
 the two can be compared: the same plant kernels (plant.dynamics.derivative),
 the same sampled controller (the command is held between control instants
-t_k = k h, as in the lockstep run), and jams switched at their exact instants
+t_k = k h, as in the lockstep run; or, with ``continuous``, evaluated at
+every instant, as in the papers' ODE solvers), and jams switched at their exact instants
 (start at t1, block at t2 = t1 + dt) rather than inside a step. Rows are
 recorded on the same grid as the fixed-step run. Constraint corrections are
 not applied: at rtol 1e-10 the drift stays at the tolerance level.
@@ -23,7 +24,7 @@ from rt.lockstep import diagnostics
 
 
 def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps: int,
-        rtol: float, atol: float, method: str, rec: dict) -> int:
+        rtol: float, atol: float, method: str, rec: dict, continuous: bool = False) -> int:
     """Fill the record arrays ``rec`` (t, x, u, i, diag) like rt.lockstep.run; returns rows."""
     p, jams, x = plant.params, plant.jams, plant.x.copy()
     nq, nact, nx = plant.nq, plant.nact, len(plant.x)
@@ -35,6 +36,8 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
 
     def rhs(t, state):
         dx = np.zeros(nx)
+        if continuous:
+            command(gains, t, state[:nact], state[nq:nq + nact], u)
         derivative(p, jams, t, state, u, dx, work)
         return dx
 
@@ -59,7 +62,7 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
     record(0, x)
     k_next = 1
     while k_next <= n_steps:
-        candidates = [t_final, k_next * h if feedback else t_final]
+        candidates = [t_final, k_next * h if feedback and not continuous else t_final]
         candidates += [s[1] for s in schedule if s[3] == 0.0 and s[1] > t + tol]
         candidates += [jams[j, JAM_T_END] for j in range(nq)
                        if jams[j, JAM_PHASE] == JAMMING and jams[j, JAM_T_END] > t + tol]
@@ -76,10 +79,9 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
         if not np.all(np.isfinite(x)):
             return k_next
         at_row = k_next <= n_steps and abs(k_next * h - t) <= tol
-        if at_row:
-            record(k_next, x)
         events_now(t, x)
         if at_row:
+            record(k_next, x)
             if feedback:
                 command(gains, t, x[:nact], x[nq:nq + nact], u)
             k_next += 1

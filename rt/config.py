@@ -58,6 +58,9 @@ SCHEMA: dict[str, Any] = {
         "rtol": Key("float", 1e-10, positive=True, doc="accurate path relative tolerance"),
         "atol": Key("float", 1e-12, positive=True, doc="accurate path absolute tolerance"),
         "accurate_method": Key("str", "DOP853", choices=("DOP853", "Radau", "RK45", "LSODA")),
+        "control": Key("str", "sampled", choices=("sampled", "continuous"),
+                       doc="sampled: command held over each step (a real controller); "
+                           "continuous: evaluated at every instant (accurate path only)"),
     },
     "plant": {
         "model": Key("str", required=True, choices=("serial_arm", "rrr3")),
@@ -136,9 +139,11 @@ def load(path: str | Path, overrides: list[str] = ()) -> dict:
     """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     for item in overrides:
@@ -184,13 +189,14 @@ def resolve(raw: dict) -> dict:
     model = plant_raw.get("model")
     if model is None:
         raise ConfigError("plant.model: missing (one of 'serial_arm', 'rrr3')")
-    if model not in MODEL_KEYS:
+    if not isinstance(model, str) or model not in MODEL_KEYS:
         raise ConfigError(f"plant.model: must be one of ['rrr3', 'serial_arm'], got {model!r}")
     schema = copy.deepcopy(SCHEMA)
     schema["plant"].update(MODEL_KEYS[model])
     sizes = _sizes(model, plant_raw)
     out = _check_table(raw, schema, "", sizes)
-    _check_jams(out, sizes)
+    listed = isinstance(raw.get("faults", {}).get("jam"), list)
+    _check_jams(out, sizes, listed)
     _fill_model_defaults(out, sizes)
     _check_consistency(out, sizes)
     return out
@@ -204,7 +210,12 @@ def _sizes(model: str, plant_raw: dict) -> dict:
         raise ConfigError("plant.mass: expected a non-empty list of link masses, kg")
     n = len(mass)
     for name in ("inertia", "length", "com"):
-        value = plant_raw.get(name, PAPER_ARM[name])
+        if name not in plant_raw:
+            if n != len(PAPER_ARM[name]):
+                raise ConfigError(f"plant.{name}: missing; the default is for the 3-link arm, "
+                                  f"give {n} values (one per link, as plant.mass)")
+            continue
+        value = plant_raw[name]
         if isinstance(value, list) and len(value) != n:
             raise ConfigError(f"plant.{name}: expected {n} values (one per link, as plant.mass), "
                               f"got {len(value)}")
@@ -296,11 +307,11 @@ def _check_range(value: float, spec: Key, name: str) -> None:
         raise ConfigError(f"{name}: must be >= {spec.minimum}, got {value}")
 
 
-def _check_jams(cfg: dict, sizes: dict) -> None:
+def _check_jams(cfg: dict, sizes: dict, listed: bool) -> None:
     for i, jam in enumerate(cfg["faults"]["jam"]):
+        name = f"faults.jam[{i}]" if listed else "faults.jam"
         if not 1 <= jam["joint"] <= sizes["nact"]:
-            raise ConfigError(f"faults.jam[{i}].joint: must be 1..{sizes['nact']}, "
-                              f"got {jam['joint']}")
+            raise ConfigError(f"{name}.joint: must be 1..{sizes['nact']}, got {jam['joint']}")
     if cfg["faults"]["jam"] and cfg["plant"]["model"] != "serial_arm":
         raise ConfigError("faults.jam: jams are modelled for serial arms only")
 
@@ -319,7 +330,11 @@ def _fill_model_defaults(cfg: dict, sizes: dict) -> None:
 
 
 def _check_consistency(cfg: dict, sizes: dict) -> None:
-    plant, ctrl, inp = cfg["plant"], cfg["controller"], cfg["input"]
+    plant, ctrl, inp, sim = cfg["plant"], cfg["controller"], cfg["input"], cfg["sim"]
+    steps = sim["duration"] / sim["dt"]
+    if steps < 1.0 - 1e-9 or abs(steps - round(steps)) > 1e-6:
+        raise ConfigError(f"sim.duration: {sim['duration']} s is not a whole number of steps of "
+                          f"sim.dt = {sim['dt']} s")
     voltage_driven = plant["drive"] != "torque"
     if voltage_driven and inp["torque"] is not None:
         raise ConfigError("input.torque: the plant is voltage-driven (plant.drive = "
@@ -333,6 +348,9 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         if not voltage_driven and ctrl["output"] == "voltage":
             raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
                               "(plant.drive = 'voltage' or 'voltage_full')")
+    if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
+        raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
+                          "fixed-step run holds the command over each step)")
     if plant["drive"] == "voltage_full" and cfg["sim"]["integrator"] != "accurate":
         tau = min(l / r for l, r in zip(plant["motor"]["inductance"], plant["motor"]["resistance"]))
         if cfg["sim"]["dt"] > 2.5 * tau:

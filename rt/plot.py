@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import matplotlib
 
@@ -54,6 +55,7 @@ def plot_run(arrays: dict, path: str) -> None:
     ax.legend(fontsize=8)
     ax.set_xlabel("t [s]")
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -64,7 +64,7 @@ def simulate(cfg: dict) -> SimRun:
     if sim["integrator"] == "accurate":
         started = time.perf_counter()
         rows = accurate.run(plant, gains, schedule, h, n_steps, sim["rtol"], sim["atol"],
-                            sim["accurate_method"], rec)
+                            sim["accurate_method"], rec, sim["control"] == "continuous")
         out.stepping_seconds = time.perf_counter() - started
     else:
         method = INTEGRATORS[sim["integrator"]]
