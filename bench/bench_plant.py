@@ -38,10 +38,10 @@ BATCH = 1000
 
 
 @njit(cache=True)
-def _stepped(p, jams, x, u, h, work, n):
+def _stepped(p, jams, x, u, h, work, stages, n):
     t = 0.0
     for _ in range(n):
-        step(p, jams, t, x, u, h, work, METHOD_RK4)
+        step(p, jams, t, x, u, h, work, stages, METHOD_RK4)
         t += h
 
 
@@ -67,30 +67,31 @@ def stats(samples_ns) -> str:
 
 def inside_numba(plant, u, batches=300) -> np.ndarray:
     """Per-step time of each batch of BATCH steps stepped inside one numba call."""
-    args = (plant.params, plant.jams, plant.x.copy(), np.asarray(u, float), 1e-3, plant.work)
+    args = (plant.params, plant.jams, plant.x.copy(), np.asarray(u, float), 1e-3, plant.work,
+            plant.stages)
     _stepped(*args, 10)
     out = np.empty(batches)
     for b in range(batches):
         x0 = plant.x.copy()
         start = time.perf_counter_ns()
-        _stepped(plant.params, plant.jams, x0, args[3], 1e-3, plant.work, BATCH)
+        _stepped(plant.params, plant.jams, x0, args[3], 1e-3, plant.work, plant.stages, BATCH)
         out[b] = (time.perf_counter_ns() - start) / BATCH
     return out
 
 
 def from_python(plant, u, calls=100_000) -> np.ndarray:
     """Time of one kernel call from Python (perf_counter_ns around each call)."""
-    p, jams, work = plant.params, plant.jams, plant.work
+    p, jams, work, stages = plant.params, plant.jams, plant.work, plant.stages
     x = plant.x.copy()
     u = np.asarray(u, float)
-    step(p, jams, 0.0, x, u, 1e-3, work, METHOD_RK4)
+    step(p, jams, 0.0, x, u, 1e-3, work, stages, METHOD_RK4)
     out = np.empty(calls)
     clock = time.perf_counter_ns
     for k in range(calls):
         if k % 5000 == 0:
             x[:] = plant.x
         start = clock()
-        step(p, jams, 0.0, x, u, 1e-3, work, METHOD_RK4)
+        step(p, jams, 0.0, x, u, 1e-3, work, stages, METHOD_RK4)
         out[k] = clock() - start
     overhead = np.median([-(clock() - clock()) for _ in range(10000)])
     return out - overhead

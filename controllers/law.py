@@ -13,8 +13,8 @@ scale (nact), u_const (nact)]``.
 Measurements: ``pos`` (rad) and ``vel`` (rad/s) of the actuated joints.
 """
 import numpy as np
-from plant.kernel import kernel
 
+from plant.kernel import kernel
 OPEN_LOOP = 0
 PD = 1
 

@@ -5,12 +5,15 @@
 The mechanism gives M and bias, the drives (plant.motor) add rotor inertia,
 motor damping and the drive force, and the model's solver turns them into
 accelerations: the jam-restructured solve for serial chains, the constrained
-solve for the 3RRR. A new model is one more branch here.
+solve for the 3RRR. A new model is one more branch here. The healthy 3-link arm
+(the paper's) takes an unrolled fast path, serial_arm.accel3, which
+tests/test_serial_arm.py checks against the generic path.
 """
 from plant.kernel import kernel
 
 from plant import jam, motor, rrr3, serial_arm
-from plant.layout import H_MODEL, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
+from plant.layout import (DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NQ, HEALTHY, JAM_PHASE,
+                          MODEL_RRR3, MODEL_SERIAL_ARM)
 
 
 @kernel
@@ -23,6 +26,12 @@ def derivative(p, jams, t, x, u, dx, work):
     """
     nq = int(p[H_NQ])
     model = int(p[H_MODEL])
+    if model == MODEL_SERIAL_ARM and nq == 3 and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL \
+            and jams[0, JAM_PHASE] == HEALTHY and jams[1, JAM_PHASE] == HEALTHY \
+            and jams[2, JAM_PHASE] == HEALTHY:
+        for k in range(3):
+            dx[k] = x[3 + k]
+        return serial_arm.accel3(p, x, u, dx[3:6])
     mass = work[:nq, :nq]
     bias = work[nq, :nq]
     force = work[nq + 1, :nq]

@@ -30,13 +30,12 @@ def state_size(p):
 
 
 @kernel
-def _rk4(p, jams, t, x, u, h, work, nx):
-    top = work.shape[0] - 5
-    k1 = work[top, :nx]
-    k2 = work[top + 1, :nx]
-    k3 = work[top + 2, :nx]
-    k4 = work[top + 3, :nx]
-    xs = work[top + 4, :nx]
+def _rk4(p, jams, t, x, u, h, work, stages, nx):
+    k1 = stages[0]
+    k2 = stages[1]
+    k3 = stages[2]
+    k4 = stages[3]
+    xs = stages[4]
     health = derivative(p, jams, t, x, u, k1, work)
     for i in range(nx):
         xs[i] = x[i] + 0.5 * h * k1[i]
@@ -54,9 +53,9 @@ def _rk4(p, jams, t, x, u, h, work, nx):
 
 
 @kernel
-def _euler(p, jams, t, x, u, h, work, nx):
+def _euler(p, jams, t, x, u, h, work, stages, nx):
     nq = int(p[H_NQ])
-    dx = work[work.shape[0] - 5, :nx]
+    dx = stages[0]
     health = derivative(p, jams, t, x, u, dx, work)
     for i in range(nq):
         x[nq + i] += h * dx[nq + i]
@@ -67,9 +66,10 @@ def _euler(p, jams, t, x, u, h, work, nx):
 
 
 @kernel
-def step(p, jams, t, x, u, h, work, method):
-    """Advance x from t to t + h (s). Returns the worst health figure of the
-    evaluations (see plant.dynamics.derivative; <= 0 means invalid)."""
+def step(p, jams, t, x, u, h, work, stages, method):
+    """Advance x from t to t + h (s). ``work``: plant.layout.work_shape(nq);
+    ``stages``: (5, len(x)). Returns the worst health figure of the evaluations
+    (see plant.dynamics.derivative; <= 0 means invalid)."""
     nq = int(p[H_NQ])
     nx = state_size(p)
     t_end = t + h
@@ -79,9 +79,9 @@ def step(p, jams, t, x, u, h, work, method):
     while True:
         tn = next_jam_end(jams, ts + tol, t_end)
         if method == METHOD_RK4:
-            health = min(health, _rk4(p, jams, ts, x, u, tn - ts, work, nx))
+            health = min(health, _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx))
         else:
-            health = min(health, _euler(p, jams, ts, x, u, tn - ts, work, nx))
+            health = min(health, _euler(p, jams, ts, x, u, tn - ts, work, stages, nx))
         finish_jams(jams, x, nq, tn, tol)
         if tn >= t_end - tol:
             break

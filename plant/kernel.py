@@ -12,3 +12,4 @@
 from numba import njit
 
 kernel = njit(cache=True, nogil=True, error_model="numpy")
+

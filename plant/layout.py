@@ -55,12 +55,10 @@ JAM_QDD = 2
 #   rows [0, nq)                 mass matrix (nq x nq)
 #   row  nq                      bias
 #   row  nq + 1                  drive force
-#   rows [nq + 2, nq + 2 + S)    model scratch (S = scratch_rows(nq))
-#   the last 5 rows              integrator stages k1, k2, k3, k4 and the trial state
-def scratch_rows(nq: int) -> int:
-    return max(24, nq + 8)
-
-
+#   rows [nq + 2, ...)           model scratch
+# The integrator's stages (k1, k2, k3, k4 and the trial state) live in a separate
+# ``stages`` array of shape (5, nx): kept in ``work`` they made an RK4 step of the
+# 3-DOF arm four times slower (measured 1.19 us against 0.30 us).
 def work_shape(nq: int) -> tuple[int, int]:
     """Shape of the ``work`` array a plant of nq coordinates needs."""
-    return nq + 2 + scratch_rows(nq) + 5, max(3 * nq, 18)
+    return nq + 2 + max(24, nq + 8), max(3 * nq, 18)

@@ -4,43 +4,43 @@ numpy.linalg inside numba allocates on every call; these routines work on the
 top-left ``n`` x ``n`` block of caller-owned arrays instead.
 """
 import numpy as np
-from plant.kernel import kernel
 
+from plant.kernel import kernel
 
 @kernel
 def cholesky_solve(a, b, n):
-    """Solve A x = b for symmetric positive definite A, in place.
+    """Solve A x = b for symmetric positive definite A, in place (LDL^T, no square roots).
 
-    A (n x n, top-left block of ``a``) is overwritten by its Cholesky factor,
-    ``b[:n]`` by the solution. Returns the smallest pivot (<= 0: A not positive
-    definite, solution invalid).
+    A (n x n, top-left block of ``a``) is overwritten by its factors (unit lower
+    triangle L below the diagonal, D on it), ``b[:n]`` by the solution. Returns
+    the smallest pivot D_jj (<= 0: A not positive definite, solution invalid).
     """
     min_pivot = np.inf
     for j in range(n):
         d = a[j, j]
         for k in range(j):
-            d -= a[j, k] * a[j, k]
+            d -= a[j, k] * a[j, k] * a[k, k]
         if d < min_pivot:
             min_pivot = d
         if d <= 0.0:
             return d
-        d = np.sqrt(d)
         a[j, j] = d
+        inv = 1.0 / d
         for i in range(j + 1, n):
             s = a[i, j]
             for k in range(j):
-                s -= a[i, k] * a[j, k]
-            a[i, j] = s / d
+                s -= a[i, k] * a[j, k] * a[k, k]
+            a[i, j] = s * inv
     for i in range(n):
         s = b[i]
         for k in range(i):
             s -= a[i, k] * b[k]
-        b[i] = s / a[i, i]
+        b[i] = s
     for i in range(n - 1, -1, -1):
-        s = b[i]
+        s = b[i] / a[i, i]
         for k in range(i + 1, n):
             s -= a[k, i] * b[k]
-        b[i] = s / a[i, i]
+        b[i] = s
     return min_pivot
 
 

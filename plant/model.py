@@ -37,6 +37,7 @@ class Plant:
         params: flat float64 parameter array (plant.layout).
         jams: (nq, 3) jam state of each coordinate.
         x: state vector; q in rad/m, qd in rad/s or m/s, i in A.
+        work, stages: scratch of the kernels (plant.layout).
         t: plant time, s.
     """
 
@@ -44,6 +45,7 @@ class Plant:
     jams: np.ndarray
     x: np.ndarray
     work: np.ndarray
+    stages: np.ndarray
     t: float = 0.0
 
     @staticmethod
@@ -70,7 +72,8 @@ class Plant:
         jams = np.zeros((nq, 3))
         jams[:, 1] = np.inf
         nx = 2 * nq + (nact if drive == "voltage_full" else 0)
-        return Plant(params=params, jams=jams, x=np.zeros(nx), work=np.zeros(work_shape(nq)))
+        return Plant(params=params, jams=jams, x=np.zeros(nx), work=np.zeros(work_shape(nq)),
+                     stages=np.zeros((5, nx)))
 
     # -- sizes -------------------------------------------------------------------
     @property
@@ -114,7 +117,7 @@ class Plant:
     def step(self, u, h: float, method: str = "rk4") -> None:
         """Advance by h seconds with input u held (N m or V); raises PlantError on NaN."""
         health = step(self.params, self.jams, self.t, self.x, np.asarray(u, dtype=float), h,
-                      self.work, METHODS[method])
+                      self.work, self.stages, METHODS[method])
         self.t += h
         if not (health > 0.0) or not np.all(np.isfinite(self.x)):
             raise PlantError(f"plant state invalid at t = {self.t:.6f} s "

@@ -25,8 +25,8 @@ kernel switches to the pseudo-inverse of S. Passing the type-I/II singularities
 from dataclasses import dataclass
 
 import numpy as np
-from plant.kernel import kernel
 
+from plant.kernel import kernel
 from plant.layout import (DRIVE_TORQUE, H_BODY, H_DRIVE, H_MOTOR, MOT_JM, MOT_RATIO,
                           MOTOR_STRIDE)
 from plant.linalg import cholesky_solve, spd_solve_robust
@@ -135,36 +135,43 @@ def constraints(p, q, f):
 
 
 @kernel
-def jacobian(p, q, jac):
-    """Phi_q = df/dq (3 x 6): m per rad in the theta and phi columns, m in x_C, y_C."""
-    o = int(p[H_BODY])
-    l1 = p[o + R_L1]
-    b = p[o + R_B]
-    for i in range(NC):
-        dx, dy, ct, st, cp, sp = _leg(p, q, i)
-        for k in range(NACT):
-            jac[i, k] = 0.0
-        jac[i, i] = 2.0 * l1 * (dx * st - dy * ct)
-        jac[i, 3] = 2.0 * dx
-        jac[i, 4] = 2.0 * dy
-        jac[i, 5] = 2.0 * b * (dy * cp - dx * sp)
+def _jacobian_row(jac, i, l1, b, dx, dy, ct, st, cp, sp):
+    for k in range(NACT):
+        jac[i, k] = 0.0
+    jac[i, i] = 2.0 * l1 * (dx * st - dy * ct)
+    jac[i, 3] = 2.0 * dx
+    jac[i, 4] = 2.0 * dy
+    jac[i, 5] = 2.0 * b * (dy * cp - dx * sp)
 
 
 @kernel
-def convective(p, q, qd, out):
-    """Phidot_q qd: the part of d^2 f/dt^2 that does not contain qdd, m^2/s^2."""
+def jacobian(p, q, jac):
+    """Phi_q = df/dq (3 x 6): m per rad in the theta and phi columns, m in x_C, y_C."""
+    o = int(p[H_BODY])
+    for i in range(NC):
+        dx, dy, ct, st, cp, sp = _leg(p, q, i)
+        _jacobian_row(jac, i, p[o + R_L1], p[o + R_B], dx, dy, ct, st, cp, sp)
+
+
+@kernel
+def kinematics(p, q, qd, jac, f, conv):
+    """Phi_q (3 x 6), f (m^2) and Phidot_q qd (m^2/s^2: the part of d^2 f/dt^2 without
+    qdd) in one pass over the legs, so the trigonometry runs once per leg."""
     o = int(p[H_BODY])
     l1 = p[o + R_L1]
+    l2 = p[o + R_L2]
     b = p[o + R_B]
     for i in range(NC):
         dx, dy, ct, st, cp, sp = _leg(p, q, i)
+        f[i] = dx * dx + dy * dy - l2 * l2
+        _jacobian_row(jac, i, l1, b, dx, dy, ct, st, cp, sp)
         w = qd[i]
         wp = qd[5]
         vx = qd[3] - b * sp * wp + l1 * st * w
         vy = qd[4] + b * cp * wp - l1 * ct * w
         ax = -b * cp * wp * wp + l1 * ct * w * w
         ay = -b * sp * wp * wp + l1 * st * w * w
-        out[i] = 2.0 * (vx * vx + vy * vy) + 2.0 * (dx * ax + dy * ay)
+        conv[i] = 2.0 * (vx * vx + vy * vy) + 2.0 * (dx * ax + dy * ay)
 
 
 @kernel
@@ -217,14 +224,12 @@ def constrained_accel(p, q, qd, mass, bias, force, qdd, scratch):
     conv = scratch[15, :NC]
     rhs = scratch[16, :NC]
     minv = scratch[17, :NQ]
-    jacobian(p, q, jac)
-    convective(p, q, qd, conv)
+    kinematics(p, q, qd, jac, f, conv)
     for k in range(NQ):
         minv[k] = 1.0 / mass[k, k]
         qdd[k] = (force[k] - bias[k]) * minv[k]
     baumgarte = p[o + R_BAUMGARTE] != 0.0
     if baumgarte:
-        constraints(p, q, f)
         two_delta_w0 = 2.0 * p[o + R_DELTA] * p[o + R_OMEGA0]
         w0_sq = p[o + R_OMEGA0] * p[o + R_OMEGA0]
     for i in range(NC):
@@ -377,13 +382,7 @@ def project(p, x, scratch):
         if max(abs(f[0]), abs(f[1]), abs(f[2])) < tol:
             break
         jacobian(p, x, jac)
-        _weighted_gram(jac, minv, s)
-        spd_solve_robust(s, f, NC, solve_tmp, RANK_TOL)
-        for k in range(NQ):
-            acc = 0.0
-            for i in range(NC):
-                acc += jac[i, k] * f[i]
-            x[k] -= minv[k] * acc
+        _remove_along_constraint_normals(jac, minv, s, f, solve_tmp, x, 0)
         taken += 1
     jacobian(p, x, jac)
     for i in range(NC):
@@ -391,11 +390,18 @@ def project(p, x, scratch):
         for k in range(NQ):
             acc += jac[i, k] * x[NQ + k]
         f[i] = acc
+    _remove_along_constraint_normals(jac, minv, s, f, solve_tmp, x, NQ)
+    return taken
+
+
+@kernel
+def _remove_along_constraint_normals(jac, minv, s, violation, solve_tmp, x, offset):
+    """x[offset:offset+6] -= M^-1 Phi^T S^-1 violation: the mass-orthogonal correction
+    that removes a constraint violation to first order (S = Phi M^-1 Phi^T)."""
     _weighted_gram(jac, minv, s)
-    spd_solve_robust(s, f, NC, solve_tmp, RANK_TOL)
+    spd_solve_robust(s, violation, NC, solve_tmp, RANK_TOL)
     for k in range(NQ):
         acc = 0.0
         for i in range(NC):
-            acc += jac[i, k] * f[i]
-        x[NQ + k] -= minv[k] * acc
-    return taken
+            acc += jac[i, k] * violation[i]
+        x[offset + k] -= minv[k] * acc

@@ -23,9 +23,10 @@ gt_j = g gc_j sin(phi_j). Cost: n sin/cos pairs and O(n^2) products.
 from dataclasses import dataclass
 
 import numpy as np
-from plant.kernel import kernel
 
-from plant.layout import H_BODY, H_NQ
+from plant.kernel import kernel
+from plant.layout import (DRIVE_TORQUE, H_BODY, H_DRIVE, H_MOTOR, H_NQ, MOT_DM, MOT_JM,
+                          MOT_KE, MOT_KM, MOT_RA, MOT_RATIO, MOTOR_STRIDE)
 
 
 @dataclass(frozen=True)
@@ -127,25 +128,32 @@ def mass_and_bias(p, q, qd, mass, bias, scratch):
     n = int(p[H_NQ])
     o = int(p[H_BODY])
     grav = p[o]
+    mu = o + _mu(n)
+    gc = o + _gc(n)
+    damp = o + _damp(n)
     sn = scratch[0, :n]
     cs = scratch[1, :n]
     phid = scratch[2, :n]
     _absolute(q, qd, sn, cs, phid)
     for j in range(n):
-        force = grav * p[o + _gc(n) + j] * sn[j]
-        for k in range(n):
-            mu = p[o + _mu(n) + j * n + k]
-            if j == k:
-                mass[j, k] = mu
-            else:
-                mass[j, k] = mu * (cs[j] * cs[k] + sn[j] * sn[k])
-                force += mu * (sn[j] * cs[k] - cs[j] * sn[k]) * phid[k] * phid[k]
+        force = grav * p[gc + j] * sn[j]
+        mass[j, j] = p[mu + j * n + j]
+        for k in range(j + 1, n):
+            c = p[mu + j * n + k]
+            cos_jk = cs[j] * cs[k] + sn[j] * sn[k]
+            sin_jk = sn[j] * cs[k] - cs[j] * sn[k]
+            mass[j, k] = c * cos_jk
+            mass[k, j] = c * cos_jk
+            force += c * sin_jk * phid[k] * phid[k]
+        for k in range(j):
+            c = p[mu + k * n + j]
+            force -= c * (sn[k] * cs[j] - cs[k] * sn[j]) * phid[k] * phid[k]
         bias[j] = force
     _to_relative(mass, n)
     for j in range(n - 2, -1, -1):
         bias[j] += bias[j + 1]
     for j in range(n):
-        bias[j] += p[o + _damp(n) + j] * qd[j]
+        bias[j] += p[damp + j] * qd[j]
 
 
 @kernel
@@ -215,3 +223,78 @@ def centre_of_mass(p, q, out):
         y_joint += p[o + _length(n) + i] * np.sin(phi)
     out[0] = mx / total
     out[1] = my / total
+
+
+@kernel
+def _drive_terms(p, j, qd, u):
+    """(reflected inertia, damping, generalised force) that joint j's drive adds
+    (simplified motor or torque input): the scalar form of plant.motor.apply_drive."""
+    if int(p[H_DRIVE]) == DRIVE_TORQUE:
+        return 0.0, 0.0, u
+    row = int(p[H_MOTOR]) + j * MOTOR_STRIDE
+    r = p[row + MOT_RATIO]
+    km_ra = p[row + MOT_KM] / p[row + MOT_RA]
+    return (r * r * p[row + MOT_JM], r * r * (p[row + MOT_DM] + km_ra * p[row + MOT_KE]),
+            r * km_ra * u)
+
+
+@kernel
+def accel3(p, x, u, qdd):
+    """Accelerations of a healthy 3-link arm, unrolled: the same equations as
+    mass_and_bias + plant.motor.apply_drive + an LDL^T solve, in scalars.
+
+    The per-step path of the paper's arm: no loops over arrays, about a third of
+    the generic path's cost. Valid for torque drive and the simplified motor model.
+    """
+    o = int(p[H_BODY])
+    grav = p[o]
+    m11, m12, m13 = p[o + 1], p[o + 2], p[o + 3]
+    m22, m23, m33 = p[o + 5], p[o + 6], p[o + 9]
+    p1 = x[0]
+    p2 = p1 + x[1]
+    p3 = p2 + x[2]
+    w1 = x[3]
+    w2 = w1 + x[4]
+    w3 = w2 + x[5]
+    s1, c1 = np.sin(p1), np.cos(p1)
+    s2, c2 = np.sin(p2), np.cos(p2)
+    s3, c3 = np.sin(p3), np.cos(p3)
+    t12 = m12 * (c1 * c2 + s1 * s2)
+    t13 = m13 * (c1 * c3 + s1 * s3)
+    t23 = m23 * (c2 * c3 + s2 * s3)
+    v12 = m12 * (s1 * c2 - c1 * s2)
+    v13 = m13 * (s1 * c3 - c1 * s3)
+    v23 = m23 * (s2 * c3 - c2 * s3)
+    f1 = grav * p[o + 10] * s1 + v12 * w2 * w2 + v13 * w3 * w3
+    f2 = grav * p[o + 11] * s2 - v12 * w1 * w1 + v23 * w3 * w3
+    f3 = grav * p[o + 12] * s3 - v13 * w1 * w1 - v23 * w2 * w2
+    # M = T^T Mt T and bias = T^T f (suffix sums), plus damping and drives
+    a33 = m33
+    a23 = t23 + m33
+    a13 = t13 + t23 + m33
+    a22 = m22 + 2.0 * t23 + m33
+    a12 = t12 + m22 + 2.0 * t23 + t13 + m33
+    a11 = m11 + m22 + m33 + 2.0 * (t12 + t13 + t23)
+    j1, d1, u1 = _drive_terms(p, 0, x[3], u[0])
+    j2, d2, u2 = _drive_terms(p, 1, x[4], u[1])
+    j3, d3, u3 = _drive_terms(p, 2, x[5], u[2])
+    a11 += j1
+    a22 += j2
+    a33 += j3
+    damp = o + 13
+    y1 = u1 - (f1 + f2 + f3) - (p[damp] + d1) * x[3]
+    y2 = u2 - (f2 + f3) - (p[damp + 1] + d2) * x[4]
+    y3 = u3 - f3 - (p[damp + 2] + d3) * x[5]
+    # LDL^T of the symmetric 3 x 3
+    e1 = a11
+    l21 = a12 / e1
+    l31 = a13 / e1
+    e2 = a22 - l21 * l21 * e1
+    l32 = (a23 - l31 * l21 * e1) / e2
+    e3 = a33 - l31 * l31 * e1 - l32 * l32 * e2
+    z2 = y2 - l21 * y1
+    z3 = y3 - l31 * y1 - l32 * z2
+    qdd[2] = z3 / e3
+    qdd[1] = z2 / e2 - l32 * qdd[2]
+    qdd[0] = y1 / e1 - l21 * qdd[1] - l31 * qdd[2]
+    return min(e1, e2, e3)

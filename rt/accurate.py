@@ -19,13 +19,11 @@ from plant.dynamics import derivative
 from plant.jam import finish_jams, start_jam
 from plant.layout import JAM_PHASE, JAM_T_END, JAMMING
 from plant.model import Plant
-from plant.motor import currents
-from rt.lockstep import diagnostics
 
 
 def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps: int,
         rtol: float, atol: float, method: str, rec: dict, continuous: bool = False) -> int:
-    """Fill the record arrays ``rec`` (t, x, u, i, diag) like rt.lockstep.run; returns rows."""
+    """Fill the record arrays ``rec`` (t, x, u) like rt.lockstep.run; returns rows written."""
     p, jams, x = plant.params, plant.jams, plant.x.copy()
     nq, nact, nx = plant.nq, plant.nact, len(plant.x)
     work = plant.work
@@ -42,12 +40,12 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
         return dx
 
     def record(k, state):
-        command(gains, k * h, state[:nact], state[nq:nq + nact], rec["u"][k]) if feedback \
-            else rec["u"][k].__setitem__(slice(None), u)
         rec["t"][k] = k * h
         rec["x"][k] = state
-        currents(p, state, rec["u"][k], rec["i"][k])
-        diagnostics(p, state, rec["diag"][k], work)
+        if feedback:
+            command(gains, k * h, state[:nact], state[nq:nq + nact], rec["u"][k])
+        else:
+            rec["u"][k] = u
 
     def events_now(t, state):
         finish_jams(jams, state, nq, t, tol)

@@ -1,7 +1,8 @@
 """Controller and plant in lockstep, compiled as one numba kernel.
 
-One call of ``tick`` does what a real-time tick does (measure, control, step,
-correct); ``run`` repeats it and records every row. This is the offline
+``run`` does per step what a real-time tick does (apply due faults, measure,
+control, step, correct) and records t, x and u of every row; ``diagnose_rows``
+derives currents and diagnostics from the records afterwards. This is the offline
 ``hil sim`` path and the in-process ``--fast`` path: both cross the
 Python/numba boundary once per run, not once per step.
 
@@ -12,12 +13,12 @@ Diagnostics per row (3 columns): 3RRR: residual max|f_i| (m^2), det Phi_theta,
 det Phi_x; serial arm: total energy (J), x_C, y_C of the overall centre of mass (m).
 """
 import numpy as np
-from plant.kernel import kernel
 
 from controllers.law import command
 from plant import rrr3, serial_arm
 from plant.integrators import state_size, step
 from plant.jam import start_jam
+from plant.kernel import kernel
 from plant.layout import H_MODEL, H_NACT, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
 from plant.motor import currents
 
@@ -77,9 +78,17 @@ def diagnostics(p, x, out, work):
 
 
 @kernel
-def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work,
-        rec_t, rec_x, rec_u, rec_i, rec_diag):
-    """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows.
+def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work):
+    """Currents and diagnostics of recorded rows, computed after a run (off the stepping path)."""
+    for k in range(rec_x.shape[0]):
+        currents(p, rec_x[k], rec_u[k], rec_i[k])
+        diagnostics(p, rec_x[k], rec_diag[k], work)
+
+
+@kernel
+def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work, stages,
+        rec_t, rec_x, rec_u):
+    """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows of t, x, u.
 
     Returns the number of rows written: n_steps + 1, or fewer if the plant
     state became invalid (NaN, singular mass matrix): the last row written is
@@ -100,11 +109,9 @@ def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work,
             rec_x[k, i] = x[i]
         for j in range(nact):
             rec_u[k, j] = u[j]
-        currents(p, x, u, rec_i[k])
-        diagnostics(p, x, rec_diag[k], work)
         if k == n_steps:
             break
-        health = step(p, jams, t, x, u, h, work, method)
+        health = step(p, jams, t, x, u, h, work, stages, method)
         correct(p, x, correction, scratch)
         if not health > 0.0:
             return k + 1

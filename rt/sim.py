@@ -73,9 +73,11 @@ def simulate(cfg: dict) -> SimRun:
         out.startup_seconds = time.perf_counter() - started
         started = time.perf_counter()
         rows = lockstep.run(plant.params, plant.jams, gains, schedule, plant.x, 0.0, h, n_steps,
-                            method, correction, plant.work, rec["t"], rec["x"], rec["u"],
-                            rec["i"], rec["diag"])
+                            method, correction, plant.work, plant.stages, rec["t"], rec["x"],
+                            rec["u"])
         out.stepping_seconds = time.perf_counter() - started
+    lockstep.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
+                           rec["diag"][:rows], plant.work)
     out.arrays = _named(cfg, plant, rec, rows, schedule)
     if rows < n_steps + 1:
         raise SimulationError(
@@ -88,8 +90,9 @@ def _warm_up(plant, gains, schedule, h, method, correction) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
     nx, nact = len(plant.x), plant.nact
     lockstep.run(plant.params, plant.jams.copy(), gains, schedule.copy(), plant.x.copy(), 0.0, h,
-                 1, method, correction, plant.work.copy(), np.zeros(2), np.zeros((2, nx)),
-                 np.zeros((2, nact)), np.zeros((2, nact)), np.zeros((2, 3)))
+                 1, method, correction, plant.work.copy(), plant.stages.copy(), np.zeros(2),
+                 np.zeros((2, nx)),
+                 np.zeros((2, nact)))
 
 
 def _named(cfg, plant, rec, rows, schedule) -> dict:

@@ -47,7 +47,7 @@ def test_jacobian_and_convective_term_match_finite_differences(rng):
                                    for e in np.eye(6) * 1e-6])
         assert np.allclose(jac(plant, q), numeric, atol=1e-8)
         conv = np.zeros(3)
-        rrr3.convective(plant.params, q, qd, conv)
+        rrr3.kinematics(plant.params, q, qd, np.zeros((3, 6)), np.zeros(3), conv)
         dt = 1e-6  # Phidot qd = d/dt(Phi(q + t qd)) qd
         numeric = (jac(plant, q + dt * qd) @ qd - jac(plant, q - dt * qd) @ qd) / (2 * dt)
         assert np.allclose(conv, numeric, rtol=1e-6, atol=1e-6)
@@ -63,7 +63,7 @@ def svd_accel(plant, x, u):
     damping = np.concatenate([c * qd[:3], np.zeros(3)])
     phi = jac(plant, q)
     conv = np.zeros(3)
-    rrr3.convective(plant.params, q, qd, conv)
+    rrr3.kinematics(plant.params, q, qd, np.zeros((3, 6)), np.zeros(3), conv)
     w0 = 100 * np.sqrt(2.0)
     gamma = -conv - 2 * w0 * phi @ qd - w0 ** 2 * f_of(plant, q)
     R = np.eye(6) - np.linalg.pinv(phi) @ phi

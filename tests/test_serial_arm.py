@@ -130,3 +130,25 @@ def test_damping_dissipates_exactly_what_it_removes():
     power = -(np.array([15.0, 5.0, 1.0]) * a["qd"] ** 2).sum(axis=1)
     dissipated = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1]) * np.diff(a["t"]))])
     assert np.abs((a["energy"] - a["energy"][0]) - dissipated).max() < 1e-6 * np.abs(a["energy"]).max()
+
+
+@pytest.mark.parametrize("drive", ["torque", "voltage"])
+def test_unrolled_three_link_path_equals_generic_path(drive, rng):
+    """serial_arm.accel3 (the healthy 3-link fast path) against mass_and_bias +
+    motor.apply_drive + the restructured solve, which serve every other arm."""
+    from plant.jam import restructured_accel
+    from plant.motor import apply_drive
+    motor = {"rotor_inertia": 2e-4, "resistance": 2.0, "torque_constant": 0.5,
+             "back_emf_constant": 0.4, "viscous_friction": 1e-3, "gear_ratio": 50.0}
+    plant = plant_from_config(arm_config(damping=[1.0, 2.0, 3.0], drive=drive, motor=motor))
+    p = plant.params
+    for _ in range(20):
+        x = np.concatenate([rng.uniform(-3, 3, 3), rng.uniform(-4, 4, 3)])
+        u = rng.uniform(-10, 10, 3)
+        fast = np.zeros(3)
+        serial_arm.accel3(p, x, u, fast)
+        mass, bias, force, generic = np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(3)
+        serial_arm.mass_and_bias(p, x[:3], x[3:], mass, bias, np.zeros((5, 3)))
+        apply_drive(p, x, u, mass, bias, force, np.zeros(0))
+        restructured_accel(mass, bias, force, plant.jams, generic, np.zeros((5, 3)))
+        assert np.allclose(fast, generic, rtol=1e-12, atol=1e-12)
