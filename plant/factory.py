@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from plant import rrr3
 from plant.model import Plant
 from plant.motor import MotorParams
 from plant.rrr3 import Rrr3Params
@@ -58,5 +57,3 @@ def correction_id(cfg: dict) -> int:
         return 0
     return CORRECTIONS[cfg["plant"]["correction"]]
 
-
-__all__ = ["plant_from_config", "motor_params", "mechanism", "correction_id", "rrr3"]

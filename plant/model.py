@@ -13,7 +13,7 @@ import numpy as np
 
 from plant import jam, rrr3
 from plant.dynamics import derivative
-from plant.integrators import METHOD_EULER, METHOD_RK4, state_size, step
+from plant.integrators import METHOD_EULER, METHOD_RK4, step
 from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, DRIVE_VOLTAGE_FULL, H_BODY, H_DRIVE,
                           H_MODEL, H_MOTOR, H_NACT, H_NQ, HEADER_SIZE, JAM_PHASE,
                           MODEL_RRR3, MODEL_SERIAL_ARM, HEALTHY, work_shape)
@@ -144,5 +144,3 @@ class Plant:
             raise ValueError(f"joint must be 1..{self.nact}, got {joint}")
         return joint - 1
 
-
-__all__ = ["Plant", "PlantError", "DRIVES", "METHODS", "state_size", "H_BODY", "H_MOTOR"]

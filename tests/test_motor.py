@@ -89,7 +89,7 @@ def test_simplified_model_is_the_limit_of_the_full_one():
         return simulate(cfg).arrays["q"][-1]
     reference = final_q("voltage", 1e-3)
     errors = [np.abs(final_q("voltage_full", L) - reference).max() for L in (1e-2, 1e-3, 1e-4)]
-    print(f"\n|q_full - q_simplified| at 0.5 s for L_a = 1e-2, 1e-3, 1e-4 H: "
+    print("\n|q_full - q_simplified| at 0.5 s for L_a = 1e-2, 1e-3, 1e-4 H: "
           + ", ".join(f"{e:.2e}" for e in errors))
     assert errors[0] > 5 * errors[1] > 25 * errors[2]
     assert errors[2] < 1e-3
