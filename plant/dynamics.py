@@ -9,9 +9,8 @@ solve for the 3RRR. A new model is one more branch here. The healthy 3-link arm
 (the paper's) takes an unrolled fast path, serial_arm.accel3, which
 tests/test_serial_arm.py checks against the generic path.
 """
-from plant.kernel import kernel
-
 from plant import jam, motor, rrr3, serial_arm
+from plant.kernel import kernel
 from plant.layout import (DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NQ, HEALTHY, JAM_PHASE,
                           MODEL_RRR3, MODEL_SERIAL_ARM)
 
@@ -35,7 +34,7 @@ def derivative(p, jams, t, x, u, dx, work):
     mass = work[:nq, :nq]
     bias = work[nq, :nq]
     force = work[nq + 1, :nq]
-    scratch = work[nq + 2:work.shape[0] - 5]
+    scratch = work[nq + 2:]
     q = x[:nq]
     qd = x[nq:2 * nq]
     qdd = dx[nq:2 * nq]

@@ -10,10 +10,9 @@ Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations) and
 ``METHOD_EULER`` (semi-implicit Euler: qd += h qdd(q, qd); q += h qd_new;
 i += h di/dt).
 """
-from plant.kernel import kernel
-
 from plant.dynamics import derivative
 from plant.jam import finish_jams, next_jam_end
+from plant.kernel import kernel
 from plant.layout import H_DRIVE, H_NQ, H_NACT, DRIVE_VOLTAGE_FULL
 
 METHOD_RK4 = 0

@@ -64,6 +64,12 @@ class MotorParams:
 
 
 @kernel
+def _simplified_current(p, row, u, qd):
+    """i = (u - K_e r qd) / R_a: the current when L_a di/dt = 0 (eq. 8), A."""
+    return (u - p[row + MOT_KE] * p[row + MOT_RATIO] * qd) / p[row + MOT_RA]
+
+
+@kernel
 def apply_drive(p, x, u, mass, bias, force, dcurrent):
     """Add the drives to a mechanism's equations M qdd + bias = force.
 
@@ -87,11 +93,11 @@ def apply_drive(p, x, u, mass, bias, force, dcurrent):
         qd = x[nq + j]
         mass[j, j] += ratio * ratio * p[row + MOT_JM]
         bias[j] += ratio * ratio * p[row + MOT_DM] * qd
-        back_emf = p[row + MOT_KE] * ratio * qd
         if drive == DRIVE_VOLTAGE:
-            current = (u[j] - back_emf) / p[row + MOT_RA]
+            current = _simplified_current(p, row, u[j], qd)
         else:
             current = x[2 * nq + j]
+            back_emf = p[row + MOT_KE] * ratio * qd
             dcurrent[j] = (u[j] - p[row + MOT_RA] * current - back_emf) / p[row + MOT_LA]
         force[j] = ratio * p[row + MOT_KM] * current
 
@@ -108,6 +114,6 @@ def currents(p, x, u, out):
         if drive == DRIVE_TORQUE:
             out[j] = 0.0
         elif drive == DRIVE_VOLTAGE:
-            out[j] = (u[j] - p[row + MOT_KE] * p[row + MOT_RATIO] * x[nq + j]) / p[row + MOT_RA]
+            out[j] = _simplified_current(p, row, u[j], x[nq + j])
         else:
             out[j] = x[2 * nq + j]

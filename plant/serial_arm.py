@@ -64,35 +64,11 @@ class SerialArmParams:
                                self.mass, self.inertia, self.length, self.com])
 
 
-# offsets inside the model block, for n links
 @kernel
-def _mu(n):
-    return 1
-
-
-@kernel
-def _gc(n):
-    return 1 + n * n
-
-
-@kernel
-def _damp(n):
-    return 1 + n * n + n
-
-
-@kernel
-def _mass(n):
-    return 1 + n * n + 2 * n
-
-
-@kernel
-def _length(n):
-    return 1 + n * n + 4 * n
-
-
-@kernel
-def _com(n):
-    return 1 + n * n + 5 * n
+def _offsets(n):
+    """Offsets inside the model block (see SerialArmParams.block) for n links:
+    (mu, gc, damping, mass, length, com)."""
+    return 1, 1 + n * n, 1 + n * n + n, 1 + n * n + 2 * n, 1 + n * n + 4 * n, 1 + n * n + 5 * n
 
 
 @kernel
@@ -128,9 +104,10 @@ def mass_and_bias(p, q, qd, mass, bias, scratch):
     n = int(p[H_NQ])
     o = int(p[H_BODY])
     grav = p[o]
-    mu = o + _mu(n)
-    gc = o + _gc(n)
-    damp = o + _damp(n)
+    off_mu, off_gc, off_damp, _, _, _ = _offsets(n)
+    mu = o + off_mu
+    gc = o + off_gc
+    damp = o + off_damp
     sn = scratch[0, :n]
     cs = scratch[1, :n]
     phid = scratch[2, :n]
@@ -167,10 +144,11 @@ def coriolis_matrix(p, q, qd, out, scratch):
     sn = scratch[0, :n]
     cs = scratch[1, :n]
     phid = scratch[2, :n]
+    off_mu = _offsets(n)[0]
     _absolute(q, qd, sn, cs, phid)
     for j in range(n):
         for k in range(n):
-            mu = p[o + _mu(n) + j * n + k]
+            mu = p[o + off_mu + j * n + k]
             out[j, k] = 0.0 if j == k else mu * (sn[j] * cs[k] - cs[j] * sn[k]) * phid[k]
     _to_relative(out, n)
 
@@ -180,10 +158,11 @@ def gravity_torque(p, q, out):
     """g(q) = dV/dq in N m."""
     n = int(p[H_NQ])
     o = int(p[H_BODY])
+    gc = o + _offsets(n)[1]
     phi = 0.0
     for j in range(n):
         phi += q[j]
-        out[j] = p[o] * p[o + _gc(n) + j] * np.sin(phi)
+        out[j] = p[o] * p[gc + j] * np.sin(phi)
     for j in range(n - 2, -1, -1):
         out[j] += out[j + 1]
 
@@ -193,11 +172,12 @@ def potential_energy(p, q):
     """V(q) = -g sum m_i x_Ci, J (zero with the centres of mass at the base height)."""
     n = int(p[H_NQ])
     o = int(p[H_BODY])
+    gc = o + _offsets(n)[1]
     phi = 0.0
     v = 0.0
     for j in range(n):
         phi += q[j]
-        v -= p[o] * p[o + _gc(n) + j] * np.cos(phi)
+        v -= p[o] * p[gc + j] * np.cos(phi)
     return v
 
 
@@ -206,6 +186,7 @@ def centre_of_mass(p, q, out):
     """Overall centre of mass (x_C down, y_C horizontal), m, into out[0:2]."""
     n = int(p[H_NQ])
     o = int(p[H_BODY])
+    _, _, _, off_mass, off_length, off_com = _offsets(n)
     x_joint = 0.0
     y_joint = 0.0
     phi = 0.0
@@ -214,13 +195,13 @@ def centre_of_mass(p, q, out):
     total = 0.0
     for i in range(n):
         phi += q[i]
-        m = p[o + _mass(n) + i]
-        a = p[o + _com(n) + i]
+        m = p[o + off_mass + i]
+        a = p[o + off_com + i]
         mx += m * (x_joint + a * np.cos(phi))
         my += m * (y_joint + a * np.sin(phi))
         total += m
-        x_joint += p[o + _length(n) + i] * np.cos(phi)
-        y_joint += p[o + _length(n) + i] * np.sin(phi)
+        x_joint += p[o + off_length + i] * np.cos(phi)
+        y_joint += p[o + off_length + i] * np.sin(phi)
     out[0] = mx / total
     out[1] = my / total
 

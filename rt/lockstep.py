@@ -31,11 +31,12 @@ SCHEDULE_COLUMNS = 4
 
 
 @kernel
-def correct(p, x, correction, scratch):
+def correct(p, x, correction, work):
     """Apply the configured constraint correction to x in place (3RRR only).
 
-    ``scratch``: 2-D, at least 16 x 6 (the model-scratch rows of a plant's work array).
+    ``work``: a plant's work array (its scratch rows are overwritten).
     """
+    scratch = work[int(p[H_NQ]) + 2:]
     if correction == CORRECTION_POST_ADJUST:
         rrr3.post_adjust(p, x, scratch)
     elif correction == CORRECTION_PROJECTION:
@@ -98,7 +99,6 @@ def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work, s
     nact = int(p[H_NACT])
     nx = state_size(p)
     u = np.zeros(nact)
-    scratch = work[nq + 2:]
     tol = 1e-9 * h
     for k in range(n_steps + 1):
         t = t0 + k * h
@@ -112,7 +112,7 @@ def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work, s
         if k == n_steps:
             break
         health = step(p, jams, t, x, u, h, work, stages, method)
-        correct(p, x, correction, scratch)
+        correct(p, x, correction, work)
         if not health > 0.0:
             return k + 1
         for i in range(nx):

@@ -55,7 +55,7 @@ def simulate(cfg: dict) -> SimRun:
     gains = gains_from_config(cfg)
     schedule = jam_schedule(cfg)
     correction = correction_id(cfg)
-    lockstep.correct(plant.params, plant.x, correction, plant.work[plant.nq + 2:])
+    lockstep.correct(plant.params, plant.x, correction, plant.work)
     nx, nact = len(plant.x), plant.nact
     rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
