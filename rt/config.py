@@ -90,6 +90,32 @@ SCHEMA: dict[str, Any] = {
         "output": Key("str", None, choices=("voltage", "torque"),
                       doc="what the PD law computes; torque goes to voltage via u = tau / k"),
     },
+    "loop": {
+        "overrun": Key("str", "skip", choices=("skip", "catch_up", "stop"),
+                       doc="after a missed deadline: skip the missed ticks, run them "
+                           "back to back, or stop safely after max_overruns"),
+        "max_overruns": Key("int", 10, minimum=1, doc="overruns before a 'stop' policy stops"),
+        "spin": Key("float", 2e-4, minimum=0.0,
+                    doc="busy-wait this long before each deadline (sleep until then), s"),
+        "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
+        "fifo_priority": Key("int", 0, minimum=0, doc="SCHED_FIFO priority (0: normal scheduling)"),
+        "gc_freeze": Key("bool", True, doc="gc.freeze() and disable the collector while running"),
+    },
+    "link": {
+        "type": Key("str", "inprocess", choices=("inprocess", "zmq", "canopen", "serial"),
+                    doc="where the plant is: this process, the ZeroMQ emulator, CAN or serial drives"),
+        "endpoint": Key("str", "ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator"),
+        "timeout": Key("float", 0.1, positive=True,
+                       doc="no measurement for this long: the link is lost, s"),
+    },
+    "emulator": {
+        "mode": Key("str", "free", choices=("free", "lockstep"),
+                    doc="free: keeps real time, holds the latest command; lockstep: one step "
+                        "per command"),
+        "command_timeout": Key("float", 0.02, positive=True,
+                               doc="free mode: a command older than this puts the plant in its "
+                                   "safe state (zero input), s"),
+    },
     "faults": {
         "jam": {  # a table, or a list of tables
             "joint": Key("int", required=True, doc="1-based joint"),

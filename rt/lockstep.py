@@ -44,6 +44,23 @@ def correct(p, x, correction, work):
 
 
 @kernel
+def advance(p, jams, t, x, u, h, method, correction, work, stages):
+    """One plant step from t with u held over h, then the constraint correction.
+
+    Returns False (x then holds the invalid state) if the state became invalid:
+    NaN or a singular mass matrix.
+    """
+    health = step(p, jams, t, x, u, h, work, stages, method)
+    correct(p, x, correction, work)
+    if not health > 0.0:
+        return False
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return False
+    return True
+
+
+@kernel
 def apply_schedule(p, jams, schedule, t, x, tol):
     """Start every scheduled jam whose start time has come (at this step boundary)."""
     nq = int(p[H_NQ])
@@ -111,11 +128,6 @@ def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work, s
             rec_u[k, j] = u[j]
         if k == n_steps:
             break
-        health = step(p, jams, t, x, u, h, work, stages, method)
-        correct(p, x, correction, work)
-        if not health > 0.0:
+        if not advance(p, jams, t, x, u, h, method, correction, work, stages):
             return k + 1
-        for i in range(nx):
-            if not np.isfinite(x[i]):
-                return k + 1
     return n_steps + 1

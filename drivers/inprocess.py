@@ -1,0 +1,69 @@
+"""The plant in the controller's own process: the embedded default link.
+
+``read`` samples the plant (joint positions and velocities of the actuated
+joints, motor currents); ``write`` holds the command over one step h and
+advances the plant. Neither allocates: both call compiled kernels on the
+plant's preallocated arrays. The same class is the plant behind the emulator
+and behind the emulated drives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from drivers.link import Link, LinkError, Measurement
+from plant.integrators import METHOD_RK4
+from plant.layout import DRIVE_TORQUE, H_DRIVE
+from plant.model import Plant
+from plant.motor import currents
+from rt.lockstep import advance
+
+
+class PlantLink(Link):
+    """A Plant stepped by h per ``write``.
+
+    Args:
+        plant: the plant, in its initial state (its ``t`` is the plant time, s).
+        h: step and control period, s.
+        method: integrator id (plant.integrators), RK4 by default.
+        correction: constraint correction id after each step (rt.lockstep).
+    """
+
+    def __init__(self, plant: Plant, h: float, method: int = METHOD_RK4, correction: int = 0):
+        self.plant = plant
+        self.h = float(h)
+        self.method = int(method)
+        self.correction = int(correction)
+        self.n_axes = plant.nact
+        self.command_unit = "N m" if int(plant.params[H_DRIVE]) == DRIVE_TORQUE else "V"
+        self.held = np.zeros(self.n_axes)
+        self.stopped = False
+
+    def open(self) -> None:
+        self.stopped = False
+
+    def read(self, meas: Measurement) -> bool:
+        p = self.plant
+        nq, n = p.nq, self.n_axes
+        meas.buffer[0] = p.t
+        meas.pos[:] = p.x[:n]
+        meas.vel[:] = p.x[nq:nq + n]
+        currents(p.params, p.x, self.held, meas.current)
+        return True
+
+    def write(self, command: np.ndarray) -> None:
+        if not self.stopped:
+            self.held[:] = command
+        p = self.plant
+        if not advance(p.params, p.jams, p.t, p.x, self.held, self.h, self.method,
+                       self.correction, p.work, p.stages):
+            raise LinkError(f"plant state invalid at t = {p.t:.6f} s (NaN or singular mass "
+                            f"matrix) after command {self.held}")
+        p.t += self.h
+
+    def safe_stop(self) -> None:
+        """Zero the held command (zero volts: the motors brake through their back-EMF)."""
+        self.held[:] = 0.0
+        self.stopped = True
+
+    def close(self) -> None:
+        pass
