@@ -1,19 +1,64 @@
-"""Build a controller's ``gains`` array from a resolved config."""
+"""Build a controller (its ``ctrl`` array, model and scratch) from a resolved config."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 import numpy as np
 
-from controllers.law import OPEN_LOOP, PD, make_gains
-from plant.factory import motor_params
+from controllers.law import (FEEDFORWARD, OPEN_LOOP, OUT_DIRECT, OUT_GAIN, OUT_MOTOR_MODEL, PD,
+                             WORK_MODEL, make_ctrl)
+from controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
+from plant.factory import motor_params, plant_from_config
+from plant.layout import work_shape
+
+KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
+REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
 
 
-def gains_from_config(cfg: dict) -> np.ndarray:
-    plant, ctrl, inp = cfg["plant"], cfg["controller"], cfg["input"]
+@dataclass
+class Controller:
+    """Arguments of ``controllers.law.command`` besides time and measurement.
+
+    ctrl: the law's flat array; model: params of the controller's own plant
+    model (feed-forward only; empty otherwise); work: its 2-D scratch.
+    """
+
+    ctrl: np.ndarray
+    model: np.ndarray
+    work: np.ndarray
+
+
+def controller_from_config(cfg: dict) -> Controller:
+    plant, c, inp = cfg["plant"], cfg["controller"], cfg["input"]
     nact = 3 if plant["model"] == "rrr3" else len(plant["mass"])
     voltage_driven = plant["drive"] != "torque"
-    if ctrl["type"] == "pd":
-        scale = np.ones(nact)
-        if voltage_driven and ctrl["output"] == "torque":
-            scale = 1.0 / motor_params(cfg).torque_per_volt()
-        return make_gains(PD, nact, kp=np.array(ctrl["kp"]), kd=np.array(ctrl["kd"]),
-                          target=np.array(ctrl["target"]), scale=scale)
-    constant = inp["voltage"] if voltage_driven else inp["torque"]
-    return make_gains(OPEN_LOOP, nact, u_const=0.0 if constant is None else np.array(constant))
+    model = np.zeros(0)
+    rows, cols = 3, nact
+    if c["type"] == "open_loop":
+        constant = inp["voltage"] if voltage_driven else inp["torque"]
+        ctrl = make_ctrl(OPEN_LOOP, nact, u_const=0.0 if constant is None else np.array(constant))
+        return Controller(ctrl, model, np.zeros((rows, cols)))
+    if c["type"] == "feedforward":
+        mechanical = dict(cfg, plant=dict(plant, drive="torque"))
+        model = plant_from_config(mechanical).params
+        shape = work_shape(nact)
+        rows, cols = WORK_MODEL + shape[0], max(cols, shape[1])
+    output, blocks = OUT_DIRECT, {}
+    if voltage_driven and c["output"] == "torque":
+        m = motor_params(cfg)
+        if c["torque_to_voltage"] == "gain":
+            output, blocks = OUT_GAIN, {"scale": 1.0 / m.torque_per_volt()}
+        else:
+            ratio = m.gear_ratio
+            output = OUT_MOTOR_MODEL
+            blocks = {"motor_resistance": m.resistance / (ratio * m.torque_constant),
+                      "motor_emf": m.back_emf_constant * ratio,
+                      "motor_inertia": ratio ** 2 * m.rotor_inertia,
+                      "motor_friction": ratio ** 2 * m.viscous_friction}
+    start = c["start"] if c["start"] is not None else plant["q0"][:nact]
+    ctrl = make_ctrl(KINDS[c["type"]], nact, REFERENCES[c["reference"]], output,
+                     t_start=c["t_start"], duration=c["duration"], frequency=c["frequency"],
+                     kp=np.array(c["kp"]), kd=np.array(c["kd"]), target=np.array(c["target"]),
+                     start=np.array(start), amplitude=np.array(c["amplitude"]),
+                     phase=np.array(c["phase"]), **blocks)
+    return Controller(ctrl, model, np.zeros((rows, cols)))

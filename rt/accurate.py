@@ -14,28 +14,30 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from controllers.law import OPEN_LOOP, command
+from controllers.factory import Controller
+from controllers.law import C_KIND, OPEN_LOOP, command
 from plant.dynamics import derivative
 from plant.jam import finish_jams, start_jam
 from plant.layout import JAM_PHASE, JAM_T_END, JAMMING
 from plant.model import Plant
 
 
-def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps: int,
+def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_steps: int,
         rtol: float, atol: float, method: str, rec: dict, continuous: bool = False) -> int:
     """Fill the record arrays ``rec`` (t, x, u) like rt.lockstep.run; returns rows written."""
     p, jams, x = plant.params, plant.jams, plant.x.copy()
     nq, nact, nx = plant.nq, plant.nact, len(plant.x)
     work = plant.work
     u = np.zeros(nact)
-    feedback = int(gains[0]) != OPEN_LOOP
+    c = controller
+    feedback = int(c.ctrl[C_KIND]) != OPEN_LOOP
     t_final = n_steps * h
     tol = 1e-9 * h
 
     def rhs(t, state):
         dx = np.zeros(nx)
         if continuous:
-            command(gains, t, state[:nact], state[nq:nq + nact], u)
+            command(c.ctrl, c.model, c.work, t, state[:nact], state[nq:nq + nact], u)
         derivative(p, jams, t, state, u, dx, work)
         return dx
 
@@ -43,7 +45,7 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
         rec["t"][k] = k * h
         rec["x"][k] = state
         if feedback:
-            command(gains, k * h, state[:nact], state[nq:nq + nact], rec["u"][k])
+            command(c.ctrl, c.model, c.work, k * h, state[:nact], state[nq:nq + nact], rec["u"][k])
         else:
             rec["u"][k] = u
 
@@ -56,7 +58,7 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
 
     t = 0.0
     events_now(t, x)
-    command(gains, t, x[:nact], x[nq:nq + nact], u)
+    command(c.ctrl, c.model, c.work, t, x[:nact], x[nq:nq + nact], u)
     record(0, x)
     k_next = 1
     while k_next <= n_steps:
@@ -81,6 +83,6 @@ def run(plant: Plant, gains: np.ndarray, schedule: np.ndarray, h: float, n_steps
         if at_row:
             record(k_next, x)
             if feedback:
-                command(gains, t, x[:nact], x[nq:nq + nact], u)
+                command(c.ctrl, c.model, c.work, t, x[:nact], x[nq:nq + nact], u)
             k_next += 1
     return n_steps + 1

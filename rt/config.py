@@ -83,12 +83,29 @@ SCHEMA: dict[str, Any] = {
         "torque": Key("floats", None, length="nact", scalar_ok=True, doc="constant joint torques, N m"),
     },
     "controller": {
-        "type": Key("str", "open_loop", choices=("open_loop", "pd")),
+        "type": Key("str", "open_loop", choices=("open_loop", "pd", "feedforward"),
+                    doc="feedforward: computed-torque feed-forward from the model's inverse "
+                        "dynamics plus PD on the error (serial arms)"),
         "kp": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad (V/rad or N m/rad)"),
         "kd": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad/s"),
         "target": Key("floats", None, length="nact", doc="joint targets, rad"),
         "output": Key("str", None, choices=("voltage", "torque"),
-                      doc="what the PD law computes; torque goes to voltage via u = tau / k"),
+                      doc="what the law computes; on a voltage-driven plant torque goes to "
+                          "volts by controller.torque_to_voltage"),
+        "torque_to_voltage": Key("str", "gain", choices=("gain", "motor_model"),
+                                 doc="gain: u = tau / k (k = r K_m / R_a, the paper's reading); "
+                                     "motor_model: inverse of the DC motor and gear"),
+        "reference": Key("str", "hold", choices=("hold", "step", "quintic", "sinusoid"),
+                         doc="hold: target; step: start, then target at t_start; quintic: "
+                             "start to target over duration; sinusoid: target + amplitude "
+                             "sin(2 pi frequency (t - t_start) + phase)"),
+        "start": Key("floats", None, length="nact",
+                     doc="reference before t_start, rad (default: q0 of the actuated joints)"),
+        "t_start": Key("float", 0.0, minimum=0.0, doc="s"),
+        "duration": Key("float", 1.0, positive=True, doc="quintic transition time, s"),
+        "amplitude": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
+        "frequency": Key("float", 0.0, minimum=0.0, doc="sinusoid, Hz"),
+        "phase": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
     },
     "loop": {
         "overrun": Key("str", "skip", choices=("skip", "catch_up", "stop"),
@@ -368,12 +385,16 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if not voltage_driven and inp["voltage"] is not None:
         raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
                           "give input.torque or set plant.drive = 'voltage'")
-    if ctrl["type"] == "pd":
+    if ctrl["type"] in ("pd", "feedforward"):
         if ctrl["target"] is None:
-            raise ConfigError("controller.target: missing (needed by controller.type = 'pd')")
+            raise ConfigError(f"controller.target: missing (needed by controller.type = "
+                              f"{ctrl['type']!r})")
         if not voltage_driven and ctrl["output"] == "voltage":
             raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
                               "(plant.drive = 'voltage' or 'voltage_full')")
+    if ctrl["type"] == "feedforward" and plant["model"] != "serial_arm":
+        raise ConfigError("controller.type: 'feedforward' needs the inverse dynamics of a serial "
+                          "arm (plant.model = 'serial_arm'); use 'pd' for the 3RRR")
     if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
         raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
                           "fixed-step run holds the command over each step)")

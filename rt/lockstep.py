@@ -104,7 +104,7 @@ def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work):
 
 
 @kernel
-def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work, stages,
+def run(p, jams, ctrl, model, cwork, schedule, x, t0, h, n_steps, method, correction, work, stages,
         rec_t, rec_x, rec_u):
     """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows of t, x, u.
 
@@ -120,7 +120,7 @@ def run(p, jams, gains, schedule, x, t0, h, n_steps, method, correction, work, s
     for k in range(n_steps + 1):
         t = t0 + k * h
         apply_schedule(p, jams, schedule, t, x, tol)
-        command(gains, t, x[:nact], x[nq:nq + nact], u)
+        command(ctrl, model, cwork, t, x[:nact], x[nq:nq + nact], u)
         rec_t[k] = t
         for i in range(nx):
             rec_x[k, i] = x[i]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controllers.factory import gains_from_config
+from controllers.factory import controller_from_config
 from plant.factory import correction_id, plant_from_config
 from plant.integrators import METHOD_EULER, METHOD_RK4
 from plant.layout import MODEL_RRR3
@@ -52,7 +52,7 @@ def simulate(cfg: dict) -> SimRun:
     h = sim["dt"]
     n_steps = int(round(sim["duration"] / h))
     plant = plant_from_config(cfg)
-    gains = gains_from_config(cfg)
+    controller = controller_from_config(cfg)
     schedule = jam_schedule(cfg)
     correction = correction_id(cfg)
     lockstep.correct(plant.params, plant.x, correction, plant.work)
@@ -63,18 +63,19 @@ def simulate(cfg: dict) -> SimRun:
     out = SimRun()
     if sim["integrator"] == "accurate":
         started = time.perf_counter()
-        rows = accurate.run(plant, gains, schedule, h, n_steps, sim["rtol"], sim["atol"],
+        rows = accurate.run(plant, controller, schedule, h, n_steps, sim["rtol"], sim["atol"],
                             sim["accurate_method"], rec, sim["control"] == "continuous")
         out.stepping_seconds = time.perf_counter() - started
     else:
         method = INTEGRATORS[sim["integrator"]]
         started = time.perf_counter()
-        _warm_up(plant, gains, schedule, h, method, correction)
+        _warm_up(plant, controller, schedule, h, method, correction)
         out.startup_seconds = time.perf_counter() - started
         started = time.perf_counter()
-        rows = lockstep.run(plant.params, plant.jams, gains, schedule, plant.x, 0.0, h, n_steps,
-                            method, correction, plant.work, plant.stages, rec["t"], rec["x"],
-                            rec["u"])
+        c = controller
+        rows = lockstep.run(plant.params, plant.jams, c.ctrl, c.model, c.work, schedule, plant.x,
+                            0.0, h, n_steps, method, correction, plant.work, plant.stages,
+                            rec["t"], rec["x"], rec["u"])
         out.stepping_seconds = time.perf_counter() - started
     lockstep.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
                            rec["diag"][:rows], plant.work)
@@ -86,12 +87,13 @@ def simulate(cfg: dict) -> SimRun:
     return out
 
 
-def _warm_up(plant, gains, schedule, h, method, correction) -> None:
+def _warm_up(plant, controller, schedule, h, method, correction) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
     nx, nact = len(plant.x), plant.nact
-    lockstep.run(plant.params, plant.jams.copy(), gains, schedule.copy(), plant.x.copy(), 0.0, h,
-                 1, method, correction, plant.work.copy(), plant.stages.copy(), np.zeros(2),
-                 np.zeros((2, nx)),
+    c = controller
+    lockstep.run(plant.params, plant.jams.copy(), c.ctrl, c.model, c.work.copy(),
+                 schedule.copy(), plant.x.copy(), 0.0, h, 1, method, correction,
+                 plant.work.copy(), plant.stages.copy(), np.zeros(2), np.zeros((2, nx)),
                  np.zeros((2, nact)))
 
 
