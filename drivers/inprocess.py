@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from drivers.link import Link, LinkError, Measurement
+from plant.factory import correction_id, plant_from_config
 from plant.integrators import METHOD_RK4
 from plant.layout import DRIVE_TORQUE, H_DRIVE
-from plant.model import Plant
+from plant.model import METHODS, Plant
 from plant.motor import currents
-from rt.lockstep import advance
+from rt.lockstep import advance, correct
 
 
 class PlantLink(Link):
@@ -37,6 +38,18 @@ class PlantLink(Link):
         self.command_unit = "N m" if int(plant.params[H_DRIVE]) == DRIVE_TORQUE else "V"
         self.held = np.zeros(self.n_axes)
         self.stopped = False
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "PlantLink":
+        """The config's plant in its initial state (constraint correction applied)."""
+        plant = plant_from_config(cfg)
+        correction = correction_id(cfg)
+        correct(plant.params, plant.x, correction, plant.work)
+        integrator = cfg["sim"]["integrator"]
+        if integrator not in METHODS:
+            raise ValueError(f"sim.integrator: {integrator!r} cannot step in real time "
+                             f"(one of {sorted(METHODS)})")
+        return cls(plant, cfg["sim"]["dt"], METHODS[integrator], correction)
 
     def open(self) -> None:
         self.stopped = False

@@ -1,10 +1,16 @@
 """The ``hil`` command line.
 
     hil sim CONFIG [--duration T] [--dt DT] [--set key=value ...] --out run.npz [--plot run.png]
+    hil run CONFIG [--duration T] [--fast] [--log PATH] [--set key=value ...]
+    hil emulate CONFIG --bind ENDPOINT [--mode free|lockstep] [--log PATH]
+    hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH]
+    hil fault jam --joint K --duration DT --connect ENDPOINT
+    hil fault clear --joint K --connect ENDPOINT
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -24,12 +30,152 @@ def main(argv: list[str] | None = None) -> int:
                      help="override any config key, e.g. --set faults.jam.t1=1.5")
     sim.add_argument("--out", required=True, help="output .npz")
     sim.add_argument("--plot", help="also draw the run to this PNG")
+    sim.set_defaults(handler=_sim)
+
+    run = sub.add_parser("run", help="controller and plant in this process, in real time")
+    _common(run)
+    run.add_argument("--fast", action="store_true", help="as fast as it can (lockstep)")
+    run.add_argument("--rate", type=float, help="loop rate, Hz (sets sim.dt = 1/rate)")
+    run.add_argument("--log", help="telemetry log (.mcap); default runs/<config>.mcap")
+    run.add_argument("--plot", help="plot PNG; default next to the log")
+    run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
+    run.set_defaults(handler=_run)
+
+    emulate = sub.add_parser("emulate", help="serve the plant over ZeroMQ")
+    _common(emulate)
+    emulate.add_argument("--bind", default=None,
+                         help="endpoint (default link.endpoint, ipc:///tmp/hilrig-emulator)")
+    emulate.add_argument("--mode", choices=("free", "lockstep"), help="sets emulator.mode")
+    emulate.add_argument("--log", help="telemetry log of the plant (.mcap)")
+    emulate.set_defaults(handler=_emulate)
+
+    control = sub.add_parser("control", help="run the controller against a link")
+    _common(control)
+    control.add_argument("--connect", help="emulator endpoint (sets link.type = zmq)")
+    control.add_argument("--link", choices=("inprocess", "zmq", "canopen", "serial"),
+                         help="sets link.type")
+    control.add_argument("--log", help="telemetry log (.mcap); default runs/<config>-control.mcap")
+    control.set_defaults(handler=_control)
+
+    fault = sub.add_parser("fault", help="inject a fault into a running emulator")
+    fault.add_argument("kind", choices=("jam", "clear"))
+    fault.add_argument("--joint", type=int, required=True, help="1-based joint")
+    fault.add_argument("--duration", type=float, default=0.1, help="jamming phase, s (jam)")
+    fault.add_argument("--connect", default="ipc:///tmp/hilrig-emulator", help="emulator endpoint")
+    fault.add_argument("--timeout", type=float, default=2.0, help="s to wait for the ack")
+    fault.set_defaults(handler=_fault)
+
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
     try:
-        return _sim(args)
+        return args.handler(args)
     except ConfigError as exc:
         print(f"hil: config error: {exc}", file=sys.stderr)
         return 2
+    except ValueError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 2
+
+
+def _common(parser) -> None:
+    parser.add_argument("config", help="TOML scenario (see configs/)")
+    parser.add_argument("--duration", type=float, help="override sim.duration, s")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key")
+
+
+def _load(args, extra=()) -> dict:
+    overrides = list(args.set) + list(extra)
+    if args.duration is not None:
+        overrides.append(f"sim.duration={args.duration!r}")
+    if getattr(args, "rate", None):
+        overrides.append(f"sim.dt={1.0 / args.rate!r}")
+    return load(args.config, overrides)
+
+
+def _default_log(args, suffix: str = "") -> Path:
+    return Path("runs") / f"{Path(args.config).stem}{suffix}.mcap"
+
+
+def _run(args) -> int:
+    from rt.session import Session
+    from rt.timing import format_summary
+
+    cfg = _load(args)
+    log_path = Path(args.log) if args.log else _default_log(args)
+    session = Session(cfg, log_path, fast=args.fast)
+    result = session.run()
+    print(f"{cfg['plant']['model']}: {result.ticks} ticks at {1.0 / cfg['sim']['dt']:g} Hz "
+          f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
+    for event in result.events:
+        if event["kind"] in ("jam", "clear"):
+            print(f"  {event['kind']} joint {event['joint']} at tick {event['tick']} "
+                  f"(t = {event['t']:.4f} s)")
+    print(format_summary(result.summary))
+    print(f"wrote {result.log}")
+    if not args.no_plot:
+        _plot_log(result.log, args.plot)
+    return {"ok": 0, "interrupted": 130}.get(result.status, 1)
+
+
+def _plot_log(log_path: Path, png) -> None:
+    from rt.plot import plot_log
+
+    png = Path(png) if png else log_path.with_suffix(".png")
+    plot_log(log_path, png)
+    print(f"wrote {png}")
+
+
+def _emulate(args) -> int:
+    from rt.emulator import Emulator
+
+    extra = [f"emulator.mode={args.mode}"] if args.mode else []
+    cfg = _load(args, extra)
+    endpoint = args.bind or cfg["link"]["endpoint"]
+    emulator = Emulator(cfg, endpoint, args.log)
+    print(f"emulating {cfg['plant']['model']} ({emulator.nact} axes, "
+          f"{1.0 / emulator.h:g} Hz, {emulator.mode}) on {endpoint}", flush=True)
+    reason = "closed"
+    try:
+        reason = emulator.serve(cfg["sim"]["duration"] if args.duration is not None else None)
+    finally:
+        emulator.close(reason)
+    print(f"emulator stopped at tick {emulator.tick}: {reason}")
+    return 0
+
+
+def _control(args) -> int:
+    from drivers.registry import link_from_config
+    from rt.loop import LinkLoop
+    from rt.timing import format_summary
+
+    extra = []
+    if args.connect:
+        extra += ["link.type=zmq", f"link.endpoint={args.connect!r}"]
+    if args.link:
+        extra.append(f"link.type={args.link}")
+    cfg = _load(args, extra)
+    log_path = Path(args.log) if args.log else _default_log(args, "-control")
+    result = LinkLoop(cfg, link_from_config(cfg), log_path).run()
+    print(f"controller over {cfg['link']['type']}: {result.ticks} ticks, ended: {result.reason}")
+    print(format_summary(result.summary))
+    print(f"wrote {result.log}")
+    if result.status == "error":
+        print(f"hil: {result.reason}", file=sys.stderr)
+    return {"ok": 0, "interrupted": 130}.get(result.status, 1)
+
+
+def _fault(args) -> int:
+    from rt.fault import FaultError, send_fault
+
+    try:
+        ack = send_fault(args.connect, args.kind, args.joint, args.duration, args.timeout)
+    except FaultError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 1
+    what = "jammed" if args.kind == "jam" else "cleared"
+    print(f"joint {args.joint} {what} at tick {ack.tick} (plant time {ack.time:.6f} s)")
+    return 0
 
 
 def _sim(args) -> int:

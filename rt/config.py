@@ -118,6 +118,14 @@ SCHEMA: dict[str, Any] = {
         "fifo_priority": Key("int", 0, minimum=0, doc="SCHED_FIFO priority (0: normal scheduling)"),
         "gc_freeze": Key("bool", True, doc="gc.freeze() and disable the collector while running"),
     },
+    "safety": {
+        "max_command": Key("floats", None, length="nact", scalar_ok=True, positive=True,
+                           doc="clamp |u| per axis (V or N m); unset: no clamp"),
+        "max_slew": Key("floats", None, length="nact", scalar_ok=True, positive=True,
+                        doc="clamp the change of u per second (V/s or N m/s); unset: none"),
+        "watchdog_ticks": Key("int", 10, minimum=1,
+                              doc="links: no fresh measurement for this many ticks -> safe stop"),
+    },
     "link": {
         "type": Key("str", "inprocess", choices=("inprocess", "zmq", "canopen", "serial"),
                     doc="where the plant is: this process, the ZeroMQ emulator, CAN or serial drives"),

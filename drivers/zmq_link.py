@@ -1,0 +1,116 @@
+"""The link to the plant emulator over ZeroMQ (rt.emulator, wire format rt.wire).
+
+A DEALER socket connects to the emulator's ROUTER. ``open`` says HELLO and
+waits for WELCOME (which tells the mode and the plant's size); ``read`` takes
+the newest STATE (free mode: whatever arrived since the last tick, never
+waiting; lockstep: waits for the answer to the last COMMAND, up to
+``link.timeout``); ``write`` sends a COMMAND; ``safe_stop`` sends BYE, so the
+emulator puts its plant in the safe state, and blocks further writes.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import zmq
+
+from drivers.link import Link, LinkError, LinkTimeout, Measurement
+from rt.wire import ERROR_TEXT, MessageType, WireError, decode, encode
+
+log = logging.getLogger("hil.link.zmq")
+
+
+class ZmqLink(Link):
+    """Controller side of the emulator protocol.
+
+    Args:
+        endpoint: the emulator's endpoint, e.g. ipc:///tmp/hilrig-emulator.
+        n_axes: actuated joints the controller drives.
+        timeout: s to wait for WELCOME and (lockstep) for each STATE.
+    """
+
+    def __init__(self, endpoint: str, n_axes: int, timeout: float = 0.1,
+                 context: zmq.Context | None = None):
+        self.endpoint = endpoint
+        self.n_axes = n_axes
+        self.timeout_ms = max(1, int(timeout * 1000))
+        self.context = context or zmq.Context.instance()
+        self.socket = None
+        self.lockstep = False
+        self.command_unit = "V"
+        self.seq = 0
+        self.state_seq = -1
+        self.stopped = False
+        self.expected = {MessageType.STATE: 1 + 3 * n_axes, MessageType.ERROR: 1,
+                         MessageType.WELCOME: 4}
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "ZmqLink":
+        nact = 3 if cfg["plant"]["model"] == "rrr3" else len(cfg["plant"]["mass"])
+        return cls(cfg["link"]["endpoint"], nact, cfg["link"]["timeout"])
+
+    def open(self) -> None:
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(self.endpoint)
+        self.socket.send(encode(MessageType.HELLO, 0, 0.0, [self.n_axes]))
+        if not self.socket.poll(max(self.timeout_ms, 1000)):
+            raise LinkTimeout(f"no emulator answered at {self.endpoint} (is `hil emulate` "
+                              f"running there?)")
+        kind, _, _, values = self._decode(self.socket.recv())
+        if kind != MessageType.WELCOME:
+            raise LinkError(f"emulator at {self.endpoint} answered HELLO with {kind.name}")
+        mode, n_axes, _, voltage = values
+        if int(n_axes) != self.n_axes:
+            raise LinkError(f"emulator plant has {int(n_axes)} axes, the controller "
+                            f"{self.n_axes}: are both started with the same config?")
+        self.lockstep = int(mode) == 1
+        self.command_unit = "V" if voltage else "N m"
+        self.stopped = False
+
+    def _decode(self, frame: bytes):
+        try:
+            kind, seq, t, values = decode(frame, self.expected)
+        except WireError as exc:
+            raise LinkError(f"emulator at {self.endpoint} sent a bad frame: {exc}") from None
+        if kind == MessageType.ERROR:
+            raise LinkError(f"emulator at {self.endpoint} rejected our message: "
+                            f"{ERROR_TEXT.get(int(values[0]), 'unknown error')}")
+        return kind, seq, t, values
+
+    def read(self, meas: Measurement) -> bool:
+        fresh = False
+        if self.lockstep and not self.socket.poll(self.timeout_ms):
+            raise LinkTimeout(f"emulator at {self.endpoint} did not answer within "
+                              f"{self.timeout_ms} ms (stopped or killed?)")
+        while True:
+            try:
+                frame = self.socket.recv(flags=zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return fresh
+            kind, seq, _, values = self._decode(frame)
+            if kind == MessageType.STATE and seq > self.state_seq:
+                self.state_seq = seq
+                meas.buffer[:] = values
+                fresh = True
+                if self.lockstep:
+                    return True
+
+    def write(self, command: np.ndarray) -> None:
+        if self.stopped:
+            return
+        self.seq += 1
+        self.socket.send(encode(MessageType.COMMAND, self.seq, 0.0, command), flags=zmq.NOBLOCK)
+
+    def safe_stop(self) -> None:
+        if self.socket is not None and not self.stopped:
+            try:
+                self.socket.send(encode(MessageType.BYE, self.seq, 0.0), flags=zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                log.warning("BYE not sent to %s: %s", self.endpoint, exc)
+        self.stopped = True
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close(0)
+            self.socket = None

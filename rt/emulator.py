@@ -1,0 +1,294 @@
+"""The plant emulator as its own process: ``hil emulate CONFIG --bind ENDPOINT``.
+
+One ZeroMQ ROUTER socket serves every peer (controller, fault tool) with the
+frames of rt.wire. Two modes (``emulator.mode``):
+
+- **free**: the plant steps at the fixed rate in real time from the first HELLO
+  on, holding the latest COMMAND; after every step it sends a STATE to the
+  controller. A command older than ``emulator.command_timeout`` (a silent or
+  dead controller), or a BYE, puts the plant in its safe state: zero input
+  (zero volts: the motors brake through their back-EMF; zero torque).
+- **lockstep**: each COMMAND advances the plant exactly one step and is
+  answered with the next STATE: deterministic, for tests and batch runs.
+
+Faults (FAULT frames from ``hil fault``, or ``faults.jam`` in the config) take
+effect at the next tick boundary; the FAULT_ACK names that tick and its plant
+time. Every frame that breaks the wire format is rejected with a logged reason
+(and an ERROR frame back) while the emulator keeps running. Telemetry (the full
+plant state, every event) goes to ``--log`` if given.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import zmq
+
+from drivers.inprocess import PlantLink
+from drivers.link import LinkError, Measurement
+from plant.layout import DRIVE_TORQUE, H_DRIVE
+from rt import realtime as rtk
+from rt.clock import now_ns, timespec, wait_until_ns
+from rt.lockstep import apply_schedule
+from rt.sim import jam_schedule
+from rt.telemetry import Telemetry, run_groups
+from rt.timing import summarize
+from rt.wire import (ERROR_STATE, ERROR_VALUE, FAULT_CLEAR, FAULT_JAM, MessageType, WireError,
+                     decode, encode)
+
+log = logging.getLogger("hil.emulator")
+
+MODES = {"free": 0, "lockstep": 1}
+MAX_FRAME_BYTES = 65536       # larger frames are dropped by ZeroMQ before they reach us
+MAX_MESSAGES_PER_TICK = 64    # a flooding peer cannot starve the plant
+
+
+def check_endpoint(endpoint: str) -> None:
+    """Refuse endpoints that are not ipc, inproc or tcp; warn when tcp is not loopback."""
+    if not endpoint.startswith(("ipc://", "tcp://", "inproc://")):
+        raise ValueError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
+    if endpoint.startswith("tcp://") and not endpoint.startswith(("tcp://127.", "tcp://localhost")):
+        log.warning("binding %s: reachable from other machines (the default is loopback)",
+                    endpoint)
+
+
+class Emulator:
+    """A plant behind a ZeroMQ socket. Use ``serve()``; ``close()`` when done."""
+
+    def __init__(self, cfg: dict, endpoint: str, log_path: str | Path | None = None,
+                 context: zmq.Context | None = None):
+        check_endpoint(endpoint)
+        self.cfg = cfg
+        self.mode = cfg["emulator"]["mode"]
+        self.h = cfg["sim"]["dt"]
+        self.link = PlantLink.from_config(cfg)
+        plant = self.plant = self.link.plant
+        self.nact = plant.nact
+        self.voltage = int(plant.params[H_DRIVE]) != DRIVE_TORQUE
+        self.schedule = jam_schedule(cfg)
+        self.meas = Measurement(self.nact)
+        self.command = np.zeros(self.nact)
+        self.tick = 0
+        self.controller = None            # ZeroMQ identity of the controller
+        self.last_command_ns = 0
+        self.safe = True                  # zero input until the first command
+        self.rejected = 0
+        self.ts = timespec()
+        self.context = context or zmq.Context.instance()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.socket.bind(endpoint)
+        self.endpoint = endpoint
+        self.telemetry = None
+        self.timings = np.full((max(1, int(600.0 / self.h)), 5), np.nan)  # last 10 min of ticks
+        if log_path is not None:
+            groups = run_groups(cfg["plant"]["model"], plant.nq, self.nact, cfg["plant"]["drive"])
+            self.telemetry = Telemetry(log_path, groups, cfg, capacity=max(4096, int(4 / self.h)))
+            self.cols = rtk.row_columns(self.telemetry.columns)
+        self._measure()
+
+    # -- plant ------------------------------------------------------------------------
+    def _measure(self) -> None:
+        t = self.tick * self.h
+        before = self.schedule[:, 3].copy()
+        apply_schedule(self.plant.params, self.plant.jams, self.schedule, t, self.plant.x,
+                       1e-9 * self.h)
+        for row in np.flatnonzero(self.schedule[:, 3] != before):
+            joint, duration = int(self.schedule[row, 0]) + 1, self.schedule[row, 2]
+            self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
+                        tick=self.tick, scheduled=True)
+        self.link.read(self.meas)
+
+    def _step(self, timing: np.ndarray) -> None:
+        """Advance one step under the held command (zero in the safe state), record the row."""
+        if self.safe:
+            self.command[:] = 0.0
+        row = None
+        if self.telemetry is not None:
+            tel = self.telemetry
+            row = rtk._fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
+                                self.plant.x, self.plant.nq, self.command, self.meas.current)
+        started = now_ns(self.ts)
+        self.link.write(self.command)
+        timing[3] = (now_ns(self.ts) - started) * 1e-9
+        self.tick += 1
+        self.plant.t = self.tick * self.h   # plant time is k h exactly, as in rt.realtime
+        if row is not None:
+            rtk._publish(row, self.telemetry.head, self.cols, timing)
+        self._measure()
+
+    def _event(self, kind: str, **fields) -> None:
+        if self.telemetry is not None:
+            self.telemetry.event(kind, t=fields.pop("t", self.tick * self.h), **fields)
+
+    # -- messages -----------------------------------------------------------------------
+    def _send(self, peer: bytes, kind: MessageType, values, seq=None) -> None:
+        try:
+            self.socket.send_multipart([peer, encode(kind, self.tick if seq is None else seq,
+                                                     self.tick * self.h, values)],
+                                       flags=zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("peer %s not keeping up: dropped a %s", peer.hex(), kind.name)
+
+    def _send_state(self) -> None:
+        if self.controller is not None:
+            self._send(self.controller, MessageType.STATE, self.meas.buffer)
+
+    def _reject(self, peer: bytes, reason: str, code: int) -> None:
+        self.rejected += 1
+        log.warning("rejected a frame from peer %s: %s", peer.hex(), reason)
+        self._event("rejected", peer=peer.hex(), reason=reason)
+        self._send(peer, MessageType.ERROR, [code])
+
+    def _handle(self, parts: list) -> bool:
+        """Handle one message; True if it was a COMMAND (lockstep: time to step)."""
+        if len(parts) != 2:
+            self._reject(parts[0], f"{len(parts) - 1} frames in one message, expected 1", 1)
+            return False
+        peer, frame = parts
+        try:
+            kind, seq, _, values = decode(frame, {
+                MessageType.HELLO: 1, MessageType.COMMAND: self.nact, MessageType.FAULT: 3,
+                MessageType.BYE: 0})
+        except WireError as exc:
+            self._reject(peer, str(exc), exc.code)
+            return False
+        if kind == MessageType.HELLO:
+            if int(values[0]) != self.nact:
+                self._reject(peer, f"HELLO for {int(values[0])} axes, this plant has "
+                                   f"{self.nact}", ERROR_VALUE)
+                return False
+            self.controller = peer
+            self._event("hello", peer=peer.hex(), tick=self.tick)
+            self._send(peer, MessageType.WELCOME, [MODES[self.mode], self.nact, self.h,
+                                                   1.0 if self.voltage else 0.0])
+            self._send_state()
+            return False
+        if kind == MessageType.FAULT:
+            self._fault(peer, values)
+            return False
+        if peer != self.controller:
+            self._reject(peer, f"{kind.name} from a peer that did not say HELLO", ERROR_STATE)
+            return False
+        if kind == MessageType.BYE:
+            self._go_safe("controller said BYE")
+            self.controller = None
+            return False
+        self.command[:] = values
+        self.last_command_ns = now_ns(self.ts)
+        if self.safe:
+            self.safe = False
+            self._event("commanded", tick=self.tick)
+        return True
+
+    def _fault(self, peer: bytes, values: np.ndarray) -> None:
+        kind, joint, duration = int(values[0]), int(values[1]), float(values[2])
+        status = 0
+        try:
+            if kind == FAULT_JAM:
+                if duration < 0.0:
+                    raise ValueError(f"jam duration must be >= 0, got {duration}")
+                self.plant.start_jam(joint, duration)
+                t = self.tick * self.h
+                self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
+                            tick=self.tick, live=True)
+            elif kind == FAULT_CLEAR:
+                self.plant.clear_jam(joint)
+                self._event("clear", joint=joint, tick=self.tick, live=True)
+            else:
+                raise ValueError(f"unknown fault kind {kind}")
+            log.info("fault %s on joint %d at tick %d (t = %.6f s)",
+                     "jam" if kind == FAULT_JAM else "clear", joint, self.tick,
+                     self.tick * self.h)
+            self.link.read(self.meas)     # a jam of duration 0 zeroes the joint's rate now
+        except ValueError as exc:
+            status = ERROR_VALUE
+            self._reject(peer, f"fault refused: {exc}", ERROR_VALUE)
+            return
+        self._send(peer, MessageType.FAULT_ACK, [status, self.tick, self.tick * self.h, kind,
+                                                 joint])
+
+    def _go_safe(self, why: str) -> None:
+        if not self.safe:
+            self.safe = True
+            log.warning("safe state (zero input): %s", why)
+            self._event("safe_state", reason=why, tick=self.tick)
+
+    def _drain(self) -> bool:
+        """Handle every waiting message (up to a bound); True if a COMMAND came."""
+        commanded = False
+        for _ in range(MAX_MESSAGES_PER_TICK):
+            try:
+                parts = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                break
+            commanded |= self._handle(parts)
+        return commanded
+
+    # -- serving ----------------------------------------------------------------------------
+    def serve(self, duration: float | None = None, stop=None) -> str:
+        """Serve until ``duration`` s of plant time, ``stop()`` returns True, or Ctrl-C.
+
+        Returns why it ended.
+        """
+        n_ticks = None if duration is None else int(round(duration / self.h))
+        timing = np.zeros(5)
+        period = int(round(self.h * 1e9))
+        spin = int(self.cfg["loop"]["spin"] * 1e9)
+        timeout_ns = int(self.cfg["emulator"]["command_timeout"] * 1e9)
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        reason = "stopped"
+        try:
+            while self.controller is None and self.mode == "free":   # the clock starts at HELLO
+                if stop is not None and stop():
+                    return reason
+                if poller.poll(10):
+                    self._drain()
+            start = now_ns(self.ts)
+            while n_ticks is None or self.tick < n_ticks:
+                if stop is not None and stop():
+                    break
+                if self.mode == "lockstep":
+                    if not poller.poll(50):
+                        continue
+                    if not self._drain():
+                        continue
+                    timing[:] = 0.0
+                    self._step(timing)
+                    self._send_state()
+                    continue
+                deadline = start + self.tick * period
+                wake = wait_until_ns(self.ts, deadline, spin)
+                timing[0] = (wake - deadline) * 1e-9
+                self._drain()
+                if not self.safe and now_ns(self.ts) - self.last_command_ns > timeout_ns:
+                    self._go_safe(f"no command for {self.cfg['emulator']['command_timeout']} s "
+                                  "(controller silent)")
+                t_read = now_ns(self.ts)
+                timing[1] = (t_read - wake) * 1e-9
+                timing[2] = 0.0
+                self._step(timing)
+                self._send_state()
+                timing[4] = (now_ns(self.ts) - wake) * 1e-9
+                self.timings[(self.tick - 1) % len(self.timings)] = timing
+            else:
+                reason = "duration reached"
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        except LinkError as exc:
+            reason = str(exc)
+            log.error("plant: %s", exc)
+        self._event("stop", reason=reason, tick=self.tick)
+        return reason
+
+    def close(self, reason: str = "closed") -> None:
+        self.socket.close(0)
+        if self.telemetry is not None:
+            timings = self.timings[~np.isnan(self.timings[:, 0])]
+            summary = summarize(timings, 0) if len(timings) else {}
+            summary.update(reason=reason, rejected=self.rejected, ticks=self.tick)
+            self.telemetry.close(summary)

@@ -1,0 +1,144 @@
+"""The fixed-step loop of a controller that talks to its plant through a link.
+
+``hil control``: per tick, wait for the absolute deadline t0 + k·period (or,
+in lockstep, for the emulator's answer), then read (link), control (one
+compiled call: controller and command limits), write (link), record. The
+controller's time is its own tick clock, t = k·h. A watchdog stops the run
+safely when no fresh measurement came for ``safety.watchdog_ticks`` ticks; a
+link error, a non-finite command, too many overruns or Ctrl-C (the e-stop) do
+the same. Whatever the cause, the drives get ``safe_stop``, further writes are
+blocked, and the log is closed complete with the timing summary.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from controllers.factory import controller_from_config
+from drivers.link import Link, LinkError, LinkTimeout, Measurement
+from rt import realtime as rtk
+from rt.clock import now_ns, timespec, wait_until_ns
+from rt.sched import FrozenGC, apply_thread, restore_thread
+from rt.session import SessionResult, command_limits
+from rt.telemetry import TIMING_GROUPS, Telemetry
+from rt.timing import summarize
+
+log = logging.getLogger("hil.loop")
+
+
+def link_groups(nact: int, drive: str) -> list:
+    """Telemetry row of a controller: its time, measurement, command and timing."""
+    groups = [("t", 1), ("q", (nact,)), ("qd", (nact,)), ("u", (nact,))]
+    if drive != "torque":
+        groups.append(("i", (nact,)))
+    return groups + TIMING_GROUPS
+
+
+class LinkLoop:
+    """A controller from ``cfg`` driving ``link`` for sim.duration seconds."""
+
+    def __init__(self, cfg: dict, link: Link, log_path: str | Path):
+        self.cfg = cfg
+        self.link = link
+        self.h = cfg["sim"]["dt"]
+        self.n_ticks = int(round(cfg["sim"]["duration"] / self.h))
+        self.controller = controller_from_config(cfg)
+        nact = link.n_axes
+        self.limits = command_limits(cfg, nact)
+        self.meas = Measurement(nact)
+        self.u, self.held = np.zeros(nact), np.zeros(nact)
+        self.telemetry = Telemetry(log_path, link_groups(nact, cfg["plant"]["drive"]), cfg,
+                                   capacity=max(4096, int(4.0 / self.h)))
+        self.cols = rtk.row_columns(self.telemetry.columns)
+        self.timings = np.full((self.n_ticks, 5), np.nan)
+        self.ts = timespec()
+
+    def _control(self, t: float) -> bool:
+        c = self.controller
+        return rtk.control_tick(c.ctrl, c.model, c.work, self.limits, self.h, t, self.meas.pos,
+                                self.meas.vel, self.u, self.held)
+
+    def warm_up(self) -> None:
+        """Compile or load the kernels before the first tick."""
+        held = self.held.copy()
+        self._control(0.0)
+        self.held[:], self.u[:] = held, 0.0
+        tel = self.telemetry
+        rtk._fill_row(np.zeros_like(tel.ring[:2]), np.zeros(1, np.int64), self.cols, 0, 0.0,
+                      self.meas.buffer[1:], self.link.n_axes, self.held, self.meas.current)
+        wait_until_ns(self.ts, 0, 0)
+
+    def run(self) -> SessionResult:
+        loop, safety = self.cfg["loop"], self.cfg["safety"]
+        period = int(round(self.h * 1e9))
+        spin = int(loop["spin"] * 1e9)
+        watchdog = safety["watchdog_ticks"]
+        policy = rtk.POLICIES[loop["overrun"]]
+        tel, ring, head, cols = self.telemetry, self.telemetry.ring, self.telemetry.head, self.cols
+        nact = self.link.n_axes
+        reason, status, overruns, stale, k = "done", "ok", 0, 0, 0
+        scheduling = {}
+        try:
+            self.link.open()
+            paced = not getattr(self.link, "lockstep", False)
+            self.warm_up()
+            tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
+            scheduling = apply_thread(loop["cpu"], loop["fifo_priority"] if paced else 0)
+            with FrozenGC(loop["gc_freeze"]):
+                start = now_ns(self.ts) + period
+                while k < self.n_ticks:
+                    deadline = start + k * period
+                    wake = wait_until_ns(self.ts, deadline, spin) if paced else now_ns(self.ts)
+                    fresh = self.link.read(self.meas)
+                    t_read = now_ns(self.ts)
+                    stale = 0 if fresh else stale + 1
+                    if stale >= watchdog:
+                        raise LinkTimeout(f"watchdog: no fresh measurement for {stale} ticks "
+                                          f"({stale * self.h * 1e3:.0f} ms): link lost")
+                    t = k * self.h
+                    if not self._control(t):
+                        reason, status = "controller produced a non-finite command", "error"
+                        break
+                    t_control = now_ns(self.ts)
+                    self.link.write(self.held)
+                    t_write = now_ns(self.ts)
+                    row = rtk._fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
+                                        self.held, self.meas.current)
+                    timing = self.timings[k]
+                    timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
+                    timing[1] = (t_read - wake) * 1e-9
+                    timing[2] = (t_control - t_read) * 1e-9
+                    timing[3] = (t_write - t_control) * 1e-9
+                    timing[4] = (t_write - wake) * 1e-9
+                    rtk._publish(row, head, cols, timing)
+                    k += 1
+                    late = now_ns(self.ts) - (start + k * period)
+                    if paced and late > 0:
+                        overruns += 1
+                        missed = late // period + 1
+                        tel.event("overrun", t=t, tick=k - 1, missed=int(missed))
+                        if policy == rtk.STOP and overruns >= loop["max_overruns"]:
+                            reason, status = "too many overruns", "error"
+                            break
+                        if policy == rtk.SKIP:
+                            k = min(k + int(missed), self.n_ticks)
+        except KeyboardInterrupt:
+            reason, status = "interrupted (e-stop)", "interrupted"
+        except LinkError as exc:
+            reason, status = str(exc), "error"
+            log.error("%s", exc)
+        finally:
+            restore_thread()
+            self.link.safe_stop()
+            self.link.close()
+            tel.event("stop", t=k * self.h, tick=k, reason=reason)
+            ran = self.timings[:k]
+            summary = summarize(ran, overruns, scheduling)
+            summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
+                           policy=loop["overrun"])
+            tel.close(summary)
+            tel.path.with_suffix(".timing.json").write_text(json.dumps(summary, indent=1))
+        return SessionResult(k, reason, summary, tel.path, status)

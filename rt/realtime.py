@@ -1,0 +1,261 @@
+"""The in-process real-time loop: controller and plant in one compiled kernel.
+
+``run_loop`` runs a whole session inside numba (nogil), so no tick crosses
+the Python boundary: per tick it waits for the absolute deadline t0 + k·period
+(sleep, then spin), applies due faults, reads the measurement, runs the
+controller and the command limits, steps the plant, and records one telemetry
+row. Python threads talk to it through two preallocated arrays read and
+written with atomics: ``mail`` (stop and fault requests, acknowledgements,
+progress) and ``events`` (fault, overrun and stop events for the telemetry).
+
+Telemetry row (rt.telemetry.run_groups; ``cols`` from ``row_columns``): the
+loop writes t (plant time, s), q, qd (all coordinates), u (command, V or N m),
+i (motor currents, A), tick, lateness (wake-up time after the deadline, s),
+compute_read, compute_control, compute_write (the plant step) and compute_tick
+(wake-up to step done), s; the telemetry writer derives the model's
+diagnostics off the critical path. Rows of ticks the loop skipped after an
+overrun (policy "skip": the plant goes on under the held command) have NaN
+lateness and compute times.
+
+Deadlines never drift: tick k is due at t0 + k·period (int64 ns), whatever
+happened before it.
+"""
+import numpy as np
+
+from controllers.law import command
+from plant.jam import clear_jam, start_jam
+from plant.kernel import kernel
+from plant.layout import H_NACT, H_NQ
+from plant.motor import currents
+from rt.clock import atomic_load, atomic_store, now_ns, wait_until_ns
+from rt.lockstep import advance, apply_schedule
+
+# mail slots
+M_STOP, M_REQ_SEQ, M_REQ_KIND, M_REQ_JOINT, M_REQ_DURATION, M_ACK_SEQ, M_ACK_TICK, \
+    M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, M_OVERRUNS, M_REASON = range(13)
+MAIL_SIZE = 16
+# fault request kinds
+F_JAM = 1
+F_CLEAR = 2
+# event kinds; event rows: [kind, tick, t, a, b, c]
+EV_JAM, EV_CLEAR, EV_OVERRUN, EV_STOP = 1, 2, 3, 4
+EVENT_COLUMNS = 6
+# why a run ended
+R_DONE, R_STOP_REQUEST, R_OVERRUNS, R_INVALID_STATE, R_BAD_COMMAND = 1, 2, 3, 4, 5
+REASONS = {R_DONE: "done", R_STOP_REQUEST: "stop requested", R_OVERRUNS: "too many overruns",
+           R_INVALID_STATE: "plant state invalid (NaN or singular mass matrix)",
+           R_BAD_COMMAND: "controller produced a non-finite command"}
+# overrun policies
+SKIP, CATCH_UP, STOP = 0, 1, 2
+POLICIES = {"skip": SKIP, "catch_up": CATCH_UP, "stop": STOP}
+# limits rows: max |u| (V or N m), max slew (V/s or N m/s)
+L_MAX, L_SLEW = 0, 1
+
+
+# cols: where each group starts in a telemetry row
+COL_Q, COL_QD, COL_U, COL_I, COL_TICK, COL_TIMING = range(6)
+
+
+def row_columns(columns: dict) -> np.ndarray:
+    """Start columns of q, qd, u, i (-1: none), tick and lateness in a telemetry row.
+
+    ``columns``: rt.telemetry.Telemetry.columns of a ``run_groups`` layout; the
+    five timing groups (lateness, compute_read, compute_control, compute_write,
+    compute_tick, all s) must be adjacent, in that order.
+    """
+    def start(name):
+        c = columns.get(name, -1)
+        return c.start if isinstance(c, slice) else c
+    cols = np.array([start("q"), start("qd"), start("u"), start("i"), start("tick"),
+                     start("lateness")], dtype=np.int64)
+    names = ("lateness", "compute_read", "compute_control", "compute_write", "compute_tick")
+    if [start(n) for n in names] != list(range(cols[COL_TIMING], cols[COL_TIMING] + 5)):
+        raise ValueError(f"telemetry layout: {names} must be adjacent, in this order")
+    return cols
+
+
+def new_mail() -> np.ndarray:
+    return np.zeros(MAIL_SIZE)
+
+
+@kernel
+def _event(events, mail, kind, tick, t, a, b, c):
+    n = int(atomic_load(mail, M_EVENTS))
+    row = n % events.shape[0]
+    events[row, 0] = kind
+    events[row, 1] = tick
+    events[row, 2] = t
+    events[row, 3] = a
+    events[row, 4] = b
+    events[row, 5] = c
+    atomic_store(mail, M_EVENTS, n + 1.0)
+
+
+@kernel
+def _fill_row(ring, head, cols, tick, t, x, nq, held, cur):
+    """Write t, tick, q, qd, u and i into the next row (not yet published)."""
+    row = ring[head[0] % ring.shape[0]]
+    row[0] = t
+    row[cols[COL_TICK]] = tick
+    for i in range(nq):
+        row[cols[COL_Q] + i] = x[i]
+        row[cols[COL_QD] + i] = x[nq + i]
+    for j in range(held.shape[0]):
+        row[cols[COL_U] + j] = held[j]
+        if cols[COL_I] >= 0:
+            row[cols[COL_I] + j] = cur[j]
+    return row
+
+
+@kernel
+def _publish(row, head, cols, timing):
+    """Write the row's 5 timing columns (s) and publish it by advancing head."""
+    for k in range(5):
+        row[cols[COL_TIMING] + k] = timing[k]
+    atomic_store(head, 0, head[0] + 1)
+
+
+@kernel
+def _serve_request(p, jams, x, mail, events, tick, t):
+    """Apply a pending live fault request (at this tick boundary) and acknowledge it."""
+    seq = atomic_load(mail, M_REQ_SEQ)
+    if seq == mail[M_ACK_SEQ]:
+        return
+    nq = int(p[H_NQ])
+    nact = int(p[H_NACT])
+    kind = int(mail[M_REQ_KIND])
+    joint = int(mail[M_REQ_JOINT])
+    error = 0.0
+    if joint < 0 or joint >= nact:
+        error = 1.0
+    elif kind == F_JAM:
+        start_jam(jams, x, nq, joint, t, mail[M_REQ_DURATION])
+        _event(events, mail, EV_JAM, tick, t, joint + 1.0, mail[M_REQ_DURATION], 1.0)
+    elif kind == F_CLEAR:
+        clear_jam(jams, joint)
+        _event(events, mail, EV_CLEAR, tick, t, joint + 1.0, 0.0, 1.0)
+    else:
+        error = 2.0
+    mail[M_ACK_TICK] = tick
+    mail[M_ACK_TIME] = t
+    mail[M_ACK_ERROR] = error
+    atomic_store(mail, M_ACK_SEQ, seq)
+
+
+@kernel
+def _limit(limits, h, u, held):
+    """Clamp u to ±max and its change per tick to max slew · h; False if u is not finite."""
+    for j in range(u.shape[0]):
+        if not np.isfinite(u[j]):
+            return False
+        step = limits[L_SLEW, j] * h
+        lo = max(-limits[L_MAX, j], held[j] - step)
+        hi = min(limits[L_MAX, j], held[j] + step)
+        if u[j] < lo:
+            u[j] = lo
+        elif u[j] > hi:
+            u[j] = hi
+    return True
+
+
+@kernel
+def control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
+    """The controller, then the command limits; the result becomes ``held``.
+
+    Returns False (``held`` unchanged) if the controller produced a non-finite command.
+    """
+    command(ctrl, model, cwork, t, pos, vel, u)
+    if not _limit(limits, h, u, held):
+        return False
+    for j in range(u.shape[0]):
+        held[j] = u[j]
+    return True
+
+
+@kernel
+def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, correction, work,
+             stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
+             period_ns, spin_ns, policy, max_overruns, ts):
+    """Run up to n_ticks ticks (plant time t = k h at tick k); returns the tick count run.
+
+    ``timings`` (n_ticks, 5): per tick lateness, read, control, write and whole
+    tick compute time, s (NaN for skipped ticks).
+    ``u`` and ``held`` (n_act): the new and the held command; ``meas``: a
+    drivers.link.Measurement buffer; ``paced`` False runs as fast as it can
+    (lockstep, no waiting; the arithmetic is the same as rt.lockstep.run).
+    The reason the run ended is left in mail[M_REASON].
+    """
+    nq = int(p[H_NQ])
+    nact = int(p[H_NACT])
+    pos = meas[1:1 + nact]
+    vel = meas[1 + nact:1 + 2 * nact]
+    cur = meas[1 + 2 * nact:1 + 3 * nact]
+    tol = 1e-9 * h
+    overruns = 0
+    reason = R_DONE
+    start = now_ns(ts) + period_ns
+    k = 0
+    while k < n_ticks:
+        if atomic_load(mail, M_STOP) != 0.0:
+            reason = R_STOP_REQUEST
+            break
+        deadline = start + k * period_ns
+        wake = wait_until_ns(ts, deadline, spin_ns) if paced else now_ns(ts)
+        t = k * h
+        # read: faults due now, then the measurement
+        apply_schedule(p, jams, schedule, t, x, tol)
+        _serve_request(p, jams, x, mail, events, k, t)
+        meas[0] = t
+        for j in range(nact):
+            pos[j] = x[j]
+            vel[j] = x[nq + j]
+        currents(p, x, held, cur)
+        t_read = now_ns(ts)
+        # control and safety limits
+        if not control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
+            reason = R_BAD_COMMAND
+            break
+        t_control = now_ns(ts)
+        # write: the plant steps under the command (the row holds the state before it)
+        row = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+        ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
+        t_write = now_ns(ts)
+        timing = timings[k]
+        timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
+        timing[1] = (t_read - wake) * 1e-9
+        timing[2] = (t_control - t_read) * 1e-9
+        timing[3] = (t_write - t_control) * 1e-9
+        timing[4] = (t_write - wake) * 1e-9
+        _publish(row, head, cols, timing)
+        k += 1
+        atomic_store(mail, M_TICK, float(k))
+        if not ok:
+            reason = R_INVALID_STATE
+            break
+        if paced and now_ns(ts) > start + k * period_ns:
+            overruns += 1
+            missed = (now_ns(ts) - (start + k * period_ns)) // period_ns + 1
+            atomic_store(mail, M_OVERRUNS, float(overruns))
+            _event(events, mail, EV_OVERRUN, k - 1, t, float(missed), timing[0], timing[4])
+            if policy == STOP and overruns >= max_overruns:
+                reason = R_OVERRUNS
+                break
+            if policy == CATCH_UP:
+                continue
+            for m in range(missed):  # skip: no control, the plant goes on under the held command
+                if k >= n_ticks or not ok:
+                    break
+                t = k * h
+                apply_schedule(p, jams, schedule, t, x, tol)
+                currents(p, x, held, cur)
+                row = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+                ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
+                timings[k, :] = np.nan
+                _publish(row, head, cols, timings[k])
+                k += 1
+            if not ok:
+                reason = R_INVALID_STATE
+                break
+    mail[M_REASON] = reason
+    _event(events, mail, EV_STOP, k, k * h, float(reason), float(overruns), 0.0)
+    return k

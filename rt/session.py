@@ -1,0 +1,200 @@
+"""An in-process real-time session: ``hil run``.
+
+Builds plant, controller and telemetry from a config, warms the kernels up,
+then runs rt.realtime.run_loop in a real-time thread (nogil: the loop never
+needs the interpreter) while the main thread stays free to forward events to
+the telemetry, serve live fault requests and catch Ctrl-C. Whatever ends the
+run — its duration, Ctrl-C, an invalid plant state, too many overruns — the
+log is closed complete, with the timing summary.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from controllers.factory import controller_from_config
+from drivers.link import Measurement
+from plant.factory import correction_id, plant_from_config
+from plant.model import METHODS
+from rt import realtime as rtk
+from rt.clock import timespec
+from rt.lockstep import correct
+from rt.sched import FrozenGC, apply_thread, restore_thread
+from rt.sim import jam_schedule
+from rt.telemetry import Telemetry, run_groups
+from rt.timing import summarize
+
+POLL_SECONDS = 0.02
+
+
+@dataclass
+class SessionResult:
+    ticks: int
+    reason: str
+    summary: dict
+    log: Path
+    status: str = "ok"          # "ok", "interrupted" (Ctrl-C, e-stop) or "error"
+    events: list = field(default_factory=list)
+
+
+def command_limits(cfg: dict, nact: int) -> np.ndarray:
+    """(2, nact): max |u| and max slew per axis from ``safety`` (inf where not set)."""
+    safety = cfg["safety"]
+    limits = np.full((2, nact), np.inf)
+    if safety["max_command"] is not None:
+        limits[rtk.L_MAX] = safety["max_command"]
+    if safety["max_slew"] is not None:
+        limits[rtk.L_SLEW] = safety["max_slew"]
+    return limits
+
+
+class Session:
+    """Everything one in-process run needs, allocated before the first tick."""
+
+    def __init__(self, cfg: dict, log_path: str | Path, fast: bool = False):
+        self.cfg = cfg
+        self.fast = fast
+        sim, loop = cfg["sim"], cfg["loop"]
+        self.h = sim["dt"]
+        self.n_ticks = int(round(sim["duration"] / self.h))
+        if sim["integrator"] == "accurate":
+            raise ValueError("sim.integrator: 'accurate' is for offline runs (hil sim); "
+                             "a real-time run needs 'rk4' or 'euler'")
+        self.method = METHODS[sim["integrator"]]
+        self.plant = plant_from_config(cfg)
+        self.correction = correction_id(cfg)
+        correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
+        self.controller = controller_from_config(cfg)
+        self.schedule = jam_schedule(cfg)
+        nq, nact = self.plant.nq, self.plant.nact
+        self.limits = command_limits(cfg, nact)
+        self.u, self.held = np.zeros(nact), np.zeros(nact)
+        self.meas = Measurement(nact)
+        groups = run_groups(cfg["plant"]["model"], nq, nact, cfg["plant"]["drive"])
+        capacity = max(4096, int(4.0 / self.h))
+        self.telemetry = Telemetry(log_path, groups, cfg, capacity=capacity)
+        self.cols = rtk.row_columns(self.telemetry.columns)
+        self.mail = rtk.new_mail()
+        self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
+        self.timings = np.full((self.n_ticks, 5), np.nan)
+        self.events_seen = 0
+        self.request_seq = 0
+        self.scheduling: dict = {}
+        self.ticks = 0
+
+    # -- the loop thread -----------------------------------------------------------
+    def _call(self, plant, schedule, n_ticks, paced, ring, head, mail, events, timings, ts):
+        loop = self.cfg["loop"]
+        c = self.controller
+        return rtk.run_loop(
+            plant.params, plant.jams, c.ctrl, c.model, c.work, schedule, plant.x, self.h, n_ticks,
+            self.method, self.correction, plant.work, plant.stages, self.limits, self.u,
+            self.held, self.meas.buffer, ring, head, self.cols, mail, events, timings, paced,
+            int(round(self.h * 1e9)), int(loop["spin"] * 1e9), rtk.POLICIES[loop["overrun"]],
+            loop["max_overruns"], ts)
+
+    def warm_up(self) -> None:
+        """Compile or load every kernel on copies, so the first tick pays nothing."""
+        p = self.plant
+        copy = type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(), p.stages.copy(), p.t)
+        ring = np.zeros_like(self.telemetry.ring[:4])
+        self._call(copy, self.schedule.copy(), 2, True, ring, np.zeros(1, np.int64), rtk.new_mail(),
+                   np.zeros_like(self.events), np.zeros((2, 5)), timespec())
+        self.u[:] = 0.0
+        self.held[:] = 0.0
+
+    def _thread(self) -> None:
+        loop = self.cfg["loop"]
+        self.scheduling = apply_thread(loop["cpu"], 0 if self.fast else loop["fifo_priority"])
+        try:
+            self.ticks = self._call(self.plant, self.schedule, self.n_ticks, not self.fast,
+                                    self.telemetry.ring, self.telemetry.head, self.mail,
+                                    self.events, self.timings, timespec())
+        finally:
+            restore_thread()
+
+    # -- the supervisor (main thread) --------------------------------------------------
+    def request_fault(self, kind: str, joint: int, duration: float = 0.0) -> None:
+        """Post a live fault (``jam`` or ``clear``, joint 1-based) for the next tick boundary."""
+        if kind not in ("jam", "clear"):
+            raise ValueError(f"unknown fault {kind!r} (jam, clear)")
+        if self.cfg["plant"]["model"] != "serial_arm":
+            raise ValueError("jams are modelled for serial arms only")
+        if not 1 <= joint <= self.plant.nact:
+            raise ValueError(f"joint must be 1..{self.plant.nact}, got {joint}")
+        self.request_seq += 1
+        self.mail[rtk.M_REQ_KIND] = rtk.F_JAM if kind == "jam" else rtk.F_CLEAR
+        self.mail[rtk.M_REQ_JOINT] = joint - 1
+        self.mail[rtk.M_REQ_DURATION] = duration
+        self.mail[rtk.M_REQ_SEQ] = self.request_seq
+
+    def fault_acknowledged(self) -> tuple[int, float] | None:
+        """(tick, plant time) at which the last posted fault took effect, or None yet."""
+        if self.request_seq and self.mail[rtk.M_ACK_SEQ] == self.request_seq:
+            return int(self.mail[rtk.M_ACK_TICK]), float(self.mail[rtk.M_ACK_TIME])
+        return None
+
+    def forward_events(self) -> list:
+        """Copy new loop events into the telemetry; returns them as dicts."""
+        out = []
+        n = int(self.mail[rtk.M_EVENTS])
+        for i in range(self.events_seen, n):
+            kind, tick, t, a, b, c = (float(v) for v in self.events[i % len(self.events)])
+            if kind == rtk.EV_JAM:
+                event = {"kind": "jam", "joint": int(a), "t1": t, "t2": t + b, "duration": b}
+            elif kind == rtk.EV_CLEAR:
+                event = {"kind": "clear", "joint": int(a)}
+            elif kind == rtk.EV_OVERRUN:
+                event = {"kind": "overrun", "missed": int(a), "lateness": b, "compute": c}
+            else:
+                event = {"kind": "stop", "reason": rtk.REASONS.get(int(a), "unknown"),
+                         "overruns": int(b)}
+            event.update(tick=int(tick), t=float(t))
+            fields = {k: v for k, v in event.items() if k != "kind"}
+            self.telemetry.event(event["kind"], **fields)
+            out.append(event)
+        self.events_seen = n
+        return out
+
+    def run(self, on_tick=None) -> SessionResult:
+        """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every POLL_SECONDS."""
+        events, interrupted = [], False
+        thread = threading.Thread(target=self._thread, name="hil-rt", daemon=True)
+        try:
+            self.warm_up()
+            self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
+            with FrozenGC(self.cfg["loop"]["gc_freeze"] and not self.fast):
+                thread.start()
+                while thread.is_alive():
+                    try:
+                        thread.join(POLL_SECONDS)
+                        events += self.forward_events()
+                        if on_tick is not None:
+                            on_tick(self)
+                    except KeyboardInterrupt:
+                        interrupted = True
+                        self.mail[rtk.M_STOP] = 1.0
+                        self.telemetry.event("interrupt", t=self.ticks * self.h)
+        finally:
+            if thread.is_alive():
+                self.mail[rtk.M_STOP] = 1.0
+                thread.join(5.0)
+            events += self.forward_events()
+            reason = rtk.REASONS.get(int(self.mail[rtk.M_REASON]), "interrupted")
+            ran = int(self.mail[rtk.M_TICK])
+            summary = summarize(self.timings[:ran], int(self.mail[rtk.M_OVERRUNS]),
+                                self.scheduling)
+            summary.update(reason="interrupted (Ctrl-C)" if interrupted else reason,
+                           rate_hz=1.0 / self.h, fast=self.fast,
+                           policy=self.cfg["loop"]["overrun"])
+            self.telemetry.close(summary)
+            timing_path = self.telemetry.path.with_suffix(".timing.json")
+            timing_path.write_text(json.dumps(summary, indent=1))
+        status = "interrupted" if interrupted else (
+            "ok" if reason in (rtk.REASONS[rtk.R_DONE], rtk.REASONS[rtk.R_STOP_REQUEST]) else "error")
+        return SessionResult(ran, reason, summary, self.telemetry.path, status, events)

@@ -1,0 +1,102 @@
+"""The ZeroMQ wire format between controller, emulator and fault tool (docs/WIRE.md).
+
+Every message is one ZeroMQ frame: a 28-byte little-endian header, then
+``count`` float64 values (little-endian). No pickle, no text parsing: a frame
+is accepted only if its magic, version, type, length and count check out.
+
+Header (``struct`` format ``<4sHHQdI``):
+    magic   4 bytes  b"HILR"
+    version uint16   WIRE_VERSION
+    type    uint16   one of MessageType
+    seq     uint64   sender's sequence number (tick for STATE and COMMAND)
+    time    float64  plant time the message refers to, s
+    count   uint32   number of float64 values that follow (<= MAX_VALUES)
+"""
+from __future__ import annotations
+
+import enum
+import struct
+
+import numpy as np
+
+MAGIC = b"HILR"
+WIRE_VERSION = 1
+HEADER = struct.Struct("<4sHHQdI")
+MAX_VALUES = 1024
+
+
+class MessageType(enum.IntEnum):
+    HELLO = 1       # controller -> emulator: [n_axes]
+    WELCOME = 2     # emulator -> controller: [mode (0 free, 1 lockstep), n_axes, dt (s), voltage (1) or torque (0)]
+    COMMAND = 3     # controller -> emulator: u per axis (V or N m); seq = controller tick
+    STATE = 4       # emulator -> controller: [t, pos (n), vel (n), current (n)]; seq = emulator tick
+    FAULT = 5       # tool -> emulator: [kind (FAULT_JAM, FAULT_CLEAR), joint (1-based), duration (s)]
+    FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint]
+    BYE = 7         # controller -> emulator: the session ends; the plant goes to its safe state
+    ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
+
+
+FAULT_JAM = 1
+FAULT_CLEAR = 2
+
+ERROR_MALFORMED = 1
+ERROR_VERSION = 2
+ERROR_TYPE = 3
+ERROR_SIZE = 4
+ERROR_VALUE = 5
+ERROR_STATE = 6
+ERROR_TEXT = {ERROR_MALFORMED: "malformed message", ERROR_VERSION: "wrong wire version",
+              ERROR_TYPE: "unknown or unexpected message type", ERROR_SIZE: "wrong payload size",
+              ERROR_VALUE: "invalid value", ERROR_STATE: "not allowed in this state"}
+
+
+class WireError(ValueError):
+    """A frame that does not follow the wire format; ``code`` is an ERROR_* value."""
+
+    def __init__(self, code: int, detail: str):
+        super().__init__(f"{ERROR_TEXT[code]}: {detail}")
+        self.code = code
+
+
+def encode(kind: MessageType, seq: int, time: float, values=()) -> bytes:
+    """One frame. ``values``: float64-convertible sequence (at most MAX_VALUES)."""
+    payload = np.ascontiguousarray(values, dtype="<f8").ravel()
+    if len(payload) > MAX_VALUES:
+        raise WireError(ERROR_SIZE, f"{len(payload)} values > {MAX_VALUES}")
+    return HEADER.pack(MAGIC, WIRE_VERSION, int(kind), int(seq), float(time),
+                       len(payload)) + payload.tobytes()
+
+
+def decode(frame: bytes, expected: dict | None = None):
+    """(type, seq, time, values) of a frame, or WireError naming what is wrong.
+
+    ``expected``: optional {type: payload count} — a type not in it, or with
+    another count, is rejected.
+    """
+    if len(frame) < HEADER.size:
+        raise WireError(ERROR_MALFORMED, f"{len(frame)} bytes, shorter than the "
+                                         f"{HEADER.size}-byte header")
+    magic, version, kind, seq, time, count = HEADER.unpack_from(frame)
+    if magic != MAGIC:
+        raise WireError(ERROR_MALFORMED, f"bad magic {magic!r}")
+    if version != WIRE_VERSION:
+        raise WireError(ERROR_VERSION, f"version {version}, this end speaks {WIRE_VERSION}")
+    if count > MAX_VALUES:
+        raise WireError(ERROR_SIZE, f"count {count} > {MAX_VALUES}")
+    if len(frame) != HEADER.size + 8 * count:
+        raise WireError(ERROR_SIZE, f"{len(frame)} bytes for count {count} (expected "
+                                    f"{HEADER.size + 8 * count})")
+    try:
+        kind = MessageType(kind)
+    except ValueError:
+        raise WireError(ERROR_TYPE, f"type {kind}") from None
+    if expected is not None:
+        if kind not in expected:
+            raise WireError(ERROR_TYPE, f"{kind.name} not expected here")
+        if expected[kind] is not None and count != expected[kind]:
+            raise WireError(ERROR_SIZE, f"{kind.name} with {count} values, expected "
+                                        f"{expected[kind]}")
+    values = np.frombuffer(frame, dtype="<f8", count=count, offset=HEADER.size)
+    if not np.all(np.isfinite(values)):
+        raise WireError(ERROR_VALUE, f"{kind.name} carries a non-finite value")
+    return kind, seq, time, values
