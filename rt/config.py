@@ -117,6 +117,11 @@ SCHEMA: dict[str, Any] = {
         "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
         "fifo_priority": Key("int", 0, minimum=0, doc="SCHED_FIFO priority (0: normal scheduling)"),
         "gc_freeze": Key("bool", True, doc="gc.freeze() and disable the collector while running"),
+        "correction": Key("str", "worker", choices=("inline", "worker"),
+                          doc="3RRR constraint correction in real time: in the tick (inline) or "
+                              "in a worker thread off the critical path; --fast runs inline"),
+        "worker_poll": Key("float", 1e-4, positive=True,
+                           doc="the correction worker's sleep between checks, s"),
     },
     "safety": {
         "max_command": Key("floats", None, length="nact", scalar_ok=True, positive=True,

@@ -28,6 +28,7 @@ import zmq
 from drivers.inprocess import PlantLink
 from drivers.link import LinkError, Measurement
 from plant.layout import DRIVE_TORQUE, H_DRIVE
+from plant.motor import currents
 from rt import realtime as rtk
 from rt.clock import now_ns, timespec, wait_until_ns
 from rt.lockstep import apply_schedule
@@ -109,6 +110,7 @@ class Emulator:
         row = None
         if self.telemetry is not None:
             tel = self.telemetry
+            currents(self.plant.params, self.plant.x, self.command, self.meas.current)
             row = rtk._fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
                                 self.plant.x, self.plant.nq, self.command, self.meas.current)
         started = now_ns(self.ts)

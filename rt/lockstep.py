@@ -26,7 +26,7 @@ CORRECTION_NONE = 0
 CORRECTION_POST_ADJUST = 1
 CORRECTION_PROJECTION = 2
 
-# schedule rows: [joint (0-based), t1 (s), duration (s), applied flag]
+# schedule rows: [joint (0-based), t1 (s), duration (s), applied flag (0: pending)]
 SCHEDULE_COLUMNS = 4
 
 

@@ -27,8 +27,8 @@ from plant.jam import clear_jam, start_jam
 from plant.kernel import kernel
 from plant.layout import H_NACT, H_NQ
 from plant.motor import currents
-from rt.clock import atomic_load, atomic_store, now_ns, wait_until_ns
-from rt.lockstep import advance, apply_schedule
+from rt.clock import atomic_load, atomic_store, now_ns, sleep_until_ns, wait_until_ns
+from rt.lockstep import advance, apply_schedule, correct
 
 # mail slots
 M_STOP, M_REQ_SEQ, M_REQ_KIND, M_REQ_JOINT, M_REQ_DURATION, M_ACK_SEQ, M_ACK_TICK, \
@@ -116,6 +116,19 @@ def _publish(row, head, cols, timing):
 
 
 @kernel
+def _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, tick):
+    """Start the config's jams that are due (rt.lockstep.apply_schedule) and report each once.
+
+    A reported row's applied flag goes from 1 to 2.
+    """
+    apply_schedule(p, jams, schedule, t, x, tol)
+    for r in range(schedule.shape[0]):
+        if schedule[r, 3] == 1.0:
+            schedule[r, 3] = 2.0
+            _event(events, mail, EV_JAM, tick, t, schedule[r, 0] + 1.0, schedule[r, 2], 0.0)
+
+
+@kernel
 def _serve_request(p, jams, x, mail, events, tick, t):
     """Apply a pending live fault request (at this tick boundary) and acknowledge it."""
     seq = atomic_load(mail, M_REQ_SEQ)
@@ -158,6 +171,58 @@ def _limit(limits, h, u, held):
     return True
 
 
+# the post-adjustment worker's handoff array: [state, stop flag, corrections done]
+W_STATE, W_STOP, W_DONE = 0, 1, 2
+W_IDLE, W_REQUESTED, W_READY = 0.0, 1.0, 2.0
+
+
+@kernel
+def _apply_correction(handoff, snap, delta, x):
+    """Tick start: add a finished correction delta = P(snap) - snap to the state.
+
+    The snapshot was taken at the end of a previous tick; if the worker finished
+    before this tick began, x still equals snap and x becomes P(snap) exactly as
+    an in-line correction would make it.
+    """
+    if atomic_load(handoff, W_STATE) == W_READY:
+        for i in range(x.shape[0]):
+            x[i] += delta[i]
+        atomic_store(handoff, W_STATE, W_IDLE)
+
+
+@kernel
+def _request_correction(handoff, snap, x):
+    """Tick end (after the step): hand the worker a snapshot if it is idle."""
+    if atomic_load(handoff, W_STATE) == W_IDLE:
+        for i in range(x.shape[0]):
+            snap[i] = x[i]
+        atomic_store(handoff, W_STATE, W_REQUESTED)
+
+
+@kernel
+def correction_worker(p, handoff, snap, delta, corrected, correction, work, poll_ns, ts):
+    """Serve correction requests until handoff[W_STOP] is set (run it in its own thread).
+
+    Projects each snapshot onto the constraint manifolds (rt.lockstep.correct
+    with ``correction``) and publishes delta = P(snap) - snap. Sleeps ``poll_ns``
+    between checks. Returns the number of corrections made.
+    """
+    done = 0
+    while atomic_load(handoff, W_STOP) == 0.0:
+        if atomic_load(handoff, W_STATE) == W_REQUESTED:
+            for i in range(snap.shape[0]):
+                corrected[i] = snap[i]
+            correct(p, corrected, correction, work)
+            for i in range(snap.shape[0]):
+                delta[i] = corrected[i] - snap[i]
+            done += 1
+            handoff[W_DONE] = done
+            atomic_store(handoff, W_STATE, W_READY)
+        else:
+            sleep_until_ns(ts, now_ns(ts) + poll_ns)
+    return done
+
+
 @kernel
 def control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
     """The controller, then the command limits; the result becomes ``held``.
@@ -175,7 +240,7 @@ def control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
 @kernel
 def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
-             period_ns, spin_ns, policy, max_overruns, ts):
+             period_ns, spin_ns, policy, max_overruns, ts, handoff, snap, delta):
     """Run up to n_ticks ticks (plant time t = k h at tick k); returns the tick count run.
 
     ``timings`` (n_ticks, 5): per tick lateness, read, control, write and whole
@@ -183,8 +248,12 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
     ``u`` and ``held`` (n_act): the new and the held command; ``meas``: a
     drivers.link.Measurement buffer; ``paced`` False runs as fast as it can
     (lockstep, no waiting; the arithmetic is the same as rt.lockstep.run).
-    The reason the run ended is left in mail[M_REASON].
+    The reason the run ended is left in mail[M_REASON]. With ``handoff`` of
+    length > 0 the constraint correction runs in ``correction_worker`` (pass
+    correction = 0): the loop only swaps snapshots and corrections at tick
+    boundaries.
     """
+    use_worker = handoff.shape[0] > 0
     nq = int(p[H_NQ])
     nact = int(p[H_NACT])
     pos = meas[1:1 + nact]
@@ -202,8 +271,10 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         deadline = start + k * period_ns
         wake = wait_until_ns(ts, deadline, spin_ns) if paced else now_ns(ts)
         t = k * h
-        # read: faults due now, then the measurement
-        apply_schedule(p, jams, schedule, t, x, tol)
+        # read: a finished correction, faults due now, then the measurement
+        if use_worker:
+            _apply_correction(handoff, snap, delta, x)
+        _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
         _serve_request(p, jams, x, mail, events, k, t)
         meas[0] = t
         for j in range(nact):
@@ -216,9 +287,13 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
             reason = R_BAD_COMMAND
             break
         t_control = now_ns(ts)
-        # write: the plant steps under the command (the row holds the state before it)
+        # write: the plant steps under the command (the row holds the state before it
+        # and the currents under the new command, as rt.lockstep rows do)
+        currents(p, x, held, cur)
         row = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
         ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
+        if use_worker:
+            _request_correction(handoff, snap, x)
         t_write = now_ns(ts)
         timing = timings[k]
         timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
@@ -246,7 +321,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
                 if k >= n_ticks or not ok:
                     break
                 t = k * h
-                apply_schedule(p, jams, schedule, t, x, tol)
+                _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
                 currents(p, x, held, cur)
                 row = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
                 ok = advance(p, jams, t, x, held, h, method, correction, work, stages)

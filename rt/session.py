@@ -69,6 +69,11 @@ class Session:
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)
         correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
+        self.use_worker = self.correction != 0 and loop["correction"] == "worker" and not fast
+        nx = len(self.plant.x)
+        self.handoff = np.zeros(3 if self.use_worker else 0)
+        self.snap, self.delta, self.corrected = np.zeros(nx), np.zeros(nx), np.zeros(nx)
+        self.worker_work = np.zeros_like(self.plant.work)
         self.controller = controller_from_config(cfg)
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
@@ -88,15 +93,22 @@ class Session:
         self.ticks = 0
 
     # -- the loop thread -----------------------------------------------------------
-    def _call(self, plant, schedule, n_ticks, paced, ring, head, mail, events, timings, ts):
+    def _call(self, plant, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
+              handoff):
         loop = self.cfg["loop"]
         c = self.controller
         return rtk.run_loop(
             plant.params, plant.jams, c.ctrl, c.model, c.work, schedule, plant.x, self.h, n_ticks,
-            self.method, self.correction, plant.work, plant.stages, self.limits, self.u,
-            self.held, self.meas.buffer, ring, head, self.cols, mail, events, timings, paced,
-            int(round(self.h * 1e9)), int(loop["spin"] * 1e9), rtk.POLICIES[loop["overrun"]],
-            loop["max_overruns"], ts)
+            self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
+            self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
+            timings, paced, int(round(self.h * 1e9)), int(loop["spin"] * 1e9),
+            rtk.POLICIES[loop["overrun"]], loop["max_overruns"], ts, handoff, self.snap,
+            self.delta)
+
+    def _worker(self, handoff) -> int:
+        return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
+                                     self.corrected, self.correction, self.worker_work,
+                                     int(self.cfg["loop"]["worker_poll"] * 1e9), timespec())
 
     def warm_up(self) -> None:
         """Compile or load every kernel on copies, so the first tick pays nothing."""
@@ -104,7 +116,10 @@ class Session:
         copy = type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(), p.stages.copy(), p.t)
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.schedule.copy(), 2, True, ring, np.zeros(1, np.int64), rtk.new_mail(),
-                   np.zeros_like(self.events), np.zeros((2, 5)), timespec())
+                   np.zeros_like(self.events), np.zeros((2, 5)), timespec(), self.handoff.copy())
+        if self.use_worker:
+            stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
+            self._worker(stopped)
         self.u[:] = 0.0
         self.held[:] = 0.0
 
@@ -114,7 +129,7 @@ class Session:
         try:
             self.ticks = self._call(self.plant, self.schedule, self.n_ticks, not self.fast,
                                     self.telemetry.ring, self.telemetry.head, self.mail,
-                                    self.events, self.timings, timespec())
+                                    self.events, self.timings, timespec(), self.handoff)
         finally:
             restore_thread()
 
@@ -146,7 +161,8 @@ class Session:
         for i in range(self.events_seen, n):
             kind, tick, t, a, b, c = (float(v) for v in self.events[i % len(self.events)])
             if kind == rtk.EV_JAM:
-                event = {"kind": "jam", "joint": int(a), "t1": t, "t2": t + b, "duration": b}
+                event = {"kind": "jam", "joint": int(a), "t1": t, "t2": t + b, "duration": b,
+                         "live": bool(c)}
             elif kind == rtk.EV_CLEAR:
                 event = {"kind": "clear", "joint": int(a)}
             elif kind == rtk.EV_OVERRUN:
@@ -165,10 +181,14 @@ class Session:
         """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every POLL_SECONDS."""
         events, interrupted = [], False
         thread = threading.Thread(target=self._thread, name="hil-rt", daemon=True)
+        worker = threading.Thread(target=self._worker, args=(self.handoff,),
+                                  name="hil-correction", daemon=True)
         try:
             self.warm_up()
             self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
             with FrozenGC(self.cfg["loop"]["gc_freeze"] and not self.fast):
+                if self.use_worker:
+                    worker.start()
                 thread.start()
                 while thread.is_alive():
                     try:
@@ -184,6 +204,10 @@ class Session:
             if thread.is_alive():
                 self.mail[rtk.M_STOP] = 1.0
                 thread.join(5.0)
+            if self.use_worker:
+                self.handoff[rtk.W_STOP] = 1.0
+                if worker.is_alive():
+                    worker.join(5.0)
             events += self.forward_events()
             reason = rtk.REASONS.get(int(self.mail[rtk.M_REASON]), "interrupted")
             ran = int(self.mail[rtk.M_TICK])
@@ -191,6 +215,10 @@ class Session:
                                 self.scheduling)
             summary.update(reason="interrupted (Ctrl-C)" if interrupted else reason,
                            rate_hz=1.0 / self.h, fast=self.fast,
+                           correction=("worker" if self.use_worker else "inline")
+                           if self.correction else "none",
+                           corrections_by_worker=int(self.handoff[rtk.W_DONE])
+                           if self.use_worker else 0,
                            policy=self.cfg["loop"]["overrun"])
             self.telemetry.close(summary)
             timing_path = self.telemetry.path.with_suffix(".timing.json")

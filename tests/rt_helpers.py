@@ -1,0 +1,69 @@
+"""Helpers for the real-time tests: the emulator as a real subprocess, log reading."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+from rt.logfile import IncompleteLogWarning, read_log
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def hil(*args: str) -> list:
+    return [sys.executable, "-m", "rt.cli", *args]
+
+
+def endpoint(tmp_path: Path) -> str:
+    """A fresh ipc endpoint (short path: ipc paths are limited to ~100 bytes)."""
+    return f"ipc:///tmp/hil-test-{uuid.uuid4().hex[:10]}"
+
+
+class EmulatorProcess:
+    """``hil emulate`` in a subprocess; ready once it printed its banner."""
+
+    def __init__(self, config: str, endpoint: str, log: Path, *extra: str):
+        self.log = log
+        self.proc = subprocess.Popen(
+            hil("emulate", str(ROOT / "configs" / f"{config}.toml"), "--bind", endpoint,
+                "--log", str(log), *extra),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("emulating"):
+            self.proc.kill()
+            raise RuntimeError(f"emulator did not start: {line}{self.proc.stderr.read()}")
+
+    def stop(self, sig=signal.SIGINT, timeout: float = 30.0) -> tuple[str, str]:
+        """Stop it (Ctrl-C by default) and return its stdout and stderr."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        return out, err
+
+
+def read_complete(path: Path):
+    """read_log, failing if the log was not finished properly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IncompleteLogWarning)
+        return read_log(path)
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def env_for_subprocess() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
