@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from rt.config import ConfigError, load
+from rt.signals import terminate_as_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
+    terminate_as_interrupt()
     try:
         return args.handler(args)
     except ConfigError as exc:

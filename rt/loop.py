@@ -24,6 +24,7 @@ from rt.clock import now_ns, timespec, wait_until_ns
 from rt.sched import FrozenGC, apply_thread, restore_thread
 from rt.session import SessionResult, command_limits
 from rt.telemetry import TIMING_GROUPS, Telemetry
+from rt.signals import deferred_signals
 from rt.timing import summarize
 
 log = logging.getLogger("hil.loop")
@@ -139,6 +140,7 @@ class LinkLoop:
             summary = summarize(ran, overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
                            policy=loop["overrun"])
-            tel.close(summary)
+            with deferred_signals():
+                tel.close(summary)
             tel.path.with_suffix(".timing.json").write_text(json.dumps(summary, indent=1))
         return SessionResult(k, reason, summary, tel.path, status)

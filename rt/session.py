@@ -27,6 +27,7 @@ from rt.lockstep import correct
 from rt.sched import FrozenGC, apply_thread, restore_thread
 from rt.sim import jam_schedule
 from rt.telemetry import Telemetry, run_groups
+from rt.signals import deferred_signals
 from rt.timing import summarize
 
 POLL_SECONDS = 0.02
@@ -220,7 +221,8 @@ class Session:
                            corrections_by_worker=int(self.handoff[rtk.W_DONE])
                            if self.use_worker else 0,
                            policy=self.cfg["loop"]["overrun"])
-            self.telemetry.close(summary)
+            with deferred_signals():
+                self.telemetry.close(summary)
             timing_path = self.telemetry.path.with_suffix(".timing.json")
             timing_path.write_text(json.dumps(summary, indent=1))
         status = "interrupted" if interrupted else (

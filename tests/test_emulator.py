@@ -1,0 +1,177 @@
+"""Controller and emulator in separate processes over real ZeroMQ sockets."""
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+import zmq
+
+from conftest import config
+from drivers.zmq_link import ZmqLink
+from rt.fault import send_fault
+from rt.loop import LinkLoop
+from rt.sim import simulate
+from rt.wire import (ERROR_SIZE, ERROR_TYPE, ERROR_VALUE, ERROR_VERSION, ERROR_MALFORMED,
+                     HEADER, MAGIC, MessageType, decode, encode)
+from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
+
+
+def _control(cfg_name, ep, log, *overrides):
+    cfg = config(cfg_name, f"link.endpoint='{ep}'", "link.type='zmq'", *overrides)
+    return LinkLoop(cfg, ZmqLink.from_config(cfg), log).run(), cfg
+
+
+def test_lockstep_over_zeromq_is_deterministic_and_equals_hil_sim(tmp_path):
+    """3RRR with PD: two lockstep sessions and hil sim agree bit for bit; PD reaches the target."""
+    runs = []
+    for n in range(2):
+        ep = endpoint(tmp_path)
+        emu = EmulatorProcess("rrr3_pd", ep, tmp_path / f"emu{n}.mcap", "--mode", "lockstep",
+                              "--set", "sim.duration=3.0", "--duration", "3.0")
+        result, cfg = _control("rrr3_pd", ep, tmp_path / f"ctl{n}.mcap", "sim.duration=3.0",
+                               "link.timeout=5.0")
+        emu.stop()
+        assert result.status == "ok", result.reason
+        runs.append((read_complete(tmp_path / f"emu{n}.mcap")[0],
+                     read_complete(tmp_path / f"ctl{n}.mcap")[0]))
+    reference = simulate(cfg).arrays
+    for emu_arrays, ctl_arrays in runs:
+        for key in ("t", "q", "qd", "u"):
+            np.testing.assert_array_equal(emu_arrays[key], reference[key][:3000], err_msg=key)
+        np.testing.assert_array_equal(ctl_arrays["q"], reference["q"][:3000, :3])
+        np.testing.assert_array_equal(ctl_arrays["u"], reference["u"][:3000])
+    final = runs[0][0]["q"][-1, :3]
+    np.testing.assert_allclose(final, [0.4, 0.8, 1.0], atol=0.01)
+
+
+def test_live_jam_with_hil_fault_during_a_control_session(tmp_path):
+    """Free-running emulator, controller process, `hil fault jam` from a third process."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap")
+    overrides = ["--set", "controller.type='pd'", "--set", "controller.kp=[300,300,300]",
+                 "--set", "controller.kd=[40,40,40]", "--set", "controller.target=[0.6,-0.4,0.3]",
+                 "--set", "controller.reference='sinusoid'", "--set", "controller.amplitude=0.3",
+                 "--set", "controller.frequency=0.5", "--set", "safety.watchdog_ticks=500"]
+    ctl = subprocess.Popen(hil("control", str(ROOT / "configs" / "serial3_free.toml"),
+                               "--connect", ep, "--duration", "3", "--log",
+                               str(tmp_path / "ctl.mcap"), *overrides),
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (tmp_path / "ctl.mcap").exists(), 60, "the controller to start")
+    time.sleep(1.0)
+    fault = subprocess.run(hil("fault", "jam", "--joint", "2", "--duration", "0.1",
+                               "--connect", ep), cwd=ROOT, capture_output=True, text=True,
+                           timeout=30)
+    assert fault.returncode == 0, fault.stderr
+    assert "joint 2 jammed at tick" in fault.stdout
+    ack_tick = int(fault.stdout.split("tick ")[1].split()[0])
+    out, err = ctl.communicate(timeout=60)
+    assert ctl.returncode == 0, err
+    emu.stop()
+    arrays, events, _, _ = read_complete(tmp_path / "emu.mcap")
+    jam = [e for e in events if e["kind"] == "jam"]
+    assert len(jam) == 1 and jam[0]["tick"] == ack_tick and jam[0]["live"]
+    row = int(np.searchsorted(arrays["tick"], ack_tick))
+    qd2, q2 = arrays["qd"][:, 1], arrays["q"][:, 1]
+    assert abs(qd2[row]) > 1e-3          # it was moving when jammed
+    blocked = slice(row + 100, None)      # dt = 0.1 s at 1 kHz
+    assert np.all(qd2[blocked] == 0.0)
+    assert np.ptp(q2[blocked]) == 0.0
+    assert np.all(np.abs(np.diff(qd2[row:row + 100])) <= abs(qd2[row]) / 100 * (1 + 1e-6))
+
+
+def _raw_peer(ep):
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(ep)
+    return sock
+
+
+def _answer(sock, expected=None):
+    assert sock.poll(5000), "the emulator did not answer"
+    return decode(sock.recv(), expected)
+
+
+def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap", "--mode", "lockstep")
+    sock = _raw_peer(ep)
+    good = encode(MessageType.HELLO, 0, 0.0, [3])
+    cases = {
+        "truncated": (good[:10], ERROR_MALFORMED),
+        "bad magic": (b"XXXX" + good[4:], ERROR_MALFORMED),
+        "wrong version": (good[:4] + (9).to_bytes(2, "little") + good[6:], ERROR_VERSION),
+        "oversized count": (HEADER.pack(MAGIC, 1, 3, 0, 0.0, 100000), ERROR_SIZE),
+        "length mismatch": (good + b"\0" * 8, ERROR_SIZE),
+        "unknown type": (HEADER.pack(MAGIC, 1, 99, 0, 0.0, 0), ERROR_TYPE),
+        "wrong payload size": (encode(MessageType.COMMAND, 1, 0.0, [1, 2]), ERROR_SIZE),
+        "non-finite value": (encode(MessageType.FAULT, 1, 0.0, [1, np.nan, 0.1]), ERROR_VALUE),
+        "bad joint": (encode(MessageType.FAULT, 1, 0.0, [1, 7, 0.1]), ERROR_VALUE),
+    }
+    for name, (frame, code) in cases.items():
+        sock.send(frame)
+        kind, _, _, values = _answer(sock)
+        assert kind == MessageType.ERROR and int(values[0]) == code, name
+    sock.send(encode(MessageType.COMMAND, 1, 0.0, [0, 0, 0]))   # no HELLO yet
+    assert _answer(sock)[0] == MessageType.ERROR
+    sock.send(good)                                            # still serving
+    assert _answer(sock)[0] == MessageType.WELCOME
+    assert _answer(sock)[0] == MessageType.STATE
+    sock.send(encode(MessageType.COMMAND, 1, 0.0, [0.5, 0, 0]))
+    kind, seq, t, _ = _answer(sock)
+    assert kind == MessageType.STATE and seq == 1 and t == pytest.approx(0.001)
+    sock.close(0)
+    out, err = emu.stop()
+    _, events, _, _ = read_complete(tmp_path / "emu.mcap")
+    reasons = [e["reason"] for e in events if e["kind"] == "rejected"]
+    assert len(reasons) == len(cases) + 1
+    assert any("wrong wire version" in r for r in reasons)
+    assert "rejected a frame" in err
+
+
+def test_silent_controller_puts_the_plant_in_its_safe_state(tmp_path):
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rrr3_forward", ep, tmp_path / "emu.mcap", "--set",
+                          "emulator.command_timeout=0.05")
+    sock = _raw_peer(ep)
+    sock.send(encode(MessageType.HELLO, 0, 0.0, [3]))
+    assert _answer(sock)[0] == MessageType.WELCOME
+    sock.send(encode(MessageType.COMMAND, 1, 0.0, [5.0, -5.0, 5.0]))
+    time.sleep(0.5)                                            # then silence
+    sock.close(0)
+    emu.stop()
+    arrays, events, _, _ = read_complete(tmp_path / "emu.mcap")
+    safe = [e for e in events if e["kind"] == "safe_state"]
+    assert safe and "controller silent" in safe[0]["reason"]
+    commanded = [e for e in events if e["kind"] == "commanded"][0]["tick"]
+    tick = safe[0]["tick"]
+    assert 45 <= tick - commanded <= 200                       # 50 ms timeout, jitter allowed
+    u, ticks = arrays["u"], arrays["tick"]
+    assert np.all(u[(ticks > commanded) & (ticks < tick)] == [5.0, -5.0, 5.0])
+    assert np.all(u[ticks >= tick] == 0.0)
+
+
+def test_killed_emulator_stops_the_controller_with_a_clear_error(tmp_path):
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap")
+    killer = threading.Timer(1.0, lambda: emu.proc.send_signal(signal.SIGKILL))
+    killer.start()
+    result, _ = _control("serial3_free", ep, tmp_path / "ctl.mcap", "sim.duration=20",
+                         "safety.watchdog_ticks=100")
+    killer.join()
+    emu.stop()
+    assert result.status == "error"
+    assert "watchdog: no fresh measurement for 100 ticks" in result.reason
+    arrays, events, _, summary = read_complete(tmp_path / "ctl.mcap")
+    assert summary["status"] == "error" and "link lost" in summary["reason"]
+    assert 300 < len(arrays["t"]) < 20000
+    assert [e["kind"] for e in events].count("stop") == 1
+
+
+def test_controller_without_an_emulator_fails_clearly(tmp_path):
+    ep = endpoint(tmp_path)
+    cfg = config("serial3_free", f"link.endpoint='{ep}'", "link.type='zmq'", "link.timeout=0.05")
+    result = LinkLoop(cfg, ZmqLink.from_config(cfg), tmp_path / "ctl.mcap").run()
+    assert result.status == "error" and "no emulator answered" in result.reason
+    read_complete(tmp_path / "ctl.mcap")
