@@ -1,11 +1,14 @@
 """The ``hil`` command line.
 
     hil sim CONFIG [--duration T] [--dt DT] [--set key=value ...] --out run.npz [--plot run.png]
+    hil log export LOG --out run.npz
+    hil plot LOG [--out run.png]
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +27,61 @@ def main(argv: list[str] | None = None) -> int:
                      help="override any config key, e.g. --set faults.jam.t1=1.5")
     sim.add_argument("--out", required=True, help="output .npz")
     sim.add_argument("--plot", help="also draw the run to this PNG")
+    log = sub.add_parser("log", help="telemetry logs (.mcap) of real-time runs")
+    log_sub = log.add_subparsers(dest="log_command", required=True)
+    export = log_sub.add_parser("export", help="write the log as the .npz of hil sim, plus "
+                                               "its timing arrays")
+    export.add_argument("log", help="telemetry log (.mcap)")
+    export.add_argument("--out", required=True, help="output .npz")
+    plot = sub.add_parser("plot", help="draw a telemetry log: joints, commands, timing, faults")
+    plot.add_argument("log", help="telemetry log (.mcap)")
+    plot.add_argument("--out", help="output PNG (default: LOG with .png)")
     args = parser.parse_args(argv)
+    if args.command == "sim":
+        try:
+            return _sim(args)
+        except ConfigError as exc:
+            print(f"hil: config error: {exc}", file=sys.stderr)
+            return 2
+    from rt.logfile import LogError
+
     try:
-        return _sim(args)
-    except ConfigError as exc:
-        print(f"hil: config error: {exc}", file=sys.stderr)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            status = _export(args) if args.command == "log" else _plot(args)
+    except LogError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for warning in caught:
+            print(f"hil: warning: {warning.message}", file=sys.stderr)
+    return status
+
+
+def _export(args) -> int:
+    from rt.logfile import export_npz
+
+    arrays = export_npz(args.log, args.out)
+    t = arrays["t"]
+    span = f", t = {t[0]:g} .. {t[-1]:g} s" if len(t) else ""
+    print(f"wrote {args.out}: {len(t)} rows{span}, {len(arrays['jam_events'])} jam(s)")
+    return 0
+
+
+def _plot(args) -> int:
+    from rt.logfile import LogError, run_arrays
+    from rt.plot import LOG_GROUPS, plot_log
+
+    arrays, events = run_arrays(args.log)
+    missing = [name for name in LOG_GROUPS if name not in arrays]
+    if missing:
+        raise LogError(f"{args.log}: no {', '.join(missing)} in the log: nothing to plot")
+    if not len(arrays["t"]):
+        raise LogError(f"{args.log}: no rows: nothing to plot")
+    out = args.out or str(Path(args.log).with_suffix(".png"))
+    plot_log(arrays, events, out)
+    print(f"wrote {out}")
+    return 0
 
 
 def _sim(args) -> int:
