@@ -6,12 +6,15 @@
     hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH]
     hil fault jam --joint K --duration DT --connect ENDPOINT
     hil fault clear --joint K --connect ENDPOINT
+    hil log export LOG --out run.npz
+    hil plot LOG [--out run.png]
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     fault.add_argument("--timeout", type=float, default=2.0, help="s to wait for the ack")
     fault.set_defaults(handler=_fault)
 
+    log = sub.add_parser("log", help="telemetry logs (.mcap) of real-time runs")
+    log_sub = log.add_subparsers(dest="log_command", required=True)
+    export = log_sub.add_parser("export", help="write the log as the .npz of hil sim, plus "
+                                               "its timing arrays")
+    export.add_argument("log", help="telemetry log (.mcap)")
+    export.add_argument("--out", required=True, help="output .npz")
+    export.set_defaults(handler=_logs)
+    plot = sub.add_parser("plot", help="draw a telemetry log: joints, commands, timing, faults")
+    plot.add_argument("log", help="telemetry log (.mcap)")
+    plot.add_argument("--out", help="output PNG (default: LOG with .png)")
+    plot.set_defaults(handler=_logs)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
     terminate_as_interrupt()
@@ -121,10 +135,11 @@ def _run(args) -> int:
 
 
 def _plot_log(log_path: Path, png) -> None:
+    from rt.logfile import run_arrays
     from rt.plot import plot_log
 
     png = Path(png) if png else log_path.with_suffix(".png")
-    plot_log(log_path, png)
+    plot_log(*run_arrays(log_path), png)
     print(f"wrote {png}")
 
 
@@ -177,6 +192,49 @@ def _fault(args) -> int:
         return 1
     what = "jammed" if args.kind == "jam" else "cleared"
     print(f"joint {args.joint} {what} at tick {ack.tick} (plant time {ack.time:.6f} s)")
+    return 0
+
+
+def _logs(args) -> int:
+    """hil log export / hil plot: a missing or broken log exits 2 with the cause."""
+    from rt.logfile import LogError
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            status = _export(args) if args.command == "log" else _plot(args)
+    except LogError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for warning in caught:
+            print(f"hil: warning: {warning.message}", file=sys.stderr)
+    return status
+
+
+def _export(args) -> int:
+    from rt.logfile import export_npz
+
+    arrays = export_npz(args.log, args.out)
+    t = arrays["t"]
+    span = f", t = {t[0]:g} .. {t[-1]:g} s" if len(t) else ""
+    print(f"wrote {args.out}: {len(t)} rows{span}, {len(arrays['jam_events'])} jam(s)")
+    return 0
+
+
+def _plot(args) -> int:
+    from rt.logfile import LogError, run_arrays
+    from rt.plot import LOG_GROUPS, plot_log
+
+    arrays, events = run_arrays(args.log)
+    missing = [name for name in LOG_GROUPS if name not in arrays]
+    if missing:
+        raise LogError(f"{args.log}: no {', '.join(missing)} in the log: nothing to plot")
+    if not len(arrays["t"]):
+        raise LogError(f"{args.log}: no rows: nothing to plot")
+    out = args.out or str(Path(args.log).with_suffix(".png"))
+    plot_log(arrays, events, out)
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,0 +1,197 @@
+"""Reading telemetry logs (MCAP files written by rt.telemetry) back into arrays.
+
+``read_log`` decodes the tick rows in bulk: inside each decompressed chunk the
+tick messages follow one another with one fixed record size, so runs of them are
+cut out with one numpy view each (events, rare, break the runs). A log whose
+writer did not finish (process killed) is read up to its last intact chunk, with
+an ``IncompleteLogWarning``.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+from mcap.data_stream import ReadDataStream
+from mcap.opcode import Opcode
+from mcap.records import Channel, Chunk, Footer, Metadata, Schema
+from mcap.stream_reader import StreamReader, get_chunk_data_stream
+
+from rt.config import to_json
+from rt.telemetry import EVENT_TOPIC, TICK_TOPIC
+
+MAGIC = b"\x89MCAP0\r\n"
+MESSAGE_HEADER = 9 + 22  # opcode, record length; channel, sequence, log and publish time
+_RECORD = struct.Struct("<BQ")
+_CHANNEL = struct.Struct("<H")
+_FIELD = re.compile(r"^float64(\[(\d+)\])?\s+(\w+)$")
+
+
+class LogError(ValueError):
+    """The file is missing, not MCAP, or not a hilrig telemetry log."""
+
+
+class IncompleteLogWarning(UserWarning):
+    """The log ends early (its writer did not finish); what is intact was read."""
+
+
+def read_log(path) -> tuple[dict, list, dict, dict]:
+    """The log at ``path`` as (arrays, events, meta, summary).
+
+    arrays: one per tick group, rows in tick order (scalar groups 1-D, vector groups
+    2-D); events: dicts with at least ``kind`` and ``t`` (s); meta: the resolved
+    config; summary: the run's summary written at close (empty if the writer did
+    not finish). Raises LogError; warns IncompleteLogWarning.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LogError(f"{path}: not found")
+    with open(path, "rb") as stream:
+        if stream.read(len(MAGIC)) != MAGIC:
+            raise LogError(f"{path}: not an MCAP file (it does not start with the MCAP magic)")
+        stream.seek(0)
+        log = _Log()
+        cause = None
+        try:
+            for record in StreamReader(stream, emit_chunks=True, validate_crcs=True).records:
+                log.add(record)
+        except Exception as exc:  # noqa: BLE001 -- a cut or damaged tail: keep what was read
+            cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if log.groups is None:
+        raise LogError(f"{path}: no {TICK_TOPIC} channel: not a hilrig telemetry log"
+                       + (f" (reading stopped: {cause})" if cause else ""))
+    arrays = log.arrays()
+    if cause or not log.finished:
+        t = arrays["t"]
+        until = f"t = {t[-1]:g} s" if len(t) else "no rows"
+        warnings.warn(f"{path}: the log ends early (its writer did not finish"
+                      + (f"; {cause}" if cause else "") + f"): read {len(t)} rows, {until}",
+                      IncompleteLogWarning, stacklevel=2)
+    return arrays, log.events, log.meta, log.summary
+
+
+def run_arrays(path) -> tuple[dict, list]:
+    """The log as the arrays of ``hil sim`` plus its timing arrays, and its events.
+
+    Every tick group becomes an array of the same name; ``meta`` is the config as
+    JSON (as ``hil sim`` writes it) and ``jam_events`` the rows [joint, t1, t2] of
+    the log's ``jam`` events.
+    """
+    arrays, events, meta, _ = read_log(path)
+    jams = [[e["joint"], e["t1"], e["t2"]] for e in events if e["kind"] == "jam"]
+    return {**arrays, "meta": np.array(to_json(meta)),
+            "jam_events": np.array(jams, dtype=float).reshape(-1, 3)}, events
+
+
+def export_npz(path, out) -> dict:
+    """Write ``run_arrays(path)`` to the .npz ``out`` (its folder is created); return them."""
+    arrays, _ = run_arrays(path)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **arrays)
+    return arrays
+
+
+def parse_schema(text: str) -> list[tuple[str, int | tuple]]:
+    """Groups of a tick schema: ``float64 name`` -> (name, 1), ``float64[n] name`` -> (name, (n,))."""
+    groups = []
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        match = _FIELD.match(line)
+        if match is None:
+            raise LogError(f"tick schema field {line!r}: only float64 and float64[n] are read")
+        groups.append((match[3], (int(match[2]),) if match[1] else 1))
+    return groups
+
+
+class _Log:
+    """What the records of one file say, gathered in file order."""
+
+    def __init__(self):
+        self.schemas: dict[int, Schema] = {}
+        self.tick_channel = self.event_channel = None
+        self.groups = None
+        self.record_size = 0
+        self.parts: list[np.ndarray] = []
+        self.events: list[dict] = []
+        self.meta: dict = {}
+        self.summary: dict = {}
+        self.finished = False
+
+    def add(self, record) -> None:
+        if isinstance(record, Chunk):
+            stream, size = get_chunk_data_stream(record, validate_crc=True)
+            self._chunk(stream.read(size))
+        elif isinstance(record, Schema):
+            self.schemas[record.id] = record
+        elif isinstance(record, Channel):
+            self._channel(record)
+        elif isinstance(record, Metadata) and record.name in ("meta", "summary"):
+            setattr(self, record.name, json.loads(record.metadata["json"]))
+        elif isinstance(record, Footer):
+            self.finished = True
+
+    def _channel(self, channel: Channel) -> None:
+        if channel.topic == EVENT_TOPIC:
+            self.event_channel = channel.id
+        elif channel.topic == TICK_TOPIC and self.groups is None:
+            self.tick_channel = channel.id
+            self.groups = parse_schema(self.schemas[channel.schema_id].data.decode())
+            width = sum(w[0] if isinstance(w, tuple) else w for _, w in self.groups)
+            self.record_size = MESSAGE_HEADER + 8 * width
+            prefix = _RECORD.pack(Opcode.MESSAGE, self.record_size - 9) + _CHANNEL.pack(channel.id)
+            self.prefix = np.frombuffer(prefix, dtype=np.uint8)
+
+    def _chunk(self, data: bytes) -> None:
+        pos, end = 0, len(data)
+        while pos < end:
+            opcode, length = _RECORD.unpack_from(data, pos)
+            body = pos + 9
+            if opcode == Opcode.MESSAGE:
+                (channel,) = _CHANNEL.unpack_from(data, body)
+                if channel == self.tick_channel and length == self.record_size - 9:
+                    pos += self._tick_run(data, pos)
+                    continue
+                if channel == self.event_channel:
+                    self.events.append(json.loads(data[body + 22:body + length]))
+            elif opcode == Opcode.SCHEMA:
+                schema = Schema.read(_stream(data, body, length))
+                self.schemas[schema.id] = schema
+            elif opcode == Opcode.CHANNEL:
+                self._channel(Channel.read(_stream(data, body, length)))
+            pos = body + length
+
+    def _tick_run(self, data: bytes, pos: int) -> int:
+        """Cut out the consecutive tick records from ``pos``; return their total size."""
+        size = self.record_size
+        count = (len(data) - pos) // size
+        grid = np.frombuffer(data, dtype=np.uint8, count=count * size, offset=pos)
+        grid = grid.reshape(count, size)
+        ok = (grid[:, :len(self.prefix)] == self.prefix).all(axis=1)
+        run = count if ok.all() else int(np.argmin(ok))
+        self.parts.append(grid[:run, MESSAGE_HEADER:])
+        return run * size
+
+    def arrays(self) -> dict:
+        rows = np.concatenate(self.parts) if self.parts else \
+            np.zeros((0, self.record_size - MESSAGE_HEADER), dtype=np.uint8)
+        rows = rows.view("<f8")
+        out, col = {}, 0
+        for name, width in self.groups:
+            if isinstance(width, tuple):
+                out[name] = np.ascontiguousarray(rows[:, col:col + width[0]])
+                col += width[0]
+            else:
+                out[name] = np.ascontiguousarray(rows[:, col])
+                col += 1
+        return out
+
+
+def _stream(data: bytes, start: int, length: int) -> ReadDataStream:
+    return ReadDataStream(io.BytesIO(data[start:start + length]))

@@ -1,0 +1,269 @@
+"""Telemetry of the real-time loop: a preallocated ring, a writer thread, an MCAP file.
+
+The loop writes one row per tick into ``Telemetry.ring`` and counts it in
+``Telemetry.head``, with no call into this module (works from Python and from
+numba kernels alike)::
+
+    ring, head, cap = tel.ring, tel.head, tel.capacity
+    row = ring[head[0] % cap]     # a view: fill it in place, group by group
+    row[tel.columns["t"]] = t     # (or precomputed column offsets in a kernel)
+    ...
+    head[0] += 1                  # after the row is complete, never before
+
+A writer thread wakes every ``period`` seconds and copies the rows written since
+its last wake-up out of the ring (one numpy copy); every ``CHUNK_PERIOD`` seconds,
+or ``CHUNK_ROWS`` rows, it writes them as one MCAP chunk built with numpy
+(rt.mcap_writer), so that it never keeps the GIL from the loop for long. If the
+loop laps the writer (more than ``capacity`` rows between two wake-ups) the
+overwritten rows are counted as lost and a ``ring_overrun`` event says how many;
+the loop is never blocked.
+
+The file is MCAP (see docs/TELEMETRY.md): channel ``/hil/tick`` carries one
+ros1msg message per row whose bytes are the row itself (little-endian float64;
+ROS 1 writes fixed-size arrays without a length prefix); channel ``/hil/event``
+carries JSON events; metadata ``meta`` holds the resolved config and ``summary``,
+written by ``close``, the run's summary. A killed process loses at most the rows
+of its last CHUNK_PERIOD.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rt.config import to_json
+from rt.mcap_writer import McapWriter
+
+TICK_TOPIC = "/hil/tick"
+EVENT_TOPIC = "/hil/event"
+TICK_SCHEMA = "hilrig/Tick"
+EVENT_SCHEMA = "hilrig/Event"
+EVENT_JSON_SCHEMA = {
+    "type": "object",
+    "properties": {"kind": {"type": "string"}, "t": {"type": "number"}},
+    "required": ["kind", "t"],
+}
+CHUNK_PERIOD = 0.5     # s between chunks: what a killed writer loses at most
+CHUNK_ROWS = 1024      # rows per chunk at most: bounds one chunk's GIL hold
+COMPRESSION = "zstd"   # chunk compression (see docs/TELEMETRY.md for the measurements)
+
+# the timing arrays of a real-time run, all in s except ``tick`` (the tick index)
+TIMING_GROUPS = [("tick", 1), ("lateness", 1), ("compute_read", 1), ("compute_control", 1),
+                 ("compute_write", 1), ("compute_tick", 1)]
+
+
+class TelemetryError(RuntimeError):
+    """The telemetry file could not be written; names the cause."""
+
+
+def run_groups(model: str, nq: int, nact: int, drive: str) -> list[tuple[str, int | tuple]]:
+    """The row layout of a real-time run: the arrays of ``hil sim`` plus TIMING_GROUPS.
+
+    Vector groups have a tuple width, so they stay 2-D on export even when one
+    wide (a one-link arm).
+    """
+    groups = [("t", 1), ("q", (nq,)), ("qd", (nq,)), ("u", (nact,))]
+    if drive != "torque":
+        groups.append(("i", (nact,)))
+    if model == "rrr3":
+        groups += [("residual", 1), ("det_phi_theta", 1), ("det_phi_x", 1)]
+    else:
+        groups += [("energy", 1), ("com", (2,))]
+    return groups + TIMING_GROUPS
+
+
+def schema_text(groups) -> str:
+    """The ros1msg definition of a row: ``float64 name`` (width 1) or ``float64[n] name``."""
+    lines = []
+    for name, width in groups:
+        if isinstance(width, tuple):
+            lines.append(f"float64[{width[0]}] {name}")
+        elif width == 1:
+            lines.append(f"float64 {name}")
+        else:
+            lines.append(f"float64[{width}] {name}")
+    return "\n".join(lines) + "\n"
+
+
+class Telemetry:
+    """A ring of rows the loop fills, drained to an MCAP file by a writer thread.
+
+    Args:
+        path: the .mcap file to write (its folder is created).
+        groups: ordered (name, width) pairs: width 1 is a scalar column (1-D on
+            export), an int n > 1 or a tuple (n,) a vector of n columns (2-D).
+            A scalar group ``t`` (s, >= 0) is required: it is each row's log time.
+        meta: the resolved config (stored as JSON in the ``meta`` metadata).
+        capacity: rows in the ring (capacity x width float64 preallocated).
+        period: writer wake-up period, s.
+
+    Attributes:
+        ring: (capacity, width) float64; row k of the run goes to ``ring[k % capacity]``.
+        head: int64[1], the number of rows ever written; the loop increments it
+            after writing a row.
+        columns: group name -> column index (scalar groups) or slice (vector groups).
+        width: float64 columns per row.
+        lost_rows: rows overwritten before the writer copied them.
+    """
+
+    def __init__(self, path, groups, meta: dict, capacity: int = 1 << 16, period: float = 0.025):
+        self.path = Path(path)
+        self.groups = [(str(n), w if isinstance(w, tuple) else int(w)) for n, w in groups]
+        self.columns = {}
+        col = 0
+        for name, width in self.groups:
+            n = width[0] if isinstance(width, tuple) else width
+            if n < 1 or name in self.columns:
+                raise ValueError(f"telemetry group {name!r}: duplicate name or width {n} < 1")
+            self.columns[name] = col if width == 1 else slice(col, col + n)
+            col += n
+        if not isinstance(self.columns.get("t"), int):
+            raise ValueError("telemetry groups need a scalar 't' group (the row's time, s)")
+        self.width = col
+        self.capacity = int(capacity)
+        self.ring = np.zeros((self.capacity, self.width))
+        self.head = np.zeros(1, dtype=np.int64)
+        self.period = float(period)
+        self.copied = 0            # rows copied out of the ring, or counted lost
+        self.lost_rows = 0
+        self.events_written = 0
+        self._events = collections.deque()
+        self._pending: list[np.ndarray] = []   # rows copied, not yet in a chunk
+        self._pending_rows = 0
+        self._pending_events: list[tuple] = []
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._failure: BaseException | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "wb")
+        self._mcap = McapWriter(self._file, COMPRESSION, library="hilrig telemetry")
+        schema = self._mcap.add_schema(TICK_SCHEMA, "ros1msg", schema_text(self.groups).encode())
+        self._tick_channel = self._mcap.add_channel(TICK_TOPIC, "ros1", schema)
+        schema = self._mcap.add_schema(EVENT_SCHEMA, "jsonschema",
+                                       json.dumps(EVENT_JSON_SCHEMA).encode())
+        self._event_channel = self._mcap.add_channel(EVENT_TOPIC, "json", schema)
+        self._mcap.add_metadata("meta", {"json": to_json(meta)})
+        self._mcap.flush()
+        self._thread = threading.Thread(target=self._run, name="telemetry-writer", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    # -- any thread ---------------------------------------------------------------------
+
+    def event(self, kind: str, **fields) -> None:
+        """Record an event: fields become JSON (numpy values as numbers, other objects as text).
+
+        ``t`` (s) is the event's time; without it, the time of the latest row.
+        Thread-safe without locks (a deque append). Events after ``close`` are dropped.
+        """
+        if "t" not in fields:
+            h = int(self.head[0])
+            fields["t"] = float(self.ring[(h - 1) % self.capacity, self.columns["t"]]) if h else 0.0
+        self._events.append((kind, fields))
+
+    def close(self, summary: dict | None = None) -> None:
+        """Write every row and event, then ``summary`` (JSON), and finish the file. Idempotent.
+
+        Call it after the loop has stopped writing rows. Raises TelemetryError if the
+        writer failed (the file is then finished as far as possible).
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            atexit.unregister(self.close)
+            self._stop.set()
+            self._thread.join()
+            try:
+                if self._failure is None:
+                    self._collect()
+                    self._write_chunk()
+                stats = {"rows": self.copied - self.lost_rows, "lost_rows": self.lost_rows,
+                         "events": self.events_written}
+                self._mcap.add_metadata("summary", {"json": json.dumps(
+                    {**(summary or {}), "telemetry": stats}, default=_plain)})
+                self._mcap.finish()
+            except Exception as exc:  # noqa: BLE001 -- reported below, with the first cause
+                self._failure = self._failure or exc
+            try:
+                self._file.close()  # flushes: fails again if the disk does
+            except OSError as exc:
+                self._failure = self._failure or exc
+            if self._failure is not None:
+                raise TelemetryError(f"telemetry {self.path}: writing failed: "
+                                     f"{type(self._failure).__name__}: {self._failure}") \
+                    from self._failure
+
+    def __enter__(self) -> Telemetry:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Close; an exception leaving the block is recorded as an ``exception`` event."""
+        if exc is not None:
+            self.event("exception", type=exc_type.__name__, message=str(exc))
+        self.close()
+
+    # -- writer thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        next_chunk = time.monotonic() + CHUNK_PERIOD
+        try:
+            while not self._stop.wait(self.period):
+                self._collect()
+                if self._pending_rows >= CHUNK_ROWS or time.monotonic() >= next_chunk:
+                    self._write_chunk()
+                    next_chunk = time.monotonic() + CHUNK_PERIOD
+        except Exception as exc:  # noqa: BLE001 -- re-raised by close() in the caller's thread
+            self._failure = exc
+
+    def _collect(self) -> None:
+        """Copy the rows [copied, head) out of the ring, and take the queued events."""
+        end = int(self.head[0])
+        first = self.copied
+        if end > first:
+            rows = self.ring[np.arange(first, end) % self.capacity]
+            # a row is intact if the loop had not started overwriting its slot when
+            # the copy ended: slot k is rewritten while head goes k + capacity -> + 1
+            intact = int(self.head[0]) - self.capacity + 1
+            if intact > first:
+                lost = min(intact, end) - first
+                self.lost_rows += lost
+                self.event("ring_overrun", lost=lost, first_row=first)
+                rows = rows[lost:]
+            self._pending.append(rows)
+            self._pending_rows += len(rows)
+            self.copied = end
+        while self._events:
+            kind, fields = self._events.popleft()
+            data = json.dumps({"kind": kind, **fields}, default=_plain).encode()
+            self._pending_events.append((self._event_channel, int(_stamps(fields["t"])),
+                                         self.events_written & 0xFFFFFFFF, data))
+            self.events_written += 1
+
+    def _write_chunk(self) -> None:
+        """Write the pending rows and events as one chunk and hand it to the OS."""
+        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.width))
+        first = self.copied - len(rows)
+        self._mcap.add_chunk(self._tick_channel, _stamps(rows[:, self.columns["t"]]), rows,
+                             np.arange(first, first + len(rows)) & 0xFFFFFFFF,
+                             self._pending_events)
+        self._mcap.flush()
+        self._pending, self._pending_rows, self._pending_events = [], 0, []
+
+
+def _stamps(t):
+    """MCAP log times (ns) of times t (s): NaN -> 0, clipped to [0, 9e9] s."""
+    return np.rint(np.clip(np.nan_to_num(t), 0.0, 9e9) * 1e9).astype(np.int64)
+
+
+def _plain(value):
+    """JSON for what json cannot encode: numpy scalars and arrays as numbers, the rest as text."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    return str(value)
