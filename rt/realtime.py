@@ -328,6 +328,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
                 timings[k, :] = np.nan
                 _publish(row, head, cols, timings[k])
                 k += 1
+                atomic_store(mail, M_TICK, float(k))
             if not ok:
                 reason = R_INVALID_STATE
                 break

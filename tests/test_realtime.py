@@ -105,6 +105,6 @@ def test_ctrl_c_during_hil_run_leaves_a_complete_log(tmp_path):
     assert summary["reason"].startswith("interrupted")
     n = len(arrays["t"])
     assert 0 < n < 60000
-    assert summary["ticks"] == n
+    assert summary["ticks"] == n, summary
     np.testing.assert_allclose(np.diff(arrays["t"]), 0.001, rtol=1e-9)
     assert [e["kind"] for e in events].count("stop") == 1
