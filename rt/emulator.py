@@ -33,6 +33,7 @@ from rt import realtime as rtk
 from rt.clock import now_ns, timespec, wait_until_ns
 from rt.lockstep import apply_schedule
 from rt.sim import jam_schedule
+from rt.derived import Diagnostics
 from rt.telemetry import Telemetry, run_groups
 from rt.signals import deferred_signals
 from rt.timing import summarize
@@ -89,6 +90,7 @@ class Emulator:
         if log_path is not None:
             groups = run_groups(cfg["plant"]["model"], plant.nq, self.nact, cfg["plant"]["drive"])
             self.telemetry = Telemetry(log_path, groups, cfg, capacity=max(4096, int(4 / self.h)))
+            self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
             self.cols = rtk.row_columns(self.telemetry.columns)
         self._measure()
         self._warm_up()

@@ -26,6 +26,7 @@ from rt.clock import timespec
 from rt.lockstep import correct
 from rt.sched import FrozenGC, apply_thread, restore_thread
 from rt.sim import jam_schedule
+from rt.derived import Diagnostics
 from rt.telemetry import Telemetry, run_groups
 from rt.signals import deferred_signals
 from rt.timing import summarize
@@ -84,6 +85,7 @@ class Session:
         groups = run_groups(cfg["plant"]["model"], nq, nact, cfg["plant"]["drive"])
         capacity = max(4096, int(4.0 / self.h))
         self.telemetry = Telemetry(log_path, groups, cfg, capacity=capacity)
+        self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
         self.cols = rtk.row_columns(self.telemetry.columns)
         self.mail = rtk.new_mail()
         self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
@@ -92,6 +94,7 @@ class Session:
         self.request_seq = 0
         self.scheduling: dict = {}
         self.ticks = 0
+        self.finished = threading.Event()
 
     # -- the loop thread -----------------------------------------------------------
     def _call(self, plant, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
@@ -133,6 +136,7 @@ class Session:
                                     self.events, self.timings, timespec(), self.handoff)
         finally:
             restore_thread()
+            self.finished.set()
 
     # -- the supervisor (main thread) --------------------------------------------------
     def request_fault(self, kind: str, joint: int, duration: float = 0.0) -> None:
@@ -191,9 +195,9 @@ class Session:
                 if self.use_worker:
                     worker.start()
                 thread.start()
-                while thread.is_alive():
+                while not self.finished.is_set():
                     try:
-                        thread.join(POLL_SECONDS)
+                        self.finished.wait(POLL_SECONDS)
                         events += self.forward_events()
                         if on_tick is not None:
                             on_tick(self)
@@ -202,9 +206,11 @@ class Session:
                         self.mail[rtk.M_STOP] = 1.0
                         self.telemetry.event("interrupt", t=self.ticks * self.h)
         finally:
-            if thread.is_alive():
+            # (Thread.join interrupted by Ctrl-C can report a running thread as stopped:
+            # the loop thread signals its end through ``finished`` instead)
+            if thread.ident is not None and not self.finished.is_set():
                 self.mail[rtk.M_STOP] = 1.0
-                thread.join(5.0)
+                self.finished.wait(5.0)
             if self.use_worker:
                 self.handoff[rtk.W_STOP] = 1.0
                 if worker.is_alive():

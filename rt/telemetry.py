@@ -101,6 +101,9 @@ class Telemetry:
         meta: the resolved config (stored as JSON in the ``meta`` metadata).
         capacity: rows in the ring (capacity x width float64 preallocated).
         period: writer wake-up period, s.
+        derive: optional ``derive(rows)``, called by the writer thread on each block of
+            copied rows (a (n, width) array) before they are written, to fill columns
+            the loop leaves to it (e.g. rt.derived.Diagnostics), off the critical path.
 
     Attributes:
         ring: (capacity, width) float64; row k of the run goes to ``ring[k % capacity]``.
@@ -111,7 +114,8 @@ class Telemetry:
         lost_rows: rows overwritten before the writer copied them.
     """
 
-    def __init__(self, path, groups, meta: dict, capacity: int = 1 << 16, period: float = 0.025):
+    def __init__(self, path, groups, meta: dict, capacity: int = 1 << 16, period: float = 0.025,
+                 derive=None):
         self.path = Path(path)
         self.groups = [(str(n), w if isinstance(w, tuple) else int(w)) for n, w in groups]
         self.columns = {}
@@ -129,6 +133,7 @@ class Telemetry:
         self.ring = np.zeros((self.capacity, self.width))
         self.head = np.zeros(1, dtype=np.int64)
         self.period = float(period)
+        self.derive = derive
         self.copied = 0            # rows copied out of the ring, or counted lost
         self.lost_rows = 0
         self.events_written = 0
@@ -236,6 +241,8 @@ class Telemetry:
                 self.lost_rows += lost
                 self.event("ring_overrun", lost=lost, first_row=first)
                 rows = rows[lost:]
+            if self.derive is not None and len(rows):
+                self.derive(rows)
             self._pending.append(rows)
             self._pending_rows += len(rows)
             self.copied = end

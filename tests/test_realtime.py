@@ -20,7 +20,7 @@ def test_fast_run_equals_hil_sim_bit_for_bit(tmp_path):
     assert result.status == "ok" and result.ticks == 1000
     arrays, events, meta, summary = read_complete(tmp_path / "fast.mcap")
     reference = simulate(cfg).arrays
-    for key in ("t", "q", "qd", "u", "i"):
+    for key in ("t", "q", "qd", "u", "i", "residual", "det_phi_theta", "det_phi_x"):
         np.testing.assert_array_equal(arrays[key], reference[key][:1000], err_msg=key)
     assert meta == cfg and summary["reason"] == "done"
     assert [e["kind"] for e in events][-1] == "stop"
@@ -31,7 +31,8 @@ def test_scheduled_jam_in_fast_run_equals_hil_sim(tmp_path):
     Session(cfg, tmp_path / "jam.mcap", fast=True).run()
     arrays, events, _, _ = read_complete(tmp_path / "jam.mcap")
     reference = simulate(cfg).arrays
-    np.testing.assert_array_equal(arrays["q"], reference["q"][:1000])
+    for key in ("q", "energy", "com"):
+        np.testing.assert_array_equal(arrays[key], reference[key][:1000], err_msg=key)
     jam = [e for e in events if e["kind"] == "jam"]
     assert len(jam) == 1 and jam[0]["joint"] == 2 and jam[0]["t1"] == pytest.approx(0.5)
 
@@ -80,7 +81,8 @@ def test_correction_worker_keeps_the_residual_low_off_the_tick(tmp_path):
         cfg = config("rrr3_pd", "sim.duration=1.0", f"loop.correction='{where}'")
         result = Session(cfg, tmp_path / f"{where}.mcap").run()
         arrays = read_complete(tmp_path / f"{where}.mcap")[0]
-        out[where] = (result, _residuals(cfg, arrays))
+        np.testing.assert_allclose(arrays["residual"], _residuals(cfg, arrays), rtol=1e-12)
+        out[where] = (result, arrays["residual"])
     worker, inline = out["worker"], out["inline"]
     assert worker[0].summary["correction"] == "worker"
     assert worker[0].summary["corrections_by_worker"] > 100

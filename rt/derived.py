@@ -1,0 +1,41 @@
+"""Columns of a telemetry row derived from the state, computed by the writer thread.
+
+The real-time loop records q and qd only; the model's diagnostics (3RRR:
+residual max|f_i| in m², det Φθ, det Φx; serial arm: energy in J and the
+centre of mass x_C, y_C in m) are computed here, per block of rows, off the
+critical path, with the same kernel ``hil sim`` uses (rt.lockstep.diagnostics).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from plant.factory import plant_from_config
+from plant.kernel import kernel
+from rt.lockstep import diagnostics
+
+
+@kernel
+def _fill(p, rows, q_col, nq, diag_col, x, work):
+    for r in range(rows.shape[0]):
+        for i in range(2 * nq):
+            x[i] = rows[r, q_col + i]
+        diagnostics(p, x, rows[r, diag_col:diag_col + 3], work)
+
+
+class Diagnostics:
+    """``derive`` callable for rt.telemetry.Telemetry with a ``run_groups`` layout."""
+
+    def __init__(self, cfg: dict, columns: dict):
+        plant = plant_from_config(cfg)
+        self.params, self.work = plant.params, plant.work.copy()
+        self.x = np.zeros(len(plant.x))
+        self.nq = plant.nq
+        self.q_col = columns["q"].start
+        first = "residual" if cfg["plant"]["model"] == "rrr3" else "energy"
+        self.diag_col = columns[first]
+        if columns["qd"].start != self.q_col + self.nq:
+            raise ValueError("telemetry layout: qd must follow q")
+        self(np.zeros((1, max(self.diag_col + 3, columns["qd"].stop))))   # compile before use
+
+    def __call__(self, rows: np.ndarray) -> None:
+        _fill(self.params, rows, self.q_col, self.nq, self.diag_col, self.x, self.work)
