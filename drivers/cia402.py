@@ -112,8 +112,8 @@ def decode_state(statusword: int) -> State | None:
 def statusword(state: State, follows_command: bool = False) -> int:
     """The statusword a drive in ``state`` sends (voltage enabled, remote)."""
     word = _STATUS_BITS[state] | SW_REMOTE
-    if state not in (State.NOT_READY_TO_SWITCH_ON, State.SWITCH_ON_DISABLED):
-        word |= SW_VOLTAGE_ENABLED
+    if state != State.NOT_READY_TO_SWITCH_ON:
+        word |= SW_VOLTAGE_ENABLED      # the supply is on
     if follows_command and state == State.OPERATION_ENABLED:
         word |= SW_FOLLOWS_COMMAND
     return word
