@@ -231,6 +231,9 @@ class CanopenLink(Link):
                         pdo.add_variable(index, subindex, bits)
                     pdo.trans_type = 1
                     pdo.save()
+                    if pdo.on_message in self.network.subscribers.get(pdo.cob_id, ()):
+                        # the cycle decodes its frames itself (``_on_frame``)
+                        self.network.unsubscribe(pdo.cob_id, pdo.on_message)
         except (SdoAbortedError, SdoCommunicationError) as exc:
             raise LinkError(f"{self._name(axis)}: PDO mapping rejected: {exc}") from exc
 
