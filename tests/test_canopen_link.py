@@ -135,6 +135,33 @@ def test_commands_are_clamped_to_max_torque(bench):
     assert [a.target for a in emu.axes[:2]] == [5000, -5000]
 
 
+@pytest.mark.parametrize("bench", [("emulator.canopen.latency=0.02",)], indirect=True)
+def test_measurements_are_quantised_encoder_counts_after_the_latency(bench):
+    _, _, link = bench
+    meas = Measurement(3)
+    for _ in range(5):
+        assert link.read(meas)                 # the drives answer 20 ms after SYNC
+        link.write(np.array([40.0, -30.0, 20.0]))
+    counts = meas.pos * link.counts_per_rad
+    assert np.abs(meas.pos).min() > 0 and np.allclose(counts, np.round(counts), atol=1e-9)
+    assert np.allclose(meas.current * 1000 / link.rated_current,
+                       np.round(meas.current * 1000 / link.rated_current), atol=1e-9)
+
+
+@pytest.mark.parametrize("bench", [("emulator.canopen.position_noise=0.01",
+                                    "emulator.canopen.seed=7")], indirect=True)
+def test_position_noise_from_the_config(bench):
+    _, _, link = bench
+    meas = Measurement(3)
+    samples = []
+    for _ in range(200):                       # hanging at rest: the true q stays 0
+        link.read(meas)
+        link.write(np.zeros(3))
+        samples.append(meas.pos.copy())
+    spread = np.std(samples, axis=0)
+    assert np.all((spread > 0.007) & (spread < 0.013))
+
+
 # -- faults ---------------------------------------------------------------------------------
 
 def test_dropped_sync_gives_one_missed_cycle_then_recovers(bench):
@@ -302,6 +329,8 @@ def test_open_recovers_a_faulted_drive():
     ("controller.output='voltage'", "take torques"),
     ("link.canopen.node_ids=[1, 1, 2]", "distinct node-ids"),
     ("link.canopen.heartbeat_timeout=0.05", "must exceed heartbeat_period"),
+    ("link.canopen.node_ids=[1, 2.5, 3]", r"node_ids\[1\]: expected an integer"),
+    ("input.voltage=[1.0, 1.0, 1.0]", "give input.torque"),
 ])
 def test_bad_canopen_configs_fail_at_load(override, message):
     with pytest.raises(ConfigError, match=message):
