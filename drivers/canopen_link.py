@@ -139,7 +139,7 @@ class CanopenLink(Link):
 
     # -- bring-up -----------------------------------------------------------------------
     def open(self) -> None:
-        """Boot, configure and enable every drive; raises LinkError (or a subclass) naming the cause.
+        """Boot, configure and enable every drive; LinkError (or a subclass) names any cause.
 
         Sequence per drive: NMT reset communication, wait for boot-up; check the device
         type (CiA 402); SDO configuration (heartbeat producer 0x1017 and consumer of the

@@ -121,8 +121,7 @@ def statusword(state: State, follows_command: bool = False) -> int:
 
 # -- controlword commands (PROTOCOLS.md §2.2) ---------------------------------------
 CW_SHUTDOWN = 0x0006
-CW_SWITCH_ON = 0x0007
-CW_DISABLE_OPERATION = 0x0007
+CW_SWITCH_ON = 0x0007            # also "disable operation" from OPERATION ENABLED
 CW_ENABLE_OPERATION = 0x000F
 CW_DISABLE_VOLTAGE = 0x0000
 CW_QUICK_STOP = 0x0002

@@ -16,7 +16,8 @@ wall-clock timing. Per SYNC, as a real drive does:
    current; optional Gaussian noise) and send the synchronous TPDOs (after
    ``emulator.canopen.latency`` s);
 2. apply the RPDO data received since the previous SYNC (controlword through the
-   state machine, target torque): one cycle of transport delay by design;
+   state machine, target torque): one cycle of transport delay by design; start the
+   jams of ``faults.jam`` whose time t1 (plant time) has come;
 3. turn each target torque into the plant's input and step the plant. In
    cyclic synchronous torque mode the drive runs a current loop: i = tau_m / K_m,
    V = R_a i + K_e r qd, clamped to +-supply_voltage (a torque-driven plant
@@ -56,6 +57,8 @@ from drivers.inprocess import PlantLink
 from drivers.link import LinkError, Measurement
 from plant.factory import correction_id, motor_params, plant_from_config
 from plant.model import METHODS
+from rt.lockstep import apply_schedule
+from rt.sim import jam_schedule
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +85,8 @@ class _Pdo:
 
     def __init__(self, cob_id: int, trans_type: int, entries: list[tuple[int, int]],
                  layout: struct.Struct):
-        self.cob_id, self.trans_type, self.entries, self.layout = cob_id, trans_type, entries, layout
+        self.cob_id, self.trans_type = cob_id, trans_type
+        self.entries, self.layout = entries, layout
 
 
 class DriveAxis:
@@ -120,7 +124,11 @@ class DriveAxis:
         return self.node.nmt.state == "OPERATIONAL"
 
     def apply_controlword(self, word: int) -> None:
-        self.state, _ = cia402.next_state(self.state, word, self.controlword)
+        state, transition = cia402.next_state(self.state, word, self.controlword)
+        if transition is None and word != self.controlword:
+            log.info("node %d: '%s' (controlword 0x%04X) is no transition from %s; ignored",
+                     self.node.id, cia402.command_name(word), word, self.state.label)
+        self.state = state
         if self.state == State.SWITCH_ON_DISABLED and self.error_code:
             self.error_code = 0                     # fault reset acknowledged
             self.node.emcy.reset()
@@ -156,6 +164,7 @@ class EmulatedDrives:
         self.h = cfg["sim"]["dt"]
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
                                correction_id(cfg))
+        self.schedule = jam_schedule(cfg)       # faults.jam, started at plant time t1
         n = self.plant.n_axes
         self.meas = Measurement(n)
         self.voltage_driven = self.plant.command_unit == "V"
@@ -188,6 +197,8 @@ class EmulatedDrives:
     def start(self) -> None:
         """Compile the plant kernels, connect, create the nodes and boot them (PRE-OPERATIONAL)."""
         scratch = copy.deepcopy(self.plant)     # the first SYNC must not wait for numba
+        p = scratch.plant
+        apply_schedule(p.params, p.jams, self.schedule.copy(), p.t, p.x, 0.0)
         scratch.read(self.meas)
         scratch.write(self.u)
         net = canopen.Network()
@@ -462,6 +473,8 @@ class EmulatedDrives:
                 continue
             volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
             self.u[j] = max(-self.supply, min(self.supply, volts))
+        p = self.plant.plant
+        apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
         try:
             self.plant.write(self.u)
         except LinkError as exc:

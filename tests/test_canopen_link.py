@@ -266,6 +266,16 @@ def test_jam_behind_the_drive_trips_its_i2t_protection():
         assert len(blocked) > 20 and max(blocked) - min(blocked) <= 1.0 / (4096 * 10 / (2 * np.pi))
 
 
+def test_scheduled_jam_from_the_config_blocks_the_joint_at_t1():
+    cfg = rig("scheduled-jam", "faults.jam.joint=3", "faults.jam.t1=0.1",
+              "faults.jam.duration=0.01")
+    with EmulatedDrives(cfg) as emu, CanopenLink.from_config(cfg) as link:
+        q = loop(cfg, link, 150)                # 0.3 s at 2 ms
+        assert emu.plant.plant.jammed_joints() == [3]
+    moving, blocked = q[:50, 2], q[60:, 2]      # t < 0.1 s; t > 0.12 s
+    assert np.ptp(moving) > 0.01 and np.ptp(blocked) <= 1.0 / (4096 * 10 / (2 * np.pi))
+
+
 # -- commands, stop, bring-up errors ------------------------------------------------------------
 
 def test_non_finite_command_is_refused(bench):
