@@ -28,10 +28,26 @@ class Controller:
     work: np.ndarray
 
 
-def controller_from_config(cfg: dict) -> Controller:
+def command_unit(cfg: dict) -> str:
+    """What the configured link takes: "N m" for torque plants and CANopen drives
+    (cyclic synchronous torque), else "V"."""
+    torque_link = cfg["plant"]["drive"] == "torque" or cfg["link"]["type"] == "canopen"
+    return "N m" if torque_link else "V"
+
+
+def controller_from_config(cfg: dict, unit: str | None = None) -> Controller:
+    """The controller of ``cfg['controller']`` for a link that takes ``unit`` ("V" or "N m").
+
+    Default unit: ``command_unit(cfg)``. A law that computes torques (controller.output
+    = "torque") on a link that takes volts goes through controller.torque_to_voltage.
+    """
     plant, c, inp = cfg["plant"], cfg["controller"], cfg["input"]
     nact = 3 if plant["model"] == "rrr3" else len(plant["mass"])
-    voltage_driven = plant["drive"] != "torque"
+    unit = command_unit(cfg) if unit is None else unit
+    voltage_driven = unit == "V"
+    if not voltage_driven and c["type"] != "open_loop" and c["output"] == "voltage":
+        raise ValueError("controller.output: 'voltage', but the link takes joint torques "
+                         "(N m); set controller.output = 'torque'")
     model = np.zeros(0)
     rows, cols = 3, nact
     if c["type"] == "open_loop":

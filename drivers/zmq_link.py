@@ -47,7 +47,9 @@ class ZmqLink(Link):
     @classmethod
     def from_config(cls, cfg: dict) -> "ZmqLink":
         nact = 3 if cfg["plant"]["model"] == "rrr3" else len(cfg["plant"]["mass"])
-        return cls(cfg["link"]["endpoint"], nact, cfg["link"]["timeout"])
+        link = cls(cfg["link"]["endpoint"], nact, cfg["link"]["timeout"])
+        link.command_unit = "N m" if cfg["plant"]["drive"] == "torque" else "V"
+        return link
 
     def open(self) -> None:
         self.socket = self.context.socket(zmq.DEALER)

@@ -137,6 +137,42 @@ SCHEMA: dict[str, Any] = {
         "endpoint": Key("str", "ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator"),
         "timeout": Key("float", 0.1, positive=True,
                        doc="no measurement for this long: the link is lost, s"),
+        "canopen": {   # CiA 402 drives in cyclic synchronous torque mode (docs/CANOPEN.md)
+            "interface": Key("str", "virtual",
+                             doc="python-can interface: socketcan, pcan, kvaser, virtual, "
+                                 "hilrig_zmq (emulated drives in another process), ..."),
+            "channel": Key("str", "hilrig", doc="python-can channel (can0, PCAN_USBBUS1, "
+                                                "ipc:///tmp/hilrig-can for hilrig_zmq, ...)"),
+            "bitrate": Key("int", 1_000_000, positive=True,
+                           doc="bit/s; the cycle must fit (docs/CANOPEN.md, bus-load plan)"),
+            "node_ids": Key("ints", None, length="nact",
+                            doc="CANopen node-id of each axis' drive, 1..127 (default 1..n)"),
+            "master_id": Key("int", 127, positive=True,
+                             doc="node-id under which the controller sends its heartbeat"),
+            "counts_per_rev": Key("floats", 4096.0, length="nact", scalar_ok=True, positive=True,
+                                  doc="encoder increments per motor revolution (0x6064 unit)"),
+            "rated_current": Key("floats", 2.0, length="nact", scalar_ok=True, positive=True,
+                                 doc="motor rated current 0x6075, A (basis of 0x6078)"),
+            "rated_torque": Key("floats", None, length="nact", scalar_ok=True, positive=True,
+                                doc="motor rated torque 0x6076 at the motor shaft, N m (basis "
+                                    "of 0x6071); default torque_constant * rated_current"),
+            "max_torque": Key("int", 5000, positive=True,
+                              doc="torque limit 0x6072, per-mille of the rated torque; the link "
+                                  "clamps commands to it"),
+            "heartbeat_period": Key("float", 0.1, positive=True,
+                                    doc="heartbeat producer time of drives and controller, s"),
+            "heartbeat_timeout": Key("float", 0.3, positive=True,
+                                     doc="consumer time: no heartbeat for this long means the "
+                                         "peer is lost (both directions), s"),
+            "tpdo_timeout": Key("float", None, positive=True,
+                                doc="read waits at most this long after SYNC for the TPDOs, "
+                                    "s (default sim.dt / 2)"),
+            "max_missed": Key("int", 3, positive=True,
+                              doc="consecutive cycles without all TPDOs before the link is lost"),
+            "sdo_timeout": Key("float", 0.3, positive=True, doc="SDO response timeout, s"),
+            "boot_timeout": Key("float", 2.0, positive=True,
+                                doc="wait for boot-up, and for each state change when enabling, s"),
+        },
     },
     "emulator": {
         "mode": Key("str", "free", choices=("free", "lockstep"),
@@ -145,6 +181,21 @@ SCHEMA: dict[str, Any] = {
         "command_timeout": Key("float", 0.02, positive=True,
                                doc="free mode: a command older than this puts the plant in its "
                                    "safe state (zero input), s"),
+        "canopen": {   # the emulated CiA 402 drives (drivers/cia402_emulator.py)
+            "latency": Key("float", 0.0, minimum=0.0,
+                           doc="the drives send their TPDOs this long after SYNC, s"),
+            "position_noise": Key("float", 0.0, minimum=0.0,
+                                  doc="std of Gaussian noise on the position, rad at the joint"),
+            "velocity_noise": Key("float", 0.0, minimum=0.0,
+                                  doc="std of Gaussian noise on the velocity, rad/s at the joint"),
+            "current_noise": Key("float", 0.0, minimum=0.0, doc="std of current noise, A"),
+            "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
+            "supply_voltage": Key("float", 48.0, positive=True,
+                                  doc="the current loop's voltage is clamped to +-this, V"),
+            "i2t_time": Key("float", 0.0, minimum=0.0,
+                            doc="I2t protection: fault 0x2310 when the integral of i^2 - "
+                                "i_rated^2 exceeds i_rated^2 * i2t_time (0: off), s"),
+        },
     },
     "faults": {
         "jam": {  # a table, or a list of tables
@@ -314,6 +365,14 @@ def _default(spec: Key, name: str, sizes: dict) -> Any:
 
 def _check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
     kind = spec.kind
+    if kind == "ints":
+        length = sizes.get(spec.length, spec.length)
+        if not isinstance(value, list) or len(value) != length:
+            raise ConfigError(f"{name}: expected a list of {length} integers, got {value!r}")
+        for i, v in enumerate(value):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{name}[{i}]: expected an integer, got {v!r}")
+        return list(value)
     if kind == "bool":
         if not isinstance(value, bool):
             raise ConfigError(f"{name}: expected true or false, got {value!r}")
@@ -382,7 +441,16 @@ def _fill_model_defaults(cfg: dict, sizes: dict) -> None:
         plant["qd0"] = [0.0] * sizes["nq"]
     ctrl = cfg["controller"]
     if ctrl["output"] is None:
-        ctrl["output"] = "torque" if plant["drive"] == "torque" else "voltage"
+        torque_link = cfg["link"]["type"] == "canopen"
+        ctrl["output"] = "torque" if plant["drive"] == "torque" or torque_link else "voltage"
+    can = cfg["link"]["canopen"]
+    if can["node_ids"] is None:
+        can["node_ids"] = list(range(1, sizes["nact"] + 1))
+    if can["rated_torque"] is None:
+        can["rated_torque"] = [k * i for k, i in zip(plant["motor"]["torque_constant"],
+                                                     can["rated_current"])]
+    if can["tpdo_timeout"] is None:
+        can["tpdo_timeout"] = 0.5 * cfg["sim"]["dt"]
 
 
 def _check_consistency(cfg: dict, sizes: dict) -> None:
@@ -392,6 +460,9 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError(f"sim.duration: {sim['duration']} s is not a whole number of steps of "
                           f"sim.dt = {sim['dt']} s")
     voltage_driven = plant["drive"] != "torque"
+    if cfg["link"]["type"] == "canopen":
+        _check_canopen(cfg, sizes)
+        voltage_driven = False   # the drives take torques, whatever drives the plant
     if voltage_driven and inp["torque"] is not None:
         raise ConfigError("input.torque: the plant is voltage-driven (plant.drive = "
                           f"{plant['drive']!r}); give input.voltage instead")
@@ -419,6 +490,43 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
                               "step must stay below about 2.5 L_a/R_a). Use plant.drive = "
                               "'voltage' (L_a di/dt = 0), a smaller sim.dt, or "
                               "sim.integrator = 'accurate'")
+
+
+def _check_canopen(cfg: dict, sizes: dict) -> None:
+    from drivers.busload import bus_load, max_axes
+
+    can, ctrl, sim = cfg["link"]["canopen"], cfg["controller"], cfg["sim"]
+    name = "link.canopen."
+    ids = can["node_ids"]
+    if any(not 1 <= i <= 127 for i in ids) or len(set(ids)) != len(ids):
+        raise ConfigError(f"{name}node_ids: must be distinct node-ids 1..127, got {ids}")
+    if not 1 <= can["master_id"] <= 127 or can["master_id"] in ids:
+        raise ConfigError(f"{name}master_id: must be 1..127 and not a drive's node-id, got "
+                          f"{can['master_id']}")
+    if can["max_torque"] > 32767:
+        raise ConfigError(f"{name}max_torque: must be <= 32767 per-mille (0x6071 is INTEGER16), "
+                          f"got {can['max_torque']}")
+    if can["heartbeat_timeout"] <= can["heartbeat_period"]:
+        raise ConfigError(f"{name}heartbeat_timeout: must exceed heartbeat_period "
+                          f"({can['heartbeat_period']} s), got {can['heartbeat_timeout']} s")
+    if cfg["input"]["voltage"] is not None:
+        raise ConfigError("input.voltage: CiA 402 drives in cyclic synchronous torque mode take "
+                          "torques (link.type = 'canopen'); give input.torque")
+    if ctrl["type"] == "pd" and ctrl["output"] != "torque":
+        raise ConfigError("controller.output: CiA 402 drives in cyclic synchronous torque mode "
+                          "take torques (link.type = 'canopen'); set controller.output = 'torque'")
+    n, period, bitrate = sizes["nact"], sim["dt"], can["bitrate"]
+    if bus_load(n, period, bitrate) > 1.0:
+        raise ConfigError(
+            f"sim.dt: {n} axes need {bus_load(n, period, bitrate):.0%} of a "
+            f"{bitrate / 1e6:g} Mbit/s bus at a {period * 1e3:g} ms cycle (worst-case bit "
+            f"stuffing); at most {max_axes(period, bitrate)} axes fit. Lengthen sim.dt, raise "
+            "link.canopen.bitrate or split the axes over two buses (docs/CANOPEN.md)")
+    try:
+        from drivers.cia402 import interpolation_period
+        interpolation_period(period)
+    except ValueError as exc:
+        raise ConfigError(f"sim.dt: {exc}") from None
 
 
 def to_json(cfg: dict) -> str:

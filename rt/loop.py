@@ -46,7 +46,7 @@ class LinkLoop:
         self.link = link
         self.h = cfg["sim"]["dt"]
         self.n_ticks = int(round(cfg["sim"]["duration"] / self.h))
-        self.controller = controller_from_config(cfg)
+        self.controller = None            # built at open: it depends on link.command_unit
         nact = link.n_axes
         self.limits = command_limits(cfg, nact)
         self.meas = Measurement(nact)
@@ -84,6 +84,7 @@ class LinkLoop:
         scheduling = {}
         try:
             self.link.open()
+            self.controller = controller_from_config(self.cfg, self.link.command_unit)
             paced = not getattr(self.link, "lockstep", False)
             self.warm_up()
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
@@ -128,7 +129,7 @@ class LinkLoop:
                             k = min(k + int(missed), self.n_ticks)
         except KeyboardInterrupt:
             reason, status = "interrupted (e-stop)", "interrupted"
-        except LinkError as exc:
+        except (LinkError, ValueError) as exc:
             reason, status = str(exc), "error"
             log.error("%s", exc)
         finally:

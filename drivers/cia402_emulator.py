@@ -1,0 +1,544 @@
+"""Emulated CiA 402 drives: CANopen nodes that answer on a CAN bus, with the plant behind them.
+
+One ``EmulatedDrives`` is the set of drives of one robot on one bus: a
+``canopen.LocalNode`` per axis (it gives the SDO server, the NMT slave with
+boot-up and heartbeat producer, the EMCY producer and the object dictionary of
+``cia402.object_dictionary``), and by hand what the library leaves out
+(docs/PROTOCOLS.md §3.2): the CiA 402 state machine, synchronous PDOs, the
+heartbeat consumer (0x1016) and the drive's protections.
+
+The bus cycle is the plant clock: each SYNC advances the plant (a
+``PlantLink``) by one step of ``sim.dt``, so a run is deterministic whatever the
+wall-clock timing. Per SYNC, as a real drive does:
+
+1. latch the actual values of every axis (position in encoder increments with
+   quantisation, velocity in increments/s, current in per-mille of the rated
+   current; optional Gaussian noise) and send the synchronous TPDOs (after
+   ``emulator.canopen.latency`` s);
+2. apply the RPDO data received since the previous SYNC (controlword through the
+   state machine, target torque): one cycle of transport delay by design; start the
+   jams of ``faults.jam`` whose time t1 (plant time) has come;
+3. turn each target torque into the plant's input and step the plant. In
+   cyclic synchronous torque mode the drive runs a current loop: i = tau_m / K_m,
+   V = R_a i + K_e r qd, clamped to +-supply_voltage (a torque-driven plant
+   takes the joint torque r tau_m). Outside OPERATION ENABLED the power stage
+   shorts the motor: 0 V (dynamic braking through the back-EMF, as
+   ``PlantLink.safe_stop``), or 0 N m for a torque-driven plant.
+
+SDO writes to the controlword act at once (acyclic). Leaving NMT OPERATIONAL
+while enabled quick-stops the drive. Faults (state FAULT, an EMCY with the code,
+0x603F and 0x1001 set): an injected fault, the controller's heartbeat lost
+(0x8130), the I2t protection (0x2310), an invalid plant state (0x6100). A fault
+reset (rising edge of controlword bit 7) clears them.
+
+Not emulated: SYNC counters, event-driven / RTR PDOs (only transmission types
+1..240 send), the quick stop option code (a quick stop stays in QUICK STOP
+ACTIVE until disable voltage or enable operation), node guarding, LSS.
+
+Run the drives in another process with ``serve`` (``hil emulate``) on the
+``hilrig_zmq`` interface (drivers.zmqcan), which relays frames between processes.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import struct
+import threading
+import time
+
+import canopen
+import numpy as np
+from canopen.objectdictionary import SIGNED_TYPES
+
+from drivers import cia402
+from drivers.cia402 import State
+from drivers.inprocess import PlantLink
+from drivers.link import LinkError, Measurement
+from plant.factory import correction_id, motor_params, plant_from_config
+from plant.model import METHODS
+from rt.lockstep import apply_schedule
+from rt.sim import jam_schedule
+
+log = logging.getLogger(__name__)
+
+_FORMATS = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h",
+            (32, False): "I", (32, True): "i"}
+_SUPERVISION_PERIOD = 0.005   # s, heartbeat-consumer check
+
+
+def bus_config_from(cfg: dict) -> dict:
+    """python-can keyword arguments for the drives' bus from ``link.canopen``.
+
+    On ``hilrig_zmq`` the drives run the hub (they start first; the controller joins).
+    """
+    can_cfg = cfg["link"]["canopen"]
+    bus = {"interface": can_cfg["interface"], "channel": can_cfg["channel"],
+           "bitrate": can_cfg["bitrate"]}
+    if bus["interface"] == "hilrig_zmq":
+        bus["hub"] = True
+    return bus
+
+
+class _Pdo:
+    """One configured PDO of a node: COB-ID, transmission type, packing of its entries."""
+
+    def __init__(self, cob_id: int, trans_type: int, entries: list[tuple[int, int]],
+                 layout: struct.Struct):
+        self.cob_id, self.trans_type = cob_id, trans_type
+        self.entries, self.layout = entries, layout
+
+
+class DriveAxis:
+    """The state of one emulated drive (node) apart from its object dictionary.
+
+    Values in wire units: ``target`` and ``max_torque`` per-mille of the rated
+    torque; ``position`` increments; ``velocity`` increments/s; ``current`` and
+    ``torque`` per-mille of the rated current / torque.
+    """
+
+    def __init__(self, axis: int, node: canopen.LocalNode):
+        self.axis, self.node = axis, node
+        self.state = State.SWITCH_ON_DISABLED
+        self.controlword = 0
+        self.mode = 0
+        self.target = 0
+        self.pending: dict[int, int] = {}       # RPDO data latched for the next SYNC
+        self.max_torque = node.object_dictionary[cia402.MAX_TORQUE].default
+        self.error_code = 0
+        self.position = self.velocity = self.current = self.torque = 0
+        self.tpdos: list[_Pdo] = []
+        self.rpdos: dict[int, _Pdo] = {}
+        self.pdo_dirty = True
+        self.consumer: tuple[int, float] | None = None   # (producer node-id, timeout s)
+        self.last_heartbeat: float | None = None
+        self.i2t = 0.0
+        self.drop_tpdos = 0
+
+    @property
+    def statusword(self) -> int:
+        follows = self.state == State.OPERATION_ENABLED and self.mode == cia402.MODE_CST
+        return cia402.statusword(self.state, follows)
+
+    def operational(self) -> bool:
+        return self.node.nmt.state == "OPERATIONAL"
+
+    def apply_controlword(self, word: int) -> None:
+        state, transition = cia402.next_state(self.state, word, self.controlword)
+        if transition is None and word != self.controlword:
+            log.info("node %d: '%s' (controlword 0x%04X) is no transition from %s; ignored",
+                     self.node.id, cia402.command_name(word), word, self.state.label)
+        self.state = state
+        if self.state == State.SWITCH_ON_DISABLED and self.error_code:
+            self.error_code = 0                     # fault reset acknowledged
+            self.node.emcy.reset()
+        self.controlword = word
+
+    def enter_fault(self, code: int) -> None:
+        if self.state == State.FAULT:
+            return
+        self.state, self.error_code = State.FAULT, code
+        self.node.emcy.send(code, 0x01 | (0x10 if code & 0xF000 == 0x8000 else 0))
+
+
+class EmulatedDrives:
+    """The CiA 402 drives of the robot in ``cfg``, with its plant, on one CAN bus.
+
+    Args:
+        cfg: a resolved config (rt.config): the plant, ``sim.dt`` (the SYNC period and
+            plant step), ``link.canopen`` (node-ids, encoder and motor ratings),
+            ``emulator.canopen`` (latency, noise, supply voltage, I2t).
+        bus_config: python-can keyword arguments (interface, channel, ...); default
+            ``bus_config_from(cfg)``.
+
+    Fault-injection hooks (thread-safe; axes are 1-based): ``inject_fault``,
+    ``stop_heartbeat``, ``drop_tpdos``, ``drop_syncs``, ``jam``.
+    """
+
+    def __init__(self, cfg: dict, bus_config: dict | None = None):
+        integrator = cfg["sim"]["integrator"]
+        if integrator not in METHODS:
+            raise ValueError(f"sim.integrator: the emulated drives step with a fixed-step "
+                             f"integrator ({sorted(METHODS)}), got {integrator!r}")
+        can_cfg, emu = cfg["link"]["canopen"], cfg["emulator"]["canopen"]
+        self.h = cfg["sim"]["dt"]
+        self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
+                               correction_id(cfg))
+        self.schedule = jam_schedule(cfg)       # faults.jam, started at plant time t1
+        n = self.plant.n_axes
+        self.meas = Measurement(n)
+        self.voltage_driven = self.plant.command_unit == "V"
+        motors = motor_params(cfg)
+        self.ratio, self.k_m = motors.gear_ratio, motors.torque_constant
+        self.r_a, self.k_e = motors.resistance, motors.back_emf_constant
+        self.counts_per_rad = np.array(can_cfg["counts_per_rev"]) * self.ratio / (2 * math.pi)
+        self.rated_torque = np.array(can_cfg["rated_torque"])       # N m at the motor
+        self.rated_current = np.array(can_cfg["rated_current"])     # A
+        self.supply = emu["supply_voltage"]
+        self.i2t_time = emu["i2t_time"]
+        self.latency = emu["latency"]
+        self.noise = (emu["position_noise"], emu["velocity_noise"], emu["current_noise"])
+        self.rng = np.random.default_rng(emu["seed"])
+        self.master_id = can_cfg["master_id"]
+        self.bus_config = bus_config if bus_config is not None else bus_config_from(cfg)
+        self.node_ids = list(can_cfg["node_ids"])
+        self.max_torque = can_cfg["max_torque"]
+        self.u = np.zeros(n)
+        self.lock = threading.RLock()
+        self.axes: list[DriveAxis] = []
+        self.network: canopen.Network | None = None
+        self.syncs = 0
+        self.drop_sync_count = 0
+        self.plant_failed = False
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    # -- life cycle ------------------------------------------------------------------
+    def start(self) -> None:
+        """Compile the plant kernels, connect, create the nodes and boot them (PRE-OPERATIONAL)."""
+        scratch = copy.deepcopy(self.plant)     # the first SYNC must not wait for numba
+        p = scratch.plant
+        apply_schedule(p.params, p.jams, self.schedule.copy(), p.t, p.x, 0.0)
+        scratch.read(self.meas)
+        scratch.write(self.u)
+        net = canopen.Network()
+        net.NOTIFIER_CYCLE = 0.05   # stop() then waits at most this long for the receiver
+        net.connect(**self.bus_config)
+        self.network = net
+        for axis, node_id in enumerate(self.node_ids, start=1):
+            d = cia402.object_dictionary(
+                node_id, int(round(self.rated_torque[axis - 1] * 1000)),
+                int(round(self.rated_current[axis - 1] * 1000)), self.max_torque)
+            node = canopen.LocalNode(node_id, d)
+            net.add_node(node)
+            drive = DriveAxis(axis, node)
+            node.add_read_callback(lambda drive=drive, **kw: self._on_sdo_read(drive, **kw))
+            node.add_write_callback(lambda drive=drive, **kw: self._on_sdo_write(drive, **kw))
+            for k in range(cia402.N_PDO):
+                net.subscribe(0x200 + 0x100 * k + node_id,
+                              lambda can_id, data, ts, drive=drive: self._on_rpdo(drive, can_id,
+                                                                                   data))
+            self.axes.append(drive)
+        net.subscribe(0x000, self._on_nmt)
+        net.subscribe(0x080, self._on_sync)
+        net.subscribe(0x700 + self.master_id, self._on_master_heartbeat)
+        for drive in self.axes:
+            drive.node.nmt.state = "INITIALISING"       # sends the boot-up frame
+            drive.node.nmt.state = "PRE-OPERATIONAL"
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True,
+                                            name="cia402 emulator supervision")
+        self._supervisor.start()
+
+    def stop(self) -> None:
+        """Stop heartbeats and supervision, leave the bus. Idempotent."""
+        self._stop.set()
+        if self._supervisor is not None:
+            self._supervisor.join(1.0)
+            self._supervisor = None
+        if self.network is not None:
+            for drive in self.axes:
+                drive.node.nmt.stop_heartbeat()
+            self.network.disconnect()
+            self.network = None
+
+    def __enter__(self) -> "EmulatedDrives":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- fault injection (axes 1-based) ---------------------------------------------------
+    def inject_fault(self, axis: int, code: int = 0x2310) -> None:
+        """Put drive ``axis`` into FAULT with an EMCY carrying ``code``."""
+        with self.lock:
+            self._axis(axis).enter_fault(code)
+
+    def stop_heartbeat(self, axis: int) -> None:
+        """Drive ``axis`` stops producing heartbeats (it keeps answering PDOs)."""
+        with self.lock:
+            self._axis(axis).node.nmt.stop_heartbeat()
+
+    def drop_tpdos(self, axis: int, cycles: int = 1) -> None:
+        """Drive ``axis`` sends no TPDOs on the next ``cycles`` SYNCs."""
+        with self.lock:
+            self._axis(axis).drop_tpdos += cycles
+
+    def drop_syncs(self, cycles: int = 1) -> None:
+        """All drives miss the next ``cycles`` SYNCs (no TPDOs, the plant does not advance)."""
+        with self.lock:
+            self.drop_sync_count += cycles
+
+    def jam(self, joint: int, duration: float = 0.1) -> None:
+        """Jam the plant's ``joint`` (1-based) now, decelerating over ``duration`` s."""
+        with self.lock:
+            self.plant.plant.start_jam(joint, duration)
+
+    def state(self, axis: int) -> State:
+        """The CiA 402 state of drive ``axis``."""
+        with self.lock:
+            return self._axis(axis).state
+
+    def _axis(self, axis: int) -> DriveAxis:
+        if not 1 <= axis <= len(self.axes):
+            raise ValueError(f"axis must be 1..{len(self.axes)}, got {axis}")
+        return self.axes[axis - 1]
+
+    # -- SDO ---------------------------------------------------------------------------
+    def _on_sdo_read(self, drive: DriveAxis, index: int, subindex: int, od) -> int | None:
+        with self.lock:
+            values = {cia402.STATUSWORD: drive.statusword, cia402.CONTROLWORD: drive.controlword,
+                      cia402.MODES_OF_OPERATION: drive.mode, cia402.MODES_DISPLAY: drive.mode,
+                      cia402.TARGET_TORQUE: drive.target, cia402.ERROR_CODE: drive.error_code,
+                      cia402.ERROR_REGISTER: 1 if drive.error_code else 0,
+                      cia402.POSITION_ACTUAL: drive.position,
+                      cia402.VELOCITY_ACTUAL: drive.velocity,
+                      cia402.CURRENT_ACTUAL: drive.current, cia402.TORQUE_ACTUAL: drive.torque}
+            return values.get(index)
+
+    def _on_sdo_write(self, drive: DriveAxis, index: int, subindex: int, od, data: bytes) -> None:
+        value = od.decode_raw(data)
+        with self.lock:
+            if index == cia402.CONTROLWORD:
+                drive.apply_controlword(value)
+            elif index == cia402.MODES_OF_OPERATION:
+                drive.mode = value
+            elif index == cia402.TARGET_TORQUE:
+                drive.target = value
+            elif index == cia402.MAX_TORQUE:
+                drive.max_torque = value
+            elif index == cia402.HEARTBEAT_CONSUMER and subindex == 1:
+                producer, ms = (value >> 16) & 0x7F, value & 0xFFFF
+                drive.consumer = (producer, ms / 1000.0) if producer and ms else None
+                drive.last_heartbeat = None          # monitoring starts at the next heartbeat
+            elif cia402.RPDO_COM <= index < cia402.TPDO_MAP + cia402.N_PDO:
+                drive.pdo_dirty = True
+
+    # -- PDO configuration ---------------------------------------------------------------
+    def _read_pdos(self, drive: DriveAxis) -> None:
+        """Parse the PDO communication and mapping objects of ``drive`` into packers."""
+        node = drive.node
+        drive.tpdos, drive.rpdos = [], {}
+        for com, mapping, is_tpdo in ((cia402.TPDO_COM, cia402.TPDO_MAP, True),
+                                      (cia402.RPDO_COM, cia402.RPDO_MAP, False)):
+            for k in range(cia402.N_PDO):
+                cob_id = node.sdo[com + k][1].raw
+                if cob_id & cia402.PDO_DISABLED:
+                    continue
+                entries, fmt = [], "<"
+                for sub in range(1, node.sdo[mapping + k][0].raw + 1):
+                    entry = node.sdo[mapping + k][sub].raw
+                    index, subindex, bits = entry >> 16, (entry >> 8) & 0xFF, entry & 0xFF
+                    obj = node.object_dictionary[index]
+                    signed = obj.data_type in SIGNED_TYPES
+                    entries.append((index, subindex))
+                    fmt += _FORMATS[(bits, signed)]
+                pdo = _Pdo(cob_id & 0x7FF, node.sdo[com + k][2].raw, entries, struct.Struct(fmt))
+                if is_tpdo:
+                    drive.tpdos.append(pdo)
+                else:
+                    drive.rpdos[pdo.cob_id] = pdo
+        drive.pdo_dirty = False
+
+    # -- bus callbacks (the notifier thread) ---------------------------------------------
+    def _on_nmt(self, can_id: int, data: bytes, timestamp: float) -> None:
+        command, target = data[0], data[1]
+        with self.lock:
+            for drive in self.axes:
+                if target not in (0, drive.node.id):
+                    continue
+                if command in (cia402.NMT_RESET_NODE, cia402.NMT_RESET_COMMUNICATION):
+                    self._reset(drive, command == cia402.NMT_RESET_NODE)
+                elif command == cia402.NMT_START:
+                    self._read_pdos(drive)
+                elif drive.state == State.OPERATION_ENABLED:
+                    drive.state = State.QUICK_STOP_ACTIVE     # left OPERATIONAL while enabled
+
+    def _reset(self, drive: DriveAxis, application: bool) -> None:
+        node = drive.node
+        node.nmt.stop_heartbeat()
+        if application:
+            node.data_store.clear()
+            drive.state, drive.mode, drive.target, drive.error_code = \
+                State.SWITCH_ON_DISABLED, 0, 0, 0
+        else:
+            for index in list(node.data_store):
+                if index < 0x2000:
+                    del node.data_store[index]
+        drive.controlword, drive.pending = 0, {}
+        drive.consumer, drive.last_heartbeat, drive.pdo_dirty = None, None, True
+        node.nmt.send_command(cia402.NMT_RESET_COMMUNICATION)   # boot-up frame
+        node.nmt.send_command(cia402.NMT_PRE_OPERATIONAL)       # heartbeat per 0x1017
+
+    def _on_master_heartbeat(self, can_id: int, data: bytes, timestamp: float) -> None:
+        now = time.monotonic()
+        with self.lock:
+            for drive in self.axes:
+                if drive.consumer is not None and drive.consumer[0] == self.master_id:
+                    drive.last_heartbeat = now
+
+    def _on_rpdo(self, drive: DriveAxis, can_id: int, data: bytes) -> None:
+        with self.lock:
+            if drive.pdo_dirty and drive.operational():
+                self._read_pdos(drive)
+            pdo = drive.rpdos.get(can_id)
+            if pdo is None or not drive.operational() or len(data) < pdo.layout.size:
+                return
+            values = dict(zip((index for index, _ in pdo.entries),
+                              pdo.layout.unpack_from(data)))
+            if pdo.trans_type <= 240:
+                drive.pending.update(values)
+            else:
+                self._apply(drive, values)
+
+    def _apply(self, drive: DriveAxis, values: dict[int, int]) -> None:
+        if cia402.CONTROLWORD in values:
+            drive.apply_controlword(values[cia402.CONTROLWORD])
+        if cia402.TARGET_TORQUE in values:
+            drive.target = values[cia402.TARGET_TORQUE]
+
+    def _on_sync(self, can_id: int, data: bytes, timestamp: float) -> None:
+        with self.lock:
+            if self.drop_sync_count:
+                self.drop_sync_count -= 1
+                return
+            self.syncs += 1
+            frames = self._sample()
+            if self.latency:
+                time.sleep(self.latency)
+            for cob_id, payload in frames:
+                self.network.send_message(cob_id, payload)
+            for drive in self.axes:
+                if drive.pending:
+                    self._apply(drive, drive.pending)
+                    drive.pending = {}
+            self._step()
+
+    def _sample(self) -> list[tuple[int, bytes]]:
+        """Latch every axis' actual values; the TPDO frames due at this SYNC."""
+        meas = self.meas
+        self.plant.read(meas)
+        sd_q, sd_v, sd_i = self.noise
+        frames = []
+        for j, drive in enumerate(self.axes):
+            q, v = meas.pos[j], meas.vel[j]
+            i = meas.current[j] if self.voltage_driven else self._motor_torque(j) / self.k_m[j]
+            if sd_q:
+                q += self.rng.normal(0.0, sd_q)
+            if sd_v:
+                v += self.rng.normal(0.0, sd_v)
+            if sd_i:
+                i += self.rng.normal(0.0, sd_i)
+            drive.position = _clamp(round(q * self.counts_per_rad[j]), 2 ** 31)
+            drive.velocity = _clamp(round(v * self.counts_per_rad[j]), 2 ** 31)
+            drive.current = _clamp(round(i / self.rated_current[j] * 1000.0), 2 ** 15)
+            drive.torque = _clamp(round(i * self.k_m[j] / self.rated_torque[j] * 1000.0), 2 ** 15)
+            if not drive.operational():
+                continue
+            if drive.pdo_dirty:
+                self._read_pdos(drive)
+            if drive.drop_tpdos:
+                drive.drop_tpdos -= 1
+                continue
+            values = {cia402.STATUSWORD: drive.statusword, cia402.POSITION_ACTUAL: drive.position,
+                      cia402.VELOCITY_ACTUAL: drive.velocity,
+                      cia402.CURRENT_ACTUAL: drive.current, cia402.TORQUE_ACTUAL: drive.torque,
+                      cia402.MODES_DISPLAY: drive.mode, cia402.ERROR_CODE: drive.error_code}
+            for pdo in drive.tpdos:
+                if 1 <= pdo.trans_type <= 240 and self.syncs % pdo.trans_type == 0:
+                    frames.append((pdo.cob_id, pdo.layout.pack(
+                        *(values.get(index, 0) for index, _ in pdo.entries))))
+        return frames
+
+    def _motor_torque(self, j: int) -> float:
+        """The motor torque drive j commands now, N m (0 unless enabled in CST)."""
+        drive = self.axes[j]
+        if drive.state != State.OPERATION_ENABLED or drive.mode != cia402.MODE_CST:
+            return 0.0
+        limit = min(drive.max_torque, 32767)
+        return max(-limit, min(limit, drive.target)) * 1e-3 * self.rated_torque[j]
+
+    def _step(self) -> None:
+        """Turn the target torques into plant inputs; advance the plant one step."""
+        if self.plant_failed:
+            return
+        qd = self.meas.vel
+        for j, drive in enumerate(self.axes):
+            tau = self._motor_torque(j)
+            if not self.voltage_driven:
+                self.u[j] = self.ratio[j] * tau
+                continue
+            if drive.state != State.OPERATION_ENABLED:
+                self.u[j] = 0.0
+                continue
+            volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
+            self.u[j] = max(-self.supply, min(self.supply, volts))
+        p = self.plant.plant
+        apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
+        try:
+            self.plant.write(self.u)
+        except LinkError as exc:
+            log.error("emulated plant failed: %s", exc)
+            self.plant_failed = True
+            for drive in self.axes:
+                drive.enter_fault(0x6100)
+            return
+        if self.i2t_time:
+            self._i2t()
+
+    def _i2t(self) -> None:
+        self.plant.read(self.meas)
+        for j, drive in enumerate(self.axes):
+            i = self.meas.current[j] if self.voltage_driven else self._motor_torque(j) / self.k_m[j]
+            rated2 = self.rated_current[j] ** 2
+            drive.i2t = max(0.0, drive.i2t + (i * i - rated2) * self.h)
+            if drive.i2t > rated2 * self.i2t_time:
+                drive.enter_fault(0x2310)
+
+    def _supervise(self) -> None:
+        """Heartbeat consumer (0x1016): the controller's heartbeat lost -> FAULT 0x8130."""
+        while not self._stop.wait(_SUPERVISION_PERIOD):
+            now = time.monotonic()
+            with self.lock:
+                for drive in self.axes:
+                    if drive.consumer is None or drive.last_heartbeat is None:
+                        continue
+                    if now - drive.last_heartbeat > drive.consumer[1]:
+                        drive.last_heartbeat = None
+                        log.warning("node %d: heartbeat of node %d lost", drive.node.id,
+                                    drive.consumer[0])
+                        drive.enter_fault(0x8130)
+
+
+def _clamp(value: int, bound: int) -> int:
+    return max(-bound, min(bound - 1, value))
+
+
+def serve(cfg: dict, bus_config: dict | None = None, stop_event: threading.Event | None = None,
+          ready=None) -> None:
+    """Run the emulated drives of ``cfg`` until ``stop_event`` is set (or forever).
+
+    The entry point of ``hil emulate`` for ``link.type = "canopen"``. For the drives
+    in their own process use ``link.canopen.interface = "hilrig_zmq"``: this process
+    then runs the hub, and the controller's process joins the same channel.
+
+    Args:
+        cfg: a resolved config.
+        bus_config: python-can keyword arguments; default ``bus_config_from(cfg)``.
+        stop_event: a threading or multiprocessing Event; None: run until interrupted.
+        ready: an optional Event, set once the drives have booted.
+    """
+    drives = EmulatedDrives(cfg, bus_config)
+    drives.start()
+    log.info("emulated CiA 402 drives %s on %s", drives.node_ids, drives.bus_config)
+    if ready is not None:
+        ready.set()
+    stop_event = stop_event if stop_event is not None else threading.Event()
+    try:
+        while not stop_event.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        drives.stop()
+

@@ -1,0 +1,49 @@
+"""The hilrig_zmq python-can interface: frames between buses through the hub, the wire
+format, and clear errors when there is no hub."""
+import os
+
+import can
+import pytest
+
+from drivers import zmqcan
+
+
+@pytest.fixture
+def channel():
+    return f"ipc:///tmp/hilrig-zmqcan-test-{os.getpid()}"
+
+
+def test_frames_reach_every_other_bus_through_the_hub(channel):
+    hub = can.Bus(interface="hilrig_zmq", channel=channel, hub=True)
+    other = can.Bus(interface="hilrig_zmq", channel=channel)
+    try:
+        hub.send(can.Message(arbitration_id=0x185, data=[1, 2, 3], is_extended_id=False))
+        other.send(can.Message(arbitration_id=0x1ABCDE, data=b"", is_extended_id=True))
+        got = other.recv(5.0)
+        assert (got.arbitration_id, bytes(got.data), got.is_extended_id) == (0x185, b"\1\2\3",
+                                                                             False)
+        got = hub.recv(5.0)
+        assert (got.arbitration_id, got.dlc, got.is_extended_id) == (0x1ABCDE, 0, True)
+        assert hub.recv(0.1) is None and other.recv(0.1) is None      # no own frames back
+    finally:
+        other.shutdown()
+        hub.shutdown()
+
+
+def test_wire_format_round_trip_and_rejects():
+    msg = can.Message(arbitration_id=0x7FF, data=bytes(range(8)), is_extended_id=False,
+                      timestamp=12.5)
+    frame = zmqcan.encode(msg, sender=42)
+    decoded, sender, probe = zmqcan.decode(frame)
+    assert (decoded.arbitration_id, bytes(decoded.data), decoded.timestamp, sender, probe) == \
+        (0x7FF, bytes(range(8)), 12.5, 42, False)
+    assert zmqcan.decode(b"\x02" + frame[1:]) is None          # another version
+    assert zmqcan.decode(frame[:-1]) is None                    # data shorter than the DLC
+    assert zmqcan.decode(b"\x01\x00") is None                   # no header
+
+
+def test_no_hub_and_bad_channels_fail_clearly(channel):
+    with pytest.raises(can.CanInitializationError, match="no hub answered"):
+        can.Bus(interface="hilrig_zmq", channel=channel + "-nobody", connect_timeout=0.2)
+    with pytest.raises(can.CanInitializationError, match="expected ipc://PATH"):
+        can.Bus(interface="hilrig_zmq", channel="can0")
