@@ -39,8 +39,9 @@ valid packet reached it for that long (free mode; in lockstep the plant only
 moves on commands). Every request is executed and answered
 ``emulator.serial.latency`` s after its last byte arrived.
 
-Faults for tests, thread-safe, applied before the next request is handled:
-``jam`` (in the plant, behind the drive), ``drop_replies``, ``corrupt_replies``
+Faults and set-ups for tests, thread-safe, applied before the next request is
+handled: ``jam`` (in the plant, behind the drive), ``set_state``, ``drop_replies``,
+``corrupt_replies``
 (bad CRC; a corrupted ACK is 0x00), ``truncate_replies``, ``set_errors`` (status
 word bits). Scheduled jams of ``faults.jam`` start at their t1 (plant time).
 ``emulator.command_timeout`` belongs to the ZeroMQ emulator and is not used here.
@@ -260,6 +261,13 @@ class RoboClawEmulator:
     def jam(self, joint: int, duration: float) -> None:
         """Jam ``joint`` (1-based) in the plant now, decelerating over ``duration`` s."""
         self._inbox.put(lambda: self.plant.plant.start_jam(joint, duration))
+
+    def set_state(self, q, qd=None) -> None:
+        """Put the plant at joint angles q (rad) and rates qd (rad/s) and resample the sensors."""
+        def move():
+            self.plant.plant.set_state(q, qd, t=self.plant.plant.t)
+            self._sample()
+        self._inbox.put(move)
 
     def drop_replies(self, count: int) -> None:
         """Ignore the next ``count`` requests entirely (no reply, no effect)."""

@@ -28,9 +28,11 @@ with select on pyserial's descriptor: pyserial's own timeout setter
 reconfigures the port (tcsetattr) on every change.
 
 Reactions (documented, tested):
-- a failed read returns False and keeps ``meas`` (the loop's watchdog counts
-  stale ticks); a failed write leaves the drives on their previous duty;
-  ``last_error`` names the exchange and the cause;
+- a failed exchange attempt is counted (``failed_exchanges``) and named with
+  its cause in ``last_error``, then repeated while retries and budget allow;
+- a read whose exchanges still fail returns False and keeps ``meas`` (the
+  loop's watchdog counts stale ticks); a write that still fails leaves that
+  controller on its previous duty;
 - no complete read, or no fully acknowledged write, for ``lost_after`` s
   (config ``link.timeout``): LinkTimeout naming the last error;
 - an error bit in a controller's status word: DriveFault(joint, status word,
@@ -121,9 +123,10 @@ class SerialLink(Link):
                                    rc.READ_SPEED_M2, rc.READ_CURRENTS, rc.READ_STATUS)}
         self.supply = np.zeros(n)           # V per joint, set by open
         self.status = {a: 0 for a, _ in self.controllers}   # last status word per address
-        self.last_error = ""
+        self.last_error = ""                # the latest failed exchange attempt, and why
+        self.failed_exchanges = 0           # failed attempts (each retried while time allows)
         self.stale_reads = 0                # reads that returned False
-        self.failed_writes = 0              # writes with an exchange that failed
+        self.failed_writes = 0              # writes with an exchange that failed for good
         self._pos, self._vel, self._cur = np.zeros(n), np.zeros(n), np.zeros(n)
         self._raw: list[int | None] = [None] * n
         self._count = [0] * n
@@ -178,7 +181,7 @@ class SerialLink(Link):
             for address, row in self.controllers:
                 self._read_controller(address, row, deadline)
         except (rc.FrameError, ExchangeTimeout) as exc:
-            self.last_error = str(exc)
+            self.last_error = str(exc)      # also the budget running out before an exchange
             self.stale_reads += 1
             silent = perf_counter() - self._last_fresh
             if silent > self.lost_after:
@@ -288,6 +291,8 @@ class SerialLink(Link):
             except (rc.FrameError, ExchangeTimeout) as exc:
                 error = exc
                 self._dirty = True
+                self.last_error = str(exc)
+                self.failed_exchanges += 1
         if error is None:
             error = ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
                                     f"not sent, the budget of {self.budget * 1e3:.2f} ms "
