@@ -23,9 +23,12 @@ Timing: a reply is awaited at most ``timeout`` s and never past the call's
 deadline, start + ``budget``; a failed exchange (no reply, truncated, bad CRC,
 not ACK) is flushed and repeated up to ``retries`` times while the deadline
 allows. So ``read`` and ``write`` each return within ``budget`` s plus the
-Python work after the last wait (tens of microseconds). Replies are awaited
-with select on pyserial's descriptor: pyserial's own timeout setter
-reconfigures the port (tcsetattr) on every change.
+Python work after the last wait (tens of microseconds). pyserial opens,
+configures, flushes and closes the port; requests and replies go through
+os.write/select/os.read on its non-blocking descriptor, because pyserial's
+timeout setter reconfigures the port (tcsetattr) on every change and its write
+reports a timeout after a complete write when the thread was descheduled
+longer than the write timeout.
 
 Reactions (documented, tested):
 - a failed exchange attempt is counted (``failed_exchanges``) and named with
@@ -156,8 +159,7 @@ class SerialLink(Link):
         """
         if self._serial is None:
             try:
-                self._serial = serial.Serial(self.port, self.baud, timeout=0,
-                                             write_timeout=self.timeout)
+                self._serial = serial.Serial(self.port, self.baud, timeout=0)
             except (serial.SerialException, OSError, ValueError) as exc:
                 raise LinkError(f"cannot open serial port {self.port}: {exc}") from None
             self._fd = self._serial.fileno()
@@ -261,8 +263,6 @@ class SerialLink(Link):
             FrameError, ExchangeTimeout when every attempt failed; LinkError when
             the port fails or the link is not open.
         """
-        if self._serial is None:
-            raise LinkError(f"{self.port}: the link is not open")
         wait = self.timeout if timeout is None else timeout
         tries = self.retries + 1 if attempts is None else attempts
         request = rc.encode_request(address, command, *values)
@@ -271,6 +271,8 @@ class SerialLink(Link):
 
     def _exchange(self, address: int, command: rc.Command, request: bytes, deadline: float,
                   wait: float, tries: int) -> tuple:
+        if self._serial is None:
+            raise LinkError(f"{self.port}: the link is not open")
         error: LinkError | None = None
         for _ in range(tries):
             now = perf_counter()
@@ -280,7 +282,7 @@ class SerialLink(Link):
                 self._serial.reset_input_buffer()
                 self._dirty = False
             until = min(now + wait, deadline)
-            self._send(request, address, command)
+            self._send(request, until, address, command)
             reply = self._receive(command.reply_length, until)
             try:
                 if not reply:
@@ -295,19 +297,27 @@ class SerialLink(Link):
                 self.failed_exchanges += 1
         if error is None:
             error = ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
-                                    f"not sent, the budget of {self.budget * 1e3:.2f} ms "
-                                    "was spent")
+                                    "not sent, no time left before the call's deadline "
+                                    f"(link.serial.budget = {self.budget * 1e3:.2f} ms)")
         raise error
 
-    def _send(self, request: bytes, address: int, command: rc.Command) -> None:
-        try:
-            self._serial.write(request)
-        except serial.SerialTimeoutException:
-            raise ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
-                                  f"the port took more than {self.timeout * 1e3:.2f} ms to "
-                                  "accept the request") from None
-        except (serial.SerialException, OSError) as exc:
-            raise LinkError(f"{self.port}: write failed: {exc}") from None
+    def _send(self, request: bytes, until: float, address: int, command: rc.Command) -> None:
+        """Write the whole request, waiting for room no later than ``until``."""
+        sent = 0
+        while True:
+            try:
+                sent += os.write(self._fd, request[sent:])
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise LinkError(f"{self.port}: write failed: {exc}") from None
+            if sent == len(request):
+                return
+            left = until - perf_counter()
+            if left <= 0.0 or not select.select((), (self._fd,), (), left)[1]:
+                raise ExchangeTimeout(f"{command.name} (cmd {command.code}) at "
+                                      f"0x{address:02X}: the port did not take the request "
+                                      "in time (output buffer full)")
 
     def _receive(self, n: int, until: float) -> bytes:
         """Up to n bytes, waiting no later than ``until`` (perf_counter time)."""
