@@ -131,7 +131,8 @@ def test_open_reads_the_battery_and_configures_each_drive(emulator, connect):
     link = connect(emulator)
     assert list(link.supply) == [24.0, 24.0, 24.0]
     first, second = emulator.controllers[0x80], emulator.controllers[0x81]
-    assert first.serial_timeout == pytest.approx(0.5) and second.serial_timeout == pytest.approx(0.5)
+    assert first.serial_timeout == pytest.approx(0.5)
+    assert second.serial_timeout == pytest.approx(0.5)
     assert first.max_current == [4.0, 4.0]
     assert second.max_current == [4.0, DEFAULT_MAX_CURRENT]   # 0x81 M2 drives no joint
     assert first.duty == [0, 0] and second.duty == [0, 0]
@@ -185,6 +186,54 @@ def test_encoder_counts_unwrap_across_zero_and_across_int32(emulator, connect):
         emulator.set_state(np.array(counts) / counts_per_rad)
         assert link.read(meas)
         assert np.allclose(meas.pos * counts_per_rad, counts, rtol=0, atol=1e-3)
+
+
+def read_once(*overrides: str) -> Measurement:
+    """One measurement of the rig at rest at q = [0.3, -1.2, 2.5] rad from a fresh emulator."""
+    with RoboClawEmulator(rig(*overrides)) as emu:
+        cfg = rig(*overrides)
+        cfg["link"]["serial"]["port"] = emu.port
+        with SerialLink.from_config(cfg) as link:
+            emu.set_state(np.array([0.3, -1.2, 2.5]))
+            meas = Measurement(3)
+            assert link.read(meas)
+    assert emu.error is None
+    return meas
+
+
+def test_sensor_noise_is_seeded():
+    noise = ("emulator.serial.position_noise=5.0", "emulator.serial.speed_noise=50.0",
+             "emulator.serial.current_noise=0.05")
+    clean = read_once()
+    first, again = read_once(*noise), read_once(*noise)
+    other = read_once(*noise, "emulator.serial.seed=7")
+    assert np.array_equal(first.buffer[1:], again.buffer[1:])
+    assert not np.array_equal(first.buffer[1:], other.buffer[1:])
+    counts_per_rad = 2048 * 10 / (2 * np.pi)
+    assert 0 < np.abs(first.pos - clean.pos).max() * counts_per_rad < 5 * 5.0
+    assert np.all(first.vel != 0.0) and np.all(first.current != 0.0)
+
+
+def test_emulated_latency_delays_every_reply():
+    # 50 ms latency against a 10 ms reply timeout: nothing arrives in time
+    cfg = rig("emulator.serial.latency=0.05", "link.serial.timeout=0.01")
+    with RoboClawEmulator(cfg) as emu:
+        cfg["link"]["serial"]["port"] = emu.port
+        with SerialLink.from_config(cfg) as link:     # open's exchanges wait 0.1 s each
+            assert link.read(Measurement(3)) is False
+            assert "ReadEncM1 (cmd 16) at 0x80: no reply within 10.00 ms" in link.last_error
+    # the same latency against the 0.5 s timeout of the other tests
+    assert read_once("emulator.serial.latency=0.05").pos[0] == pytest.approx(0.3, abs=2e-4)
+
+
+def test_scheduled_jams_of_the_config_start_in_the_emulated_plant():
+    cfg = rig("faults.jam.joint=3", "faults.jam.t1=0.1", "faults.jam.duration=0.02")
+    with RoboClawEmulator(cfg) as emu:
+        cfg["link"]["serial"]["port"] = emu.port
+        with SerialLink.from_config(cfg) as link:
+            q = pd_loop(link, cfg, 25)
+    assert np.ptp(q[13:, 2]) == 0.0 and np.ptp(q[:11, 2]) > 0.0     # blocked from 0.12 s
+    assert np.ptp(q[13:, 0]) > 0.0
 
 
 # -- faults on the wire ---------------------------------------------------------------
