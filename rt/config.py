@@ -173,6 +173,40 @@ SCHEMA: dict[str, Any] = {
             "boot_timeout": Key("float", 2.0, positive=True,
                                 doc="wait for boot-up, and for each state change when enabling, s"),
         },
+        "serial": {  # RoboClaw-style packet serial (drivers/serial_link.py)
+            "port": Key("str", "/tmp/hilrig-roboclaw",
+                        doc="serial device (/dev/ttyACM0, or the emulator's pty link)"),
+            "baud": Key("int", 460800, choices=(2400, 9600, 19200, 38400, 57600, 115200,
+                                                230400, 460800),
+                        doc="TTL serial baud rate, bit/s (USB and ptys ignore it)"),
+            "axes": Key("pairs", None, length="nact",
+                        doc="[address, channel] per actuated joint: address 128..135 "
+                            "(0x80..0x87), channel 1 (M1) or 2 (M2); default: two motors per "
+                            "controller from 0x80 up"),
+            "counts_per_rev": Key("floats", 2048.0, length="nact", scalar_ok=True,
+                                  positive=True,
+                                  doc="quadrature encoder counts per motor revolution"),
+            "supply_voltage": Key("float", 0.0, minimum=0.0,
+                                  doc="motor supply, V: duty = u / supply; 0: read each "
+                                      "controller's main battery voltage when the link opens"),
+            "timeout": Key("float", 0.002, positive=True,
+                           doc="longest wait for one reply, s"),
+            "retries": Key("int", 1, minimum=0, doc="repeats of a failed exchange within a tick"),
+            "budget": Key("float", 0.004, positive=True,
+                          doc="longest one read or one write may take (all its exchanges and "
+                              "retries), s"),
+            "drive_timeout": Key("float", 0.0, minimum=0.0,
+                                 doc="drive-side serial timeout (cmd 14), s, in steps of 0.1 "
+                                     "up to 25.5: the drive stops its motors when no valid "
+                                     "packet arrives for this long; 0: off"),
+            "max_current": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0,
+                               doc="motor current limit written to the drive at open "
+                                   "(cmds 133/134), A; 0: keep the drive's setting"),
+            "overcurrent_ticks": Key("int", 20, minimum=0,
+                                     doc="an over-current warning on this many consecutive "
+                                         "reads is a drive fault (a stalled or jammed joint); "
+                                         "0: warnings are not faults"),
+        },
     },
     "emulator": {
         "mode": Key("str", "free", choices=("free", "lockstep"),
@@ -195,6 +229,20 @@ SCHEMA: dict[str, Any] = {
             "i2t_time": Key("float", 0.0, minimum=0.0,
                             doc="I2t protection: fault 0x2310 when the integral of i^2 - "
                                 "i_rated^2 exceeds i_rated^2 * i2t_time (0: off), s"),
+        },
+        "serial": {  # the emulated packet-serial drives (drivers/roboclaw_emulator.py)
+            "battery_voltage": Key("float", 24.0, positive=True,
+                                   doc="main battery, V: motor voltage = duty x battery"),
+            "latency": Key("float", 0.0, minimum=0.0,
+                           doc="a request is executed and answered this long after its last "
+                               "byte arrived, s"),
+            "position_noise": Key("float", 0.0, minimum=0.0,
+                                  doc="std of the noise on encoder counts, counts"),
+            "speed_noise": Key("float", 0.0, minimum=0.0,
+                               doc="std of the noise on encoder speeds, counts/s"),
+            "current_noise": Key("float", 0.0, minimum=0.0,
+                                 doc="std of the noise on motor currents, A"),
+            "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
         },
     },
     "faults": {
@@ -306,6 +354,7 @@ def resolve(raw: dict) -> dict:
     _check_jams(out, sizes, listed)
     _fill_model_defaults(out, sizes)
     _check_consistency(out, sizes)
+    _check_serial(out, sizes)
     return out
 
 
@@ -386,10 +435,14 @@ def _check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(f"{name}: must be one of {list(spec.choices)}, got {value!r}")
         _check_range(float(value), spec, name)
         return value
     if kind == "float":
         return _number(value, spec, name)
+    if kind == "pairs":
+        return _pairs(value, spec, name, sizes)
     # floats: a list of numbers
     length = sizes.get(spec.length, spec.length) if isinstance(spec.length, str) else spec.length
     if not isinstance(value, list):
@@ -403,6 +456,21 @@ def _check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
         raise ConfigError(f"{name}: expected {length} values ({what}), got {len(value)}"
                           if what else f"{name}: expected {length} values, got {len(value)}")
     return [_number(v, spec, f"{name}[{i}]") for i, v in enumerate(value)]
+
+
+def _pairs(value: Any, spec: Key, name: str, sizes: dict) -> list:
+    """A list of [int, int] pairs, one per entry of ``spec.length``."""
+    length = sizes.get(spec.length, spec.length)
+    if not isinstance(value, list):
+        raise ConfigError(f"{name}: expected a list of [int, int] pairs, got {value!r}")
+    if length is not None and len(value) != length:
+        raise ConfigError(f"{name}: expected {length} pairs (one per actuated joint), "
+                          f"got {len(value)}")
+    for i, pair in enumerate(value):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in pair)):
+            raise ConfigError(f"{name}[{i}]: expected a pair of integers, got {pair!r}")
+    return [list(pair) for pair in value]
 
 
 def _number(value: Any, spec: Key, name: str) -> float:
@@ -527,6 +595,39 @@ def _check_canopen(cfg: dict, sizes: dict) -> None:
         interpolation_period(period)
     except ValueError as exc:
         raise ConfigError(f"sim.dt: {exc}") from None
+
+
+def _check_serial(cfg: dict, sizes: dict) -> None:
+    """Fill the default axis map of ``link.serial`` and check what one key alone cannot."""
+    serial = cfg["link"]["serial"]
+    if serial["axes"] is None:
+        serial["axes"] = [[0x80 + j // 2, 1 + j % 2] for j in range(sizes["nact"])]
+        if serial["axes"][-1][0] > 0x87:
+            raise ConfigError(f"link.serial.axes: {sizes['nact']} joints need more than the 8 "
+                              "controller addresses 0x80..0x87")
+    for i, (address, channel) in enumerate(serial["axes"]):
+        if not 0x80 <= address <= 0x87:
+            raise ConfigError(f"link.serial.axes[{i}]: address must be 128..135 (0x80..0x87), "
+                              f"got {address}")
+        if channel not in (1, 2):
+            raise ConfigError(f"link.serial.axes[{i}]: channel must be 1 (M1) or 2 (M2), "
+                              f"got {channel}")
+        if [address, channel] in serial["axes"][:i]:
+            raise ConfigError(f"link.serial.axes[{i}]: motor M{channel} of 0x{address:02X} is "
+                              "already mapped to another joint")
+    units = serial["drive_timeout"] * 10.0
+    if units > 255.0 + 1e-9 or abs(units - round(units)) > 1e-6:
+        raise ConfigError(f"link.serial.drive_timeout: must be a multiple of 0.1 s up to 25.5 s, "
+                          f"got {serial['drive_timeout']}")
+    if cfg["link"]["type"] != "serial":
+        return
+    if cfg["plant"]["drive"] == "torque":
+        raise ConfigError("link.type: 'serial' drives DC motors by duty cycle; set plant.drive = "
+                          "'voltage' or 'voltage_full'")
+    if cfg["emulator"]["mode"] != "lockstep" and 2.0 * serial["budget"] > cfg["sim"]["dt"]:
+        raise ConfigError(f"link.serial.budget: a read and a write may take 2 x "
+                          f"{serial['budget']} s, more than one tick (sim.dt = "
+                          f"{cfg['sim']['dt']} s)")
 
 
 def to_json(cfg: dict) -> str:

@@ -1,0 +1,451 @@
+"""Emulated RoboClaw-style controllers on a pseudo-terminal, with the plant behind them.
+
+The emulator impersonates the controllers that ``link.serial`` describes (the
+addresses and channels of ``axes``, the encoders' ``counts_per_rev``; gear
+ratios from ``plant.motor``), so ``SerialLink`` runs against it unchanged. It
+owns a PlantLink (the plant in its process) and serves the master side of a pty
+with os.read/os.write in a select loop; the link opens the slave path
+(``port``) with pyserial, like /dev/ttyACM0. Run it in a thread (``start`` /
+``stop``) or in its own process (``serve``).
+
+Plant stepping (``emulator.mode``):
+- "free": the plant advances by sim.dt in real time (monotonic clock) with the
+  duties last received; missed steps after a stall run back to back, and the
+  clock is re-anchored when it falls more than RESYNC s behind.
+- "lockstep": one step of sim.dt when a read request arrives after a duty
+  command that itself followed a measurement read (encoders, speeds, currents,
+  status), before the read is answered: once per tick of a link that reads,
+  then writes. The set-up exchanges of the link's ``open`` do not step the
+  plant, and a repeated duty command (after a lost ACK) only overwrites the
+  duty. Deterministic: meant for tests.
+
+Wire commands to plant inputs: motor voltage = duty / 32767 x battery voltage
+(``emulator.serial.battery_voltage``). Plant state to what a drive reports,
+sampled after every step (and at start):
+- encoder count round(r q cpr / 2 pi + noise), sent as uint32 (mod 2^32);
+- speed round(r qd cpr / 2 pi + noise), counts/s: the plant's motor rate
+  rounded to whole counts/s (the RoboClaw's own speed filter is not documented);
+- current round(100 (i + noise)), 10 mA units; main battery in 0.1 V;
+- status word: injected error bits, plus the over-current warning of a channel
+  whose |current| exceeds its limit (power-up DEFAULT_MAX_CURRENT, or as set by
+  cmds 133/134). The emulator flags over-current but does not regulate it.
+Noise is Gaussian (``emulator.serial.*_noise``), seeded by ``emulator.serial.seed``.
+
+Device behaviour, as the manual describes it (PROTOCOLS.md §5): a write with a
+bad CRC is dropped without reply; a partial packet is discarded after
+PACKET_GAP of silence; bytes for unmapped addresses and unknown commands get no
+reply; with a serial timeout set (cmd 14) a controller zeroes its duties when no
+valid packet reached it for that long (free mode; in lockstep the plant only
+moves on commands). Every request is executed and answered
+``emulator.serial.latency`` s after its last byte arrived.
+
+Faults and set-ups for tests, thread-safe, applied before the next request is
+handled: ``jam`` (in the plant, behind the drive), ``set_state``, ``drop_replies``,
+``corrupt_replies``
+(bad CRC; a corrupted ACK is 0x00), ``truncate_replies``, ``set_errors`` (status
+word bits). Scheduled jams of ``faults.jam`` start at their t1 (plant time).
+``emulator.command_timeout`` belongs to the ZeroMQ emulator and is not used here.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import queue
+import select
+import threading
+import tty
+from collections import deque
+from time import monotonic
+
+import numpy as np
+
+from drivers import roboclaw_codec as rc
+from drivers.inprocess import PlantLink
+from drivers.link import Measurement
+from plant.factory import correction_id, plant_from_config
+from rt import lockstep
+from rt.sim import INTEGRATORS, jam_schedule
+
+PACKET_GAP = 0.010          # silence that discards a partial packet, s
+POLL = 0.02                 # longest select wait, so a stop request is seen, s
+RESYNC = 0.1                # free mode: further behind than this re-anchors the clock, s
+DEFAULT_MAX_CURRENT = 30.0  # power-up current limit per channel, A
+MEASUREMENT_READS = (16, 17, 18, 19, 49, 90)
+
+
+class _Controller:
+    """The state of one emulated controller (one address)."""
+
+    def __init__(self):
+        self.duty = [0, 0]                        # M1, M2, +-32767
+        self.max_current = [DEFAULT_MAX_CURRENT] * 2   # A
+        self.serial_timeout = 0.0                 # s, 0 = off
+        self.last_packet = monotonic()
+        self.errors = 0                           # injected status bits
+        self.warnings = 0                         # over-current warning bits
+
+
+class RoboClawEmulator:
+    """Emulated packet-serial controllers over the plant of ``cfg``.
+
+    Args:
+        cfg: resolved config (rt.config); uses sim, plant, link.serial,
+            emulator.mode, emulator.serial and faults.jam.
+        master_fd: serve this pty master; by default a new pty is opened (raw mode)
+            and its slave kept open while the emulator lives.
+
+    Attributes:
+        port: slave path for the link (None when ``master_fd`` was given).
+        plant: the PlantLink behind the drives (touch it only from the
+            emulator's thread, or when the emulator is stopped).
+        stats: counters: requests, replies, bad_frames, discarded, ignored, steps, resyncs.
+        error: the exception that ended the thread, if any.
+    """
+
+    def __init__(self, cfg: dict, master_fd: int | None = None):
+        sim, serial_cfg, emu = cfg["sim"], cfg["link"]["serial"], cfg["emulator"]["serial"]
+        if cfg["plant"]["drive"] == "torque":
+            raise ValueError("the emulated RoboClaw drives DC motors: plant.drive must be "
+                             "'voltage' or 'voltage_full'")
+        if sim["integrator"] not in INTEGRATORS:
+            raise ValueError(f"sim.integrator {sim['integrator']!r} is offline only; the "
+                             f"emulated drives step with one of {sorted(INTEGRATORS)}")
+        self.dt = sim["dt"]
+        self.lockstep = cfg["emulator"]["mode"] == "lockstep"
+        self.battery = emu["battery_voltage"]
+        self.latency = emu["latency"]
+        self.noise = (emu["position_noise"], emu["speed_noise"], emu["current_noise"])
+        self.rng = np.random.default_rng(emu["seed"])
+        self.axes = [tuple(pair) for pair in serial_cfg["axes"]]
+        self._joint_of = {axis: j for j, axis in enumerate(self.axes)}
+        gear = np.asarray(cfg["plant"]["motor"]["gear_ratio"], dtype=float)
+        self.counts_per_rad = np.asarray(serial_cfg["counts_per_rev"]) * gear / (2.0 * np.pi)
+        self.controllers = {address: _Controller() for address, _ in self.axes}
+        self.plant = self._plant(cfg)
+        self._warm_up(cfg)
+        self.schedule = jam_schedule(cfg)
+        n = len(self.axes)
+        self._meas = Measurement(n)
+        self._volts = np.zeros(n)
+        self._enc, self._speed, self._amps = [0] * n, [0] * n, [0] * n
+        self._sample()
+        self._measured = False                    # lockstep: a measurement was read ...
+        self._commanded = False                   # ... and a duty followed it
+        self._buf = bytearray()
+        self._last_byte = 0.0
+        self._pending: deque = deque()            # (due, address, command, values)
+        self._faults = {"drop": 0, "corrupt": 0, "truncate": 0}
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.stats = dict.fromkeys(("requests", "replies", "bad_frames", "discarded", "ignored",
+                                    "steps", "resyncs"), 0)
+        self.last_bad_frame = ""
+        self.error: BaseException | None = None
+        self._slave = -1
+        self.port = None
+        self._owns_master = master_fd is None
+        if master_fd is None:
+            master_fd, self._slave = os.openpty()
+            tty.setraw(self._slave)
+            self.port = os.ttyname(self._slave)
+        self._master = master_fd
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _plant(cfg: dict) -> PlantLink:
+        plant = plant_from_config(cfg)
+        correction = correction_id(cfg)
+        lockstep.correct(plant.params, plant.x, correction, plant.work)
+        return PlantLink(plant, cfg["sim"]["dt"], INTEGRATORS[cfg["sim"]["integrator"]],
+                         correction)
+
+    def _warm_up(self, cfg: dict) -> None:
+        """Compile (or load from the numba cache) the step, current and jam kernels on a copy."""
+        spare = self._plant(cfg)
+        spare.read(Measurement(spare.n_axes))
+        spare.write(np.zeros(spare.n_axes))
+        p = spare.plant
+        lockstep.apply_schedule(p.params, p.jams, jam_schedule(cfg), p.t, p.x, 0.0)
+
+    # -- running ------------------------------------------------------------------
+
+    def start(self) -> "RoboClawEmulator":
+        """Serve in a daemon thread until ``stop``."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run_catching, name="roboclaw-emulator",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread (within POLL s) and close the pty. Idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.close()
+
+    def close(self) -> None:
+        """Close the pty if the emulator opened it. Idempotent."""
+        for fd in (self._master if self._owns_master else -1, self._slave):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._master = self._slave = -1
+
+    def __enter__(self) -> "RoboClawEmulator":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _run_catching(self) -> None:
+        try:
+            self.run(self._stop)
+        except BaseException as exc:  # noqa: BLE001 - kept for the owner to inspect
+            self.error = exc
+
+    def run(self, stop_event) -> None:
+        """Serve until ``stop_event`` (threading or multiprocessing Event) is set.
+
+        Raises RuntimeError when the pty has no slave end open any more, and
+        drivers.link.LinkError when the plant state becomes invalid.
+        """
+        fd = self._master
+        self._next_step = monotonic() + self.dt
+        while not stop_event.is_set():
+            now = monotonic()
+            wait = POLL
+            if not self.lockstep:
+                wait = min(wait, self._next_step - now)
+            if self._pending:
+                wait = min(wait, self._pending[0][0] - now)
+            if self._buf:
+                wait = min(wait, self._last_byte + PACKET_GAP - now)
+            ready, _, _ = select.select((fd,), (), (), max(wait, 0.0))
+            now = monotonic()
+            self._expire_partial(now)
+            if ready:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError as exc:
+                    if exc.errno == errno.EIO:
+                        raise RuntimeError("pty: no process has the slave end open") from None
+                    raise
+                self._buf += data
+                self._last_byte = now
+            self._drain_inbox()
+            self._parse(now)
+            while self._pending and self._pending[0][0] <= now:
+                _, address, command, values = self._pending.popleft()
+                self._execute(address, command, values)
+            if not self.lockstep:
+                self._keep_time(now)
+
+    def _keep_time(self, now: float) -> None:
+        while now >= self._next_step:
+            for controller in self.controllers.values():
+                if controller.serial_timeout and \
+                        now - controller.last_packet > controller.serial_timeout:
+                    controller.duty = [0, 0]
+            self._step()
+            self._next_step += self.dt
+            if now - self._next_step > RESYNC:
+                self._next_step = now + self.dt
+                self.stats["resyncs"] += 1
+
+    # -- fault injection (any thread) ---------------------------------------------
+
+    def jam(self, joint: int, duration: float) -> None:
+        """Jam ``joint`` (1-based) in the plant now, decelerating over ``duration`` s."""
+        self._inbox.put(lambda: self.plant.plant.start_jam(joint, duration))
+
+    def set_state(self, q, qd=None) -> None:
+        """Put the plant at joint angles q (rad) and rates qd (rad/s) and resample the sensors."""
+        def move():
+            self.plant.plant.set_state(q, qd, t=self.plant.plant.t)
+            self._sample()
+        self._inbox.put(move)
+
+    def drop_replies(self, count: int) -> None:
+        """Ignore the next ``count`` requests entirely (no reply, no effect)."""
+        self._inbox.put(lambda: self._faults.__setitem__("drop", count))
+
+    def corrupt_replies(self, count: int) -> None:
+        """Send the next ``count`` replies with a wrong CRC (an ACK becomes 0x00)."""
+        self._inbox.put(lambda: self._faults.__setitem__("corrupt", count))
+
+    def truncate_replies(self, count: int) -> None:
+        """Send only the first half of the next ``count`` replies (an ACK: nothing)."""
+        self._inbox.put(lambda: self._faults.__setitem__("truncate", count))
+
+    def set_errors(self, address: int, bits: int) -> None:
+        """Set the injected bits of ``address``'s status word (0 clears them)."""
+        self._inbox.put(lambda: setattr(self.controllers[address], "errors", bits))
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                action = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            action()
+
+    # -- the wire -----------------------------------------------------------------
+
+    def _expire_partial(self, now: float) -> None:
+        if self._buf and now - self._last_byte > PACKET_GAP:
+            self._buf.clear()
+            self.stats["discarded"] += 1
+
+    def _parse(self, now: float) -> None:
+        buf = self._buf
+        while buf:
+            if buf[0] not in self.controllers:
+                del buf[0]
+                self.stats["ignored"] += 1
+                continue
+            if len(buf) < 2:
+                return
+            command = rc.COMMANDS.get(buf[1])
+            if command is None:
+                del buf[:2]
+                self.stats["ignored"] += 1
+                continue
+            if len(buf) < command.request_length:
+                return
+            frame = bytes(buf[:command.request_length])
+            del buf[:command.request_length]
+            try:
+                address, command, values = rc.decode_request(frame)
+            except rc.FrameError as exc:
+                self.stats["bad_frames"] += 1
+                self.last_bad_frame = str(exc)
+                continue
+            self._pending.append((now + self.latency, address, command, values))
+
+    def _execute(self, address: int, command: rc.Command, values: tuple) -> None:
+        faults = self._faults
+        if faults["drop"]:
+            faults["drop"] -= 1
+            return
+        self.stats["requests"] += 1
+        controller = self.controllers[address]
+        controller.last_packet = monotonic()
+        if self.lockstep and command.is_read:
+            if self._commanded:
+                self._measured = self._commanded = False
+                self._step()
+            self._measured = self._measured or command.code in MEASUREMENT_READS
+        reply = rc.encode_reply(address, command, *self._answer(address, controller, command,
+                                                                values))
+        if faults["corrupt"]:
+            faults["corrupt"] -= 1
+            reply = reply[:-1] + bytes((reply[-1] ^ 0xFF,)) if command.is_read else b"\x00"
+        elif faults["truncate"]:
+            faults["truncate"] -= 1
+            reply = reply[:len(reply) // 2]
+        if reply:
+            os.write(self._master, reply)
+            self.stats["replies"] += 1
+
+    def _answer(self, address: int, controller: _Controller, command: rc.Command,
+                values: tuple) -> tuple:
+        """Apply a request to the device and return the reply's values."""
+        code = command.code
+        joint = self._joint_of.get
+        if code in (16, 17):
+            j = joint((address, code - 15))
+            count = 0 if j is None else self._enc[j]
+            backwards = j is not None and self._speed[j] < 0
+            return count & 0xFFFFFFFF, 2 if backwards else 0
+        if code in (18, 19):
+            j = joint((address, code - 17))
+            speed = 0 if j is None else self._speed[j]
+            return speed, 1 if speed < 0 else 0
+        if code == 49:
+            return tuple(0 if j is None else self._amps[j]
+                         for j in (joint((address, 1)), joint((address, 2))))
+        if code == 90:
+            return (controller.errors | controller.warnings,)
+        if code == 24:
+            return (round(10.0 * self.battery),)
+        if code == 14:
+            controller.serial_timeout = 0.1 * values[0]
+        elif code in (133, 134):
+            controller.max_current[code - 133] = 0.01 * values[0]
+        else:                                                 # 32, 33, 34: duty
+            channels = (1, 2) if code == 34 else (code - 31,)
+            for channel, duty in zip(channels, values):
+                controller.duty[channel - 1] = duty
+            self._commanded = self._commanded or self._measured
+        return ()
+
+    # -- the plant ----------------------------------------------------------------
+
+    def _step(self) -> None:
+        scale = self.battery / rc.DUTY_FULL
+        for j, (address, channel) in enumerate(self.axes):
+            self._volts[j] = self.controllers[address].duty[channel - 1] * scale
+        p = self.plant.plant
+        if len(self.schedule):
+            lockstep.apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.dt)
+        self.plant.write(self._volts)
+        self.stats["steps"] += 1
+        self._sample()
+
+    def _sample(self) -> None:
+        meas = self._meas
+        self.plant.read(meas)
+        counts = meas.pos * self.counts_per_rad
+        speeds = meas.vel * self.counts_per_rad
+        amps = meas.current.copy()
+        position_noise, speed_noise, current_noise = self.noise
+        n = len(self.axes)
+        if position_noise:
+            counts += self.rng.normal(0.0, position_noise, n)
+        if speed_noise:
+            speeds += self.rng.normal(0.0, speed_noise, n)
+        if current_noise:
+            amps += self.rng.normal(0.0, current_noise, n)
+        for controller in self.controllers.values():
+            controller.warnings = 0
+        for j, (address, channel) in enumerate(self.axes):
+            self._enc[j] = int(round(counts[j]))
+            self._speed[j] = max(-2 ** 31, min(2 ** 31 - 1, int(round(speeds[j]))))
+            self._amps[j] = max(-32768, min(32767, int(round(100.0 * amps[j]))))
+            controller = self.controllers[address]
+            if abs(meas.current[j]) > controller.max_current[channel - 1]:
+                controller.warnings |= rc.OVERCURRENT_WARNING[channel]
+
+
+def serve(cfg: dict, port: str | int, stop_event) -> None:
+    """Run the emulated drives in this thread until ``stop_event`` is set (for ``hil emulate``).
+
+    Args:
+        cfg: resolved config.
+        port: a pty master descriptor to serve (the caller keeps a slave end open
+            and closes both),
+            or a path: a new pty is opened and ``port`` made a symlink to its slave
+            (replacing what was there; removed on return), for the link's
+            ``link.serial.port``.
+        stop_event: threading.Event or multiprocessing.Event.
+    """
+    if isinstance(port, int):
+        emulator = RoboClawEmulator(cfg, master_fd=port)
+        link_path = None
+    else:
+        emulator = RoboClawEmulator(cfg)
+        link_path = str(port)
+        temporary = f"{link_path}.{os.getpid()}"
+        os.symlink(emulator.port, temporary)
+        os.replace(temporary, link_path)
+    try:
+        emulator.run(stop_event)
+    finally:
+        if link_path is not None and os.path.islink(link_path) \
+                and os.readlink(link_path) == emulator.port:
+            os.unlink(link_path)
+        emulator.close()

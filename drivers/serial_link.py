@@ -1,0 +1,421 @@
+"""Packet-serial drives (RoboClaw-style brushed DC controllers) as a Link.
+
+Each actuated joint is one motor channel (M1 or M2) of a controller at an
+address 0x80..0x87; several controllers share one serial port (multi-drop).
+
+Exchanges per tick (drivers.roboclaw_codec), per controller address:
+- read phase: ReadEncM1/M2 (16/17) and ReadSpeedM1/M2 (18/19) per used channel,
+  then ReadCurrents (49) and ReadStatus (90); the measurement is committed only
+  when every exchange succeeded;
+- write phase: DutyM1M2 (34) when both channels are used, else DutyM1/M2
+  (32/33), each acknowledged by 0xFF.
+For 3 axes on two controllers that is 10 reads and 2 writes, 102 bytes: 2.2 ms
+of wire time at 460800 baud, 8.9 ms at 115200 (ptys and USB have no baud limit).
+
+Units: joint angle q = count * 2 pi / (counts_per_rev * gear_ratio) rad, joint
+rate from the drive's speed (counts/s) the same way, currents A (10 mA steps),
+commands V: duty = round(u / supply * 32767), clamped to +-32767 (+-100 %),
+where supply is ``supply_voltage`` or, when that is 0, each controller's main
+battery voltage read once at ``open``. Encoder counts are decoded as uint32 and
+unwrapped (the first reading taken as int32), so they never wrap.
+
+Timing: a reply is awaited at most ``timeout`` s and never past the call's
+deadline, start + ``budget``; a failed exchange (no reply, truncated, bad CRC,
+not ACK) is flushed and repeated up to ``retries`` times while the deadline
+allows. So ``read`` and ``write`` each return within ``budget`` s plus the
+Python work after the last wait (tens of microseconds). pyserial opens,
+configures, flushes and closes the port; requests and replies go through
+os.write/select/os.read on its non-blocking descriptor, because pyserial's
+timeout setter reconfigures the port (tcsetattr) on every change and its write
+reports a timeout after a complete write when the thread was descheduled
+longer than the write timeout.
+
+Reactions (documented, tested):
+- a failed exchange attempt is counted (``failed_exchanges``) and named with
+  its cause in ``last_error``, then repeated while retries and budget allow;
+- a read whose exchanges still fail returns False and keeps ``meas`` (the
+  loop's watchdog counts stale ticks); a write that still fails leaves that
+  controller on its previous duty;
+- no complete read, or no fully acknowledged write, for ``lost_after`` s
+  (config ``link.timeout``): LinkTimeout naming the last error;
+- an error bit in a controller's status word: DriveFault(joint, status word,
+  plain message); an over-current warning of a used channel on
+  ``overcurrent_ticks`` consecutive reads: DriveFault (stalled or jammed joint);
+- the port failing (peer gone, device unplugged): LinkError.
+``safe_stop`` sends zero duty to every motor; from then on ``write`` sends zero
+duty whatever it is given (the drives stay fed, the command is blocked).
+Joints in DriveFault are numbered from 1, as in the configs.
+"""
+from __future__ import annotations
+
+import math
+import os
+import select
+from time import perf_counter
+
+import numpy as np
+import serial
+
+from drivers import roboclaw_codec as rc
+from drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
+
+OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``open``, s
+OPEN_ATTEMPTS = 3
+
+
+class ExchangeTimeout(LinkTimeout):
+    """One exchange got no reply (or could not be sent) in time."""
+
+
+class SerialLink(Link):
+    """RoboClaw-style packet-serial controllers driving the actuated joints' DC motors.
+
+    Args:
+        port: serial device path (a pty slave for the emulator).
+        axes: (address, channel) per joint; address 0x80..0x87, channel 1 (M1) or 2 (M2).
+        counts_per_rev: encoder counts per motor revolution, per joint.
+        gear_ratio: motor angle / joint angle, per joint.
+        baud: bit/s.
+        supply_voltage: V; 0 = read each controller's main battery at ``open``.
+        timeout: longest wait for one reply, s.
+        retries: repeats of a failed exchange within one call.
+        budget: longest one ``read`` or one ``write`` may take, s.
+        lost_after: no complete read or acknowledged write for this long: LinkTimeout, s.
+        drive_timeout: drive-side serial timeout set at ``open`` (cmd 14), s; 0 = off.
+        max_current: per joint, A, written at ``open`` (cmds 133/134); 0 = keep the drive's.
+        overcurrent_ticks: consecutive over-current warnings that make a DriveFault; 0 = never.
+    """
+
+    command_unit = "V"
+
+    def __init__(self, port: str, axes, counts_per_rev, gear_ratio, *, baud: int = 460800,
+                 supply_voltage: float = 0.0, timeout: float = 0.002, retries: int = 1,
+                 budget: float = 0.004, lost_after: float = 0.1, drive_timeout: float = 0.0,
+                 max_current=0.0, overcurrent_ticks: int = 20):
+        self.port = port
+        self.axes = [(int(a), int(c)) for a, c in axes]
+        self.n_axes = n = len(self.axes)
+        for address, channel in self.axes:
+            if address not in rc.ADDRESSES or channel not in (1, 2):
+                raise ValueError(f"axis (0x{address:02X}, {channel}): address must be "
+                                 "0x80..0x87 and channel 1 or 2")
+        if len(set(self.axes)) != n:
+            raise ValueError(f"axes map two joints to one motor: {self.axes}")
+        self.rad_per_count = 2.0 * np.pi / (np.broadcast_to(counts_per_rev, n)
+                                            * np.broadcast_to(gear_ratio, n))
+        self.baud = int(baud)
+        self.supply_voltage = float(supply_voltage)
+        self.timeout, self.retries, self.budget = float(timeout), int(retries), float(budget)
+        self.lost_after = float(lost_after)
+        self.drive_timeout = float(drive_timeout)
+        self.max_current = np.broadcast_to(np.asarray(max_current, dtype=float), n).copy()
+        self.overcurrent_ticks = int(overcurrent_ticks)
+        # controllers in order of first appearance: (address, [(channel, joint index), ...])
+        self.controllers: list[tuple[int, list[tuple[int, int]]]] = []
+        for j, (address, channel) in enumerate(self.axes):
+            row = next((c for a, c in self.controllers if a == address), None)
+            if row is None:
+                row = []
+                self.controllers.append((address, row))
+            row.append((channel, j))
+        for _, row in self.controllers:
+            row.sort()
+        self._reads = {(a, cmd.code): rc.encode_request(a, cmd)
+                       for a, _ in self.controllers
+                       for cmd in (rc.READ_ENC_M1, rc.READ_ENC_M2, rc.READ_SPEED_M1,
+                                   rc.READ_SPEED_M2, rc.READ_CURRENTS, rc.READ_STATUS)}
+        self.supply = np.zeros(n)           # V per joint, set by open
+        self.status = {a: 0 for a, _ in self.controllers}   # last status word per address
+        self.last_error = ""                # the latest failed exchange attempt, and why
+        self.failed_exchanges = 0           # failed attempts (each retried while time allows)
+        self.stale_reads = 0                # reads that returned False
+        self.failed_writes = 0              # writes with an exchange that failed for good
+        self._pos, self._vel, self._cur = np.zeros(n), np.zeros(n), np.zeros(n)
+        self._raw: list[int | None] = [None] * n
+        self._count = [0] * n
+        self._overcurrent = [0] * n
+        self._serial: serial.Serial | None = None
+        self._fd = -1
+        self._dirty = False
+        self._stopped = False
+        self._t0 = self._last_fresh = self._last_ack = 0.0
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "SerialLink":
+        """The link that ``cfg['link']['serial']`` describes (gear ratios from plant.motor)."""
+        s = cfg["link"]["serial"]
+        return cls(s["port"], s["axes"], s["counts_per_rev"], cfg["plant"]["motor"]["gear_ratio"],
+                   baud=s["baud"], supply_voltage=s["supply_voltage"], timeout=s["timeout"],
+                   retries=s["retries"], budget=s["budget"], lost_after=cfg["link"]["timeout"],
+                   drive_timeout=s["drive_timeout"], max_current=s["max_current"],
+                   overcurrent_ticks=s["overcurrent_ticks"])
+
+    # -- Link ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the port, check every controller answers, configure it, zero its duties.
+
+        Raises LinkError naming the port, the address and the cause.
+        """
+        if self._serial is None:
+            try:
+                self._serial = serial.Serial(self.port, self.baud, timeout=0)
+            except (serial.SerialException, OSError, ValueError) as exc:
+                raise LinkError(f"cannot open serial port {self.port}: {exc}") from None
+            self._fd = self._serial.fileno()
+            self._dirty = True
+        try:
+            for address, row in self.controllers:
+                self._set_up(address, row)
+        except LinkError:
+            self.close()
+            raise
+        self._raw = [None] * self.n_axes
+        self._overcurrent = [0] * self.n_axes
+        self._stopped = False
+        self._t0 = self._last_fresh = self._last_ack = perf_counter()
+
+    def read(self, meas: Measurement) -> bool:
+        """Fill ``meas`` (t: s since ``open``, rad, rad/s, A); False if an exchange failed."""
+        start = perf_counter()
+        deadline = start + self.budget
+        try:
+            for address, row in self.controllers:
+                self._read_controller(address, row, deadline)
+        except (rc.FrameError, ExchangeTimeout) as exc:
+            self.last_error = str(exc)      # also the budget running out before an exchange
+            self.stale_reads += 1
+            silent = perf_counter() - self._last_fresh
+            if silent > self.lost_after:
+                raise LinkTimeout(f"{self.port}: no complete measurement for {silent:.3f} s "
+                                  f"(link.timeout = {self.lost_after} s); last error: "
+                                  f"{self.last_error}") from None
+            return False
+        meas.buffer[0] = start - self._t0
+        meas.pos[:] = self._pos
+        meas.vel[:] = self._vel
+        meas.current[:] = self._cur
+        self._last_fresh = perf_counter()
+        return True
+
+    def write(self, command: np.ndarray) -> None:
+        """Send one duty per motor for ``command`` (V per joint); zero after ``safe_stop``."""
+        duty = [0] * self.n_axes
+        if not self._stopped:
+            for j in range(self.n_axes):
+                u = float(command[j])
+                if not math.isfinite(u):
+                    raise LinkError(f"joint {j + 1}: command {u} V is not finite")
+                d = round(u / self.supply[j] * rc.DUTY_FULL)
+                duty[j] = max(-rc.DUTY_FULL, min(rc.DUTY_FULL, d))
+        deadline = perf_counter() + self.budget
+        failed = None
+        for address, row in self.controllers:
+            try:
+                self._send_duty(address, row, duty, deadline)
+            except (rc.FrameError, ExchangeTimeout) as exc:
+                failed = exc
+        if failed is None:
+            self._last_ack = perf_counter()
+            return
+        self.last_error = str(failed)
+        self.failed_writes += 1
+        silent = perf_counter() - self._last_ack
+        if silent > self.lost_after:
+            raise LinkTimeout(f"{self.port}: no acknowledged duty command for {silent:.3f} s "
+                              f"(link.timeout = {self.lost_after} s); last error: "
+                              f"{self.last_error}")
+
+    def safe_stop(self) -> None:
+        """Zero every motor's duty and block further commands. Never raises.
+
+        Each controller gets ``(retries + 1) * timeout`` s for its zero-duty exchange.
+        """
+        self._stopped = True
+        if self._serial is None:
+            return
+        zero = [0] * self.n_axes
+        for address, row in self.controllers:
+            try:
+                self._send_duty(address, row, zero,
+                                perf_counter() + (self.retries + 1) * self.timeout)
+            except Exception as exc:  # noqa: BLE001 - a safe stop must not raise
+                self.last_error = f"safe stop: {exc}"
+
+    def close(self) -> None:
+        if self._serial is not None:
+            try:
+                self._serial.close()
+            except Exception:  # noqa: BLE001 - close must not raise
+                pass
+        self._serial, self._fd = None, -1
+
+    # -- one exchange -------------------------------------------------------------
+
+    def exchange(self, address: int, command: rc.Command, *values: int,
+                 timeout: float | None = None, attempts: int | None = None) -> tuple:
+        """One request and its reply, with retries; returns the reply's values.
+
+        Args:
+            timeout: per-attempt reply timeout, s (default: the link's).
+            attempts: tries in all (default: 1 + retries).
+        Raises:
+            FrameError, ExchangeTimeout when every attempt failed; LinkError when
+            the port fails or the link is not open.
+        """
+        wait = self.timeout if timeout is None else timeout
+        tries = self.retries + 1 if attempts is None else attempts
+        request = rc.encode_request(address, command, *values)
+        return self._exchange(address, command, request, perf_counter() + tries * wait, wait,
+                              tries)
+
+    def _exchange(self, address: int, command: rc.Command, request: bytes, deadline: float,
+                  wait: float, tries: int) -> tuple:
+        if self._serial is None:
+            raise LinkError(f"{self.port}: the link is not open")
+        error: LinkError | None = None
+        for _ in range(tries):
+            now = perf_counter()
+            if now >= deadline:
+                break
+            if self._dirty:
+                self._serial.reset_input_buffer()
+                self._dirty = False
+            until = min(now + wait, deadline)
+            self._send(request, until, address, command)
+            reply = self._receive(command.reply_length, until)
+            try:
+                if not reply:
+                    raise ExchangeTimeout(
+                        f"{command.name} (cmd {command.code}) at 0x{address:02X}: no reply "
+                        f"within {(until - now) * 1e3:.2f} ms")
+                return rc.decode_reply(address, command, reply)
+            except (rc.FrameError, ExchangeTimeout) as exc:
+                error = exc
+                self._dirty = True
+                self.last_error = str(exc)
+                self.failed_exchanges += 1
+        if error is None:
+            error = ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
+                                    "not sent, no time left before the call's deadline "
+                                    f"(link.serial.budget = {self.budget * 1e3:.2f} ms)")
+        raise error
+
+    def _send(self, request: bytes, until: float, address: int, command: rc.Command) -> None:
+        """Write the whole request, waiting for room no later than ``until``."""
+        sent = 0
+        while True:
+            try:
+                sent += os.write(self._fd, request[sent:])
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise LinkError(f"{self.port}: write failed: {exc}") from None
+            if sent == len(request):
+                return
+            left = until - perf_counter()
+            if left <= 0.0 or not select.select((), (self._fd,), (), left)[1]:
+                raise ExchangeTimeout(f"{command.name} (cmd {command.code}) at "
+                                      f"0x{address:02X}: the port did not take the request "
+                                      "in time (output buffer full)")
+
+    def _receive(self, n: int, until: float) -> bytes:
+        """Up to n bytes, waiting no later than ``until`` (perf_counter time)."""
+        reply = b""
+        while len(reply) < n:
+            left = until - perf_counter()
+            if left <= 0.0:
+                break
+            try:
+                ready, _, _ = select.select((self._fd,), (), (), left)
+                if not ready:
+                    break
+                chunk = os.read(self._fd, n - len(reply))
+            except OSError as exc:
+                raise LinkError(f"{self.port}: read failed ({exc}); is the drive (or the "
+                                "emulator) still there?") from None
+            if not chunk:
+                raise LinkError(f"{self.port}: the port was closed by the other end")
+            reply += chunk
+        return reply
+
+    # -- the phases ---------------------------------------------------------------
+
+    def _read_controller(self, address: int, row, deadline: float) -> None:
+        reads, wait, tries = self._reads, self.timeout, self.retries + 1
+        for channel, j in row:
+            count, _ = self._exchange(address, rc.READ_ENC[channel],
+                                      reads[address, 15 + channel], deadline, wait, tries)
+            speed, _ = self._exchange(address, rc.READ_SPEED[channel],
+                                      reads[address, 17 + channel], deadline, wait, tries)
+            raw = self._raw[j]
+            if raw is None:
+                self._count[j] = count - (1 << 32) if count >= 1 << 31 else count
+            else:
+                self._count[j] += ((count - raw + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+            self._raw[j] = count
+            self._pos[j] = self._count[j] * self.rad_per_count[j]
+            self._vel[j] = speed * self.rad_per_count[j]
+        m1, m2 = self._exchange(address, rc.READ_CURRENTS, reads[address, 49], deadline, wait,
+                                tries)
+        for channel, j in row:
+            self._cur[j] = 0.01 * (m1 if channel == 1 else m2)
+        (word,) = self._exchange(address, rc.READ_STATUS, reads[address, 90], deadline, wait,
+                                 tries)
+        self._check_status(address, row, word)
+
+    def _check_status(self, address: int, row, word: int) -> None:
+        self.status[address] = word
+        errors = word & rc.ERROR_MASK
+        if errors:
+            j = next((j for c, j in row if errors & rc.CHANNEL_ERRORS[c]), row[0][1])
+            raise DriveFault(j + 1, word, f"{rc.describe_status(errors)} (RoboClaw at "
+                                          f"0x{address:02X} on {self.port})")
+        for channel, j in row:
+            self._overcurrent[j] = self._overcurrent[j] + 1 \
+                if word & rc.OVERCURRENT_WARNING[channel] else 0
+            if self.overcurrent_ticks and self._overcurrent[j] >= self.overcurrent_ticks:
+                limit = f", limit {self.max_current[j]:g} A" if self.max_current[j] > 0 else ""
+                raise DriveFault(j + 1, word, (
+                    f"M{channel} over-current warning on {self._overcurrent[j]} consecutive "
+                    f"reads (RoboClaw at 0x{address:02X}{limit}): the motor is stalled or its "
+                    "joint is jammed"))
+
+    def _send_duty(self, address: int, row, duty: list, deadline: float,
+                   wait: float | None = None, tries: int | None = None) -> None:
+        if len(row) == 2:
+            command, values = rc.DUTY_M1M2, (duty[row[0][1]], duty[row[1][1]])
+        else:
+            channel, j = row[0]
+            command, values = rc.DUTY[channel], (duty[j],)
+        self._exchange(address, command, rc.encode_request(address, command, *values), deadline,
+                       self.timeout if wait is None else wait,
+                       self.retries + 1 if tries is None else tries)
+
+    def _set_up(self, address: int, row) -> None:
+        try:
+            (tenths,) = self.exchange(address, rc.READ_MAIN_BATTERY, timeout=OPEN_TIMEOUT,
+                                      attempts=OPEN_ATTEMPTS)
+        except (rc.FrameError, ExchangeTimeout) as exc:
+            raise LinkError(f"no RoboClaw answers at address 0x{address:02X} on {self.port}: "
+                            f"{exc}") from None
+        supply = self.supply_voltage or 0.1 * tenths
+        if supply <= 0.0:
+            raise LinkError(f"RoboClaw at 0x{address:02X}: main battery reads {0.1 * tenths:g} V; "
+                            "cannot turn volts into duty (set link.serial.supply_voltage?)")
+        try:
+            if self.drive_timeout > 0.0:
+                self.exchange(address, rc.SET_SERIAL_TIMEOUT, round(self.drive_timeout * 10),
+                              timeout=OPEN_TIMEOUT, attempts=OPEN_ATTEMPTS)
+            for channel, j in row:
+                self.supply[j] = supply
+                if self.max_current[j] > 0.0:
+                    self.exchange(address, rc.SET_MAX_CURRENT[channel],
+                                  round(self.max_current[j] * 100), 0,
+                                  timeout=OPEN_TIMEOUT, attempts=OPEN_ATTEMPTS)
+            self._send_duty(address, row, [0] * self.n_axes,
+                            perf_counter() + OPEN_ATTEMPTS * OPEN_TIMEOUT, OPEN_TIMEOUT,
+                            OPEN_ATTEMPTS)
+        except (rc.FrameError, ExchangeTimeout) as exc:
+            raise LinkError(f"setting up the RoboClaw at 0x{address:02X} on {self.port} "
+                            f"failed: {exc}") from None
