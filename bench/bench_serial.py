@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controllers.factory import gains_from_config  # noqa: E402
+from controllers.factory import controller_from_config  # noqa: E402
 from controllers.law import command  # noqa: E402
 from drivers import roboclaw_codec as rc  # noqa: E402
 from drivers.link import Measurement  # noqa: E402
@@ -69,7 +69,7 @@ def main(n: int = 2000) -> None:
                 except (rc.FrameError, ExchangeTimeout):
                     failed += 1
                 exchange[k] = time.perf_counter() - started
-            gains = gains_from_config(cfg)
+            gains = controller_from_config(cfg)
             meas, u = Measurement(link.n_axes), np.zeros(link.n_axes)
             tick = np.zeros(n)
             for k in range(n):
@@ -77,7 +77,7 @@ def main(n: int = 2000) -> None:
                 fresh = link.read(meas)
                 read = time.perf_counter() - started
                 if fresh:                  # a stale tick holds the previous command
-                    command(gains, meas.t, meas.pos, meas.vel, u)
+                    command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
                 started = time.perf_counter()
                 link.write(u)
                 tick[k] = read + time.perf_counter() - started

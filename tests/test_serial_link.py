@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import serial
 
-from controllers.factory import gains_from_config
+from controllers.factory import controller_from_config
 from controllers.law import command
 from drivers import roboclaw_codec as rc
 from drivers.inprocess import PlantLink
@@ -68,14 +68,14 @@ def connect():
 
 def pd_loop(link, cfg: dict, ticks: int, before_tick=None, record=None) -> np.ndarray:
     """read -> PD (controllers.law) -> write, ``ticks`` times; returns the measured q per tick."""
-    gains = gains_from_config(cfg)
+    gains = controller_from_config(cfg)
     meas, u = Measurement(link.n_axes), np.zeros(link.n_axes)
     q = np.zeros((ticks, link.n_axes)) if record is None else record
     for k in range(ticks):
         if before_tick is not None:
             before_tick(k)
         assert link.read(meas)
-        command(gains, meas.t, meas.pos, meas.vel, u)
+        command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
         link.write(u)
         q[k] = meas.pos
     return q
@@ -108,7 +108,7 @@ def patient_link(port: str, **settings) -> SerialLink:
 
 def test_pd_in_free_mode_moves_every_joint_towards_its_target():
     cfg = config("rig_serial")          # emulator.mode = "free": the plant keeps real time
-    gains = gains_from_config(cfg)
+    gains = controller_from_config(cfg)
     target = np.array(cfg["controller"]["target"])
     with RoboClawEmulator(cfg) as emu:
         with patient_link(emu.port) as link:
@@ -117,7 +117,7 @@ def test_pd_in_free_mode_moves_every_joint_towards_its_target():
             while fresh < 50:
                 if link.read(meas):
                     fresh += 1
-                    command(gains, meas.t, meas.pos, meas.vel, u)
+                    command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
                 link.write(u)
                 time.sleep(cfg["sim"]["dt"])
         steps = emu.stats["steps"]
