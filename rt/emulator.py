@@ -239,16 +239,20 @@ class Emulator:
             log.warning("safe state (zero input): %s", why)
             self._event("safe_state", reason=why, tick=self.tick)
 
-    def _drain(self) -> bool:
-        """Handle every waiting message (up to a bound); True if a COMMAND came."""
-        commanded = False
+    def _drain(self, timing=None) -> None:
+        """Handle every waiting message (up to a bound).
+
+        With ``timing`` (lockstep), each COMMAND steps the plant at once and is answered
+        with the next STATE, so a BYE right behind it cannot pre-empt it.
+        """
         for _ in range(MAX_MESSAGES_PER_TICK):
             try:
                 parts = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 break
-            commanded |= self._handle(parts)
-        return commanded
+            if self._handle(parts) and timing is not None:
+                self._step(timing)
+                self._send_state()
 
     # -- serving ----------------------------------------------------------------------------
     def serve(self, duration: float | None = None, stop=None) -> str:
@@ -275,13 +279,8 @@ class Emulator:
                 if stop is not None and stop():
                     break
                 if self.mode == "lockstep":
-                    if not poller.poll(50):
-                        continue
-                    if not self._drain():
-                        continue
-                    timing[:] = 0.0
-                    self._step(timing)
-                    self._send_state()
+                    if poller.poll(50):
+                        self._drain(timing)
                     continue
                 deadline = start + self.tick * period
                 wake = wait_until_ns(self.ts, deadline, spin)
