@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     run.set_defaults(handler=_run)
 
-    emulate = sub.add_parser("emulate", help="serve the plant over ZeroMQ")
+    emulate = sub.add_parser("emulate", help="serve the plant: over ZeroMQ, or behind emulated "
+                                             "drives when link.type is canopen or serial")
     _common(emulate)
     emulate.add_argument("--bind", default=None,
                          help="endpoint (default link.endpoint, ipc:///tmp/hilrig-emulator)")
@@ -148,6 +149,8 @@ def _emulate(args) -> int:
 
     extra = [f"emulator.mode={args.mode}"] if args.mode else []
     cfg = _load(args, extra)
+    if cfg["link"]["type"] in ("canopen", "serial"):
+        return _emulate_drives(cfg)
     endpoint = args.bind or cfg["link"]["endpoint"]
     emulator = Emulator(cfg, endpoint, args.log)
     print(f"emulating {cfg['plant']['model']} ({emulator.nact} axes, "
@@ -158,6 +161,32 @@ def _emulate(args) -> int:
     finally:
         emulator.close(reason)
     print(f"emulator stopped at tick {emulator.tick}: {reason}")
+    return 0
+
+
+def _emulate_drives(cfg: dict) -> int:
+    """Emulated drives on the wire the config's link uses (CAN bus or serial pty)."""
+    import threading
+
+    stop = threading.Event()
+    kind = cfg["link"]["type"]
+    if kind == "canopen":
+        from drivers.cia402_emulator import serve
+
+        can = cfg["link"]["canopen"]
+        where = f"CAN {can['interface']}:{can['channel']}"
+        run = lambda: serve(cfg, stop_event=stop)          # noqa: E731
+    else:
+        from drivers.roboclaw_emulator import serve
+
+        where = f"serial pty {cfg['link']['serial']['port']}"
+        run = lambda: serve(cfg, cfg["link"]["serial"]["port"], stop)   # noqa: E731
+    print(f"emulating {cfg['plant']['model']} behind {kind} drives on {where}", flush=True)
+    try:
+        run()
+    except KeyboardInterrupt:
+        stop.set()
+    print("emulated drives stopped")
     return 0
 
 
