@@ -49,7 +49,7 @@ EVENT_JSON_SCHEMA = {
     "required": ["kind", "t"],
 }
 CHUNK_PERIOD = 0.5     # s between chunks: what a killed writer loses at most
-CHUNK_ROWS = 1024      # rows per chunk at most: bounds one chunk's GIL hold
+CHUNK_ROWS = 256       # rows per chunk at most: bounds what one chunk holds the GIL for
 COMPRESSION = "zstd"   # chunk compression (see docs/TELEMETRY.md for the measurements)
 
 # the timing arrays of a real-time run, all in s except ``tick`` (the tick index)
