@@ -34,8 +34,9 @@ from mcap.writer import Writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import rt.telemetry as telemetry  # noqa: E402
+from rt import telemetry  # noqa: E402
 from rt.config import load  # noqa: E402
+from rt.mcap_writer import McapWriter  # noqa: E402
 from rt.sim import simulate  # noqa: E402
 from rt.telemetry import Telemetry, run_groups, schema_text  # noqa: E402
 
@@ -129,28 +130,25 @@ class PerMessageWriter:
         self._stream.close()
 
 
-def longest_steps(rows: np.ndarray, cfg: dict, folder: Path, repeat: int = 20) -> None:
+def longest_steps(rows: np.ndarray, folder: Path, repeat: int = 20) -> None:
     """CPU time of the writer's longest uninterrupted steps (median of ``repeat``), which
     bound how long it can keep the GIL from a loop when the switch interval does not
     cut in (5 ms by default). Compression, CRC and file writes release the GIL."""
-    groups = run_groups("rrr3", 6, 3, cfg["plant"]["drive"])
-    print("\nwriter step (5 kHz of rows)                                   | CPU ms")
+    print("\nwriter step                                                   | CPU ms")
+    n = telemetry.CHUNK_ROWS
+    stamps = np.rint(rows[:n, 0] * 1e9).astype(np.int64)
     for compression in ("", "zstd"):
-        telemetry.COMPRESSION = compression
         times = []
-        for _ in range(repeat):
-            tel = Telemetry(folder / "step.mcap", groups, cfg, capacity=telemetry.CHUNK_ROWS,
-                            period=3600.0)
-            tel.ring[:] = rows[:telemetry.CHUNK_ROWS]
-            tel.head[0] = telemetry.CHUNK_ROWS
-            started = time.thread_time()
-            tel.close()
-            times.append(time.thread_time() - started)
-        print(f"telemetry: one chunk of {telemetry.CHUNK_ROWS} rows, compression "
-              f"{compression or 'none':4}              | {np.median(times) * 1e3:.2f}")
-    telemetry.COMPRESSION = "zstd"
-    for label, n, flush in (("one wake-up, 125 rows", 125, False),
-                            ("0.5 s chunk finished, 2500 rows", 2500, True)):
+        with open(folder / "step.mcap", "wb") as stream:
+            writer = McapWriter(stream, compression)
+            for _ in range(repeat):
+                started = time.thread_time()
+                writer.add_chunk(1, stamps, rows[:n], np.arange(n))
+                times.append(time.thread_time() - started)
+        print(f"telemetry: one chunk of {n} rows, compression {compression or 'none':4}"
+              f"              | {np.median(times) * 1e3:.2f}")
+    for label, count, flush in (("one wake-up at 5 kHz, 125 rows", 125, False),
+                                ("0.5 s chunk at 5 kHz, 2500 rows", 2500, True)):
         times = []
         for _ in range(repeat):
             with open(folder / "step_per_message.mcap", "wb") as stream:
@@ -158,7 +156,7 @@ def longest_steps(rows: np.ndarray, cfg: dict, folder: Path, repeat: int = 20) -
                 writer.start()
                 channel = writer.register_channel("/hil/tick", "ros1", 0)
                 started = time.thread_time()
-                for row in rows[:n]:
+                for row in rows[:count]:
                     writer.add_message(channel, int(row[0] * 1e9), row.tobytes(), 0)
                 if flush:
                     started = time.thread_time()
@@ -265,7 +263,7 @@ def main() -> None:
             rows, cfg = rows_of_a_run(dt, 10.0)
             if not args.skip_throughput:
                 throughput(rows, cfg, folder)
-        longest_steps(rows, cfg, folder)
+        longest_steps(rows, folder)
         print(f"\nGIL switch interval {sys.getswitchinterval() * 1e6:.0f} us")
         sleep = sleep_until(folder)
         for rows_per_tick in (1, 5):

@@ -25,8 +25,18 @@ import numpy as np
 import zstandard
 from mcap.data_stream import RecordBuilder
 from mcap.opcode import Opcode
-from mcap.records import (Channel, ChunkIndex, DataEnd, Footer, Header, Metadata, MetadataIndex,
-                          Schema, Statistics, SummaryOffset)
+from mcap.records import (
+    Channel,
+    ChunkIndex,
+    DataEnd,
+    Footer,
+    Header,
+    Metadata,
+    MetadataIndex,
+    Schema,
+    Statistics,
+    SummaryOffset,
+)
 
 MAGIC = b"\x89MCAP0\r\n"
 MESSAGE_HEADER = 9 + 22  # opcode, record length; channel, sequence, log and publish time
