@@ -210,9 +210,10 @@ class Telemetry:
 
     def _run(self) -> None:
         next_chunk = time.monotonic() + CHUNK_PERIOD
+        enough = min(CHUNK_ROWS, self.capacity // 2)  # rows that make a wake-up write
         try:
             while not self._stop.wait(self.period):
-                if self.head[0] - self.copied >= CHUNK_ROWS or time.monotonic() >= next_chunk:
+                if self.head[0] - self.copied >= enough or time.monotonic() >= next_chunk:
                     self._drain()
                     next_chunk = time.monotonic() + CHUNK_PERIOD
         except Exception as exc:  # noqa: BLE001 -- re-raised by close() in the caller's thread
