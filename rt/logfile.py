@@ -1,14 +1,13 @@
 """Reading telemetry logs (MCAP files written by rt.telemetry) back into arrays.
 
 ``read_log`` decodes the tick rows in bulk: inside each decompressed chunk the
-tick messages follow one another with one fixed record size, so runs of them are
-cut out with one numpy view each (events, rare, break the runs). A log whose
+tick messages follow one another with one fixed record size, so they are cut out
+with one numpy view (the few events come after them). A log whose
 writer did not finish (process killed) is read up to its last intact chunk, with
 an ``IncompleteLogWarning``.
 """
 from __future__ import annotations
 
-import io
 import json
 import re
 import struct
@@ -16,16 +15,14 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from mcap.data_stream import ReadDataStream
 from mcap.opcode import Opcode
 from mcap.records import Channel, Chunk, Footer, Metadata, Schema
 from mcap.stream_reader import StreamReader, get_chunk_data_stream
 
 from rt.config import to_json
+from rt.mcap_writer import MAGIC, MESSAGE_HEADER
 from rt.telemetry import EVENT_TOPIC, TICK_TOPIC
 
-MAGIC = b"\x89MCAP0\r\n"
-MESSAGE_HEADER = 9 + 22  # opcode, record length; channel, sequence, log and publish time
 _RECORD = struct.Struct("<BQ")
 _CHANNEL = struct.Struct("<H")
 _FIELD = re.compile(r"^float64(\[(\d+)\])?\s+(\w+)$")
@@ -97,13 +94,11 @@ def export_npz(path, out) -> dict:
 
 
 def parse_schema(text: str) -> list[tuple[str, int | tuple]]:
-    """Groups of a tick schema: ``float64 name`` -> (name, 1), ``float64[n] name`` -> (name, (n,))."""
+    """Groups of a tick schema (rt.telemetry.schema_text): ``float64 name`` -> (name, 1),
+    ``float64[n] name`` -> (name, (n,))."""
     groups = []
     for line in text.splitlines():
-        line = line.split("#")[0].strip()
-        if not line:
-            continue
-        match = _FIELD.match(line)
+        match = _FIELD.match(line.strip())
         if match is None:
             raise LogError(f"tick schema field {line!r}: only float64 and float64[n] are read")
         groups.append((match[3], (int(match[2]),) if match[1] else 1))
@@ -118,6 +113,7 @@ class _Log:
         self.tick_channel = self.event_channel = None
         self.groups = None
         self.record_size = 0
+        self.prefix = None  # the first bytes of every tick record
         self.parts: list[np.ndarray] = []
         self.events: list[dict] = []
         self.meta: dict = {}
@@ -160,11 +156,6 @@ class _Log:
                     continue
                 if channel == self.event_channel:
                     self.events.append(json.loads(data[body + 22:body + length]))
-            elif opcode == Opcode.SCHEMA:
-                schema = Schema.read(_stream(data, body, length))
-                self.schemas[schema.id] = schema
-            elif opcode == Opcode.CHANNEL:
-                self._channel(Channel.read(_stream(data, body, length)))
             pos = body + length
 
     def _tick_run(self, data: bytes, pos: int) -> int:
@@ -192,6 +183,3 @@ class _Log:
                 col += 1
         return out
 
-
-def _stream(data: bytes, start: int, length: int) -> ReadDataStream:
-    return ReadDataStream(io.BytesIO(data[start:start + length]))

@@ -4,9 +4,10 @@ The mcap package's ``Writer`` appends messages one Python call at a time (about 
 each, plus about 2 us each again when the chunk's message index is written), all
 of it holding the GIL: at 5 kHz a 0.5 s chunk kept a real-time loop thread off the
 GIL for 8 ms. Here a chunk of n fixed-size messages is one structured numpy array
-(its bytes are the message records), its message index another; compression,
-the CRC and the file write release the GIL. Records other than messages and
-message indexes are serialised by the mcap package's own record classes.
+(its bytes are the message records), its message index another, and the chunk's
+payload goes to the file without a copy; compression, the CRC and the file write
+release the GIL. Records other than chunks, messages and message indexes are
+serialised by the mcap package's own record classes.
 
 Layout written (see https://mcap.dev/spec): magic, Header, then Schema, Channel
 and Metadata records outside chunks as they are added, Chunk records each followed
@@ -24,12 +25,24 @@ import numpy as np
 import zstandard
 from mcap.data_stream import RecordBuilder
 from mcap.opcode import Opcode
-from mcap.records import (Channel, Chunk, ChunkIndex, DataEnd, Footer, Header, Metadata,
-                          MetadataIndex, Schema, Statistics, SummaryOffset)
+from mcap.records import (
+    Channel,
+    ChunkIndex,
+    DataEnd,
+    Footer,
+    Header,
+    Metadata,
+    MetadataIndex,
+    Schema,
+    Statistics,
+    SummaryOffset,
+)
 
 MAGIC = b"\x89MCAP0\r\n"
 MESSAGE_HEADER = 9 + 22  # opcode, record length; channel, sequence, log and publish time
-COMPRESSORS = {"zstd": zstandard.compress, "lz4": lz4.frame.compress, "": bytes}
+# chunk compression name -> a factory of the compress function (one zstd context per writer)
+COMPRESSORS = {"zstd": lambda: zstandard.ZstdCompressor().compress,
+               "lz4": lambda: lz4.frame.compress, "": lambda: memoryview}
 
 
 def message_dtype(payload_bytes: int) -> np.dtype:
@@ -53,7 +66,7 @@ class McapWriter:
             raise ValueError(f"MCAP chunk compression {compression!r}: expected one of "
                              f"{sorted(COMPRESSORS)}")
         self._stream = stream
-        self._compress = COMPRESSORS[compression]
+        self._compress = COMPRESSORS[compression]()
         self._compression = compression
         self._position = 0
         self._schemas: list[Schema] = []
@@ -121,11 +134,14 @@ class McapWriter:
         times = np.concatenate([pairs[:, 0] for pairs in index.values()])
         start, end = int(times.min()), int(times.max())
         compressed = self._compress(body)
+        # the Chunk record, its payload handed to the file as it is (no copy)
+        name = self._compression.encode()
+        header = struct.pack(f"<QQQII{len(name)}sQ", start, end, len(body), zlib.crc32(body),
+                             len(name), name, len(compressed))
         chunk_start = self._position
-        chunk_length = self._write_records(Chunk(
-            message_start_time=start, message_end_time=end, uncompressed_size=len(body),
-            uncompressed_crc=zlib.crc32(body), compression=self._compression,
-            data=compressed))
+        self._write(struct.pack("<BQ", Opcode.CHUNK, len(header) + len(compressed)) + header)
+        self._write(compressed)
+        chunk_length = self._position - chunk_start
         offsets = {}
         index_start = self._position
         for ch, pairs in index.items():

@@ -10,13 +10,12 @@ numba kernels alike)::
     ...
     head[0] += 1                  # after the row is complete, never before
 
-A writer thread wakes every ``period`` seconds and copies the rows written since
-its last wake-up out of the ring (one numpy copy); every ``CHUNK_PERIOD`` seconds,
-or ``CHUNK_ROWS`` rows, it writes them as one MCAP chunk built with numpy
-(rt.mcap_writer), so that it never keeps the GIL from the loop for long. If the
-loop laps the writer (more than ``capacity`` rows between two wake-ups) the
-overwritten rows are counted as lost and a ``ring_overrun`` event says how many;
-the loop is never blocked.
+A writer thread wakes every ``period`` seconds; once ``CHUNK_ROWS`` rows are
+waiting, or ``CHUNK_PERIOD`` seconds have passed, it copies them out of the ring
+and writes them as MCAP chunks built with numpy (rt.mcap_writer), a few numpy
+calls per chunk, so that it never keeps the GIL from the loop for long. If the
+loop laps the writer (overwrites rows not yet written) the lost rows are counted
+and a ``ring_overrun`` event says how many; the loop is never blocked.
 
 The file is MCAP (see docs/TELEMETRY.md): channel ``/hil/tick`` carries one
 ros1msg message per row whose bytes are the row itself (little-endian float64;
@@ -49,7 +48,7 @@ EVENT_JSON_SCHEMA = {
     "required": ["kind", "t"],
 }
 CHUNK_PERIOD = 0.5     # s between chunks: what a killed writer loses at most
-CHUNK_ROWS = 1024      # rows per chunk at most: bounds one chunk's GIL hold
+CHUNK_ROWS = 256       # rows per chunk at most: bounds what one chunk holds the GIL for
 COMPRESSION = "zstd"   # chunk compression (see docs/TELEMETRY.md for the measurements)
 
 # the timing arrays of a real-time run, all in s except ``tick`` (the tick index)
@@ -134,13 +133,10 @@ class Telemetry:
         self.head = np.zeros(1, dtype=np.int64)
         self.period = float(period)
         self.derive = derive
-        self.copied = 0            # rows copied out of the ring, or counted lost
+        self.copied = 0            # rows written to the file, or counted lost
         self.lost_rows = 0
         self.events_written = 0
         self._events = collections.deque()
-        self._pending: list[np.ndarray] = []   # rows copied, not yet in a chunk
-        self._pending_rows = 0
-        self._pending_events: list[tuple] = []
         self._closed = False
         self._close_lock = threading.Lock()
         self._stop = threading.Event()
@@ -164,10 +160,12 @@ class Telemetry:
     def event(self, kind: str, **fields) -> None:
         """Record an event: fields become JSON (numpy values as numbers, other objects as text).
 
-        ``t`` (s) is the event's time; without it, the time of the latest row.
+        ``t`` (s, a number) is the event's time; without it, the time of the latest row.
         Thread-safe without locks (a deque append). Events after ``close`` are dropped.
         """
-        if "t" not in fields:
+        if "t" in fields:
+            fields["t"] = float(fields["t"])
+        else:
             h = int(self.head[0])
             fields["t"] = float(self.ring[(h - 1) % self.capacity, self.columns["t"]]) if h else 0.0
         self._events.append((kind, fields))
@@ -187,8 +185,7 @@ class Telemetry:
             self._thread.join()
             try:
                 if self._failure is None:
-                    self._collect()
-                    self._write_chunk()
+                    self._drain()
                 stats = {"rows": self.copied - self.lost_rows, "lost_rows": self.lost_rows,
                          "events": self.events_written}
                 self._mcap.add_metadata("summary", {"json": json.dumps(
@@ -218,50 +215,58 @@ class Telemetry:
 
     def _run(self) -> None:
         next_chunk = time.monotonic() + CHUNK_PERIOD
+        enough = min(CHUNK_ROWS, self.capacity // 2)  # rows that make a wake-up write
         try:
             while not self._stop.wait(self.period):
-                self._collect()
-                if self._pending_rows >= CHUNK_ROWS or time.monotonic() >= next_chunk:
-                    self._write_chunk()
+                if self.head[0] - self.copied >= enough or time.monotonic() >= next_chunk:
+                    self._drain()
                     next_chunk = time.monotonic() + CHUNK_PERIOD
         except Exception as exc:  # noqa: BLE001 -- re-raised by close() in the caller's thread
             self._failure = exc
 
-    def _collect(self) -> None:
-        """Copy the rows [copied, head) out of the ring, and take the queued events."""
-        end = int(self.head[0])
-        first = self.copied
-        if end > first:
-            rows = self.ring[np.arange(first, end) % self.capacity]
-            # a row is intact if the loop had not started overwriting its slot when
-            # the copy ended: slot k is rewritten while head goes k + capacity -> + 1
-            intact = int(self.head[0]) - self.capacity + 1
-            if intact > first:
-                lost = min(intact, end) - first
-                self.lost_rows += lost
-                self.event("ring_overrun", lost=lost, first_row=first)
-                rows = rows[lost:]
-            if self.derive is not None and len(rows):
-                self.derive(rows)
-            self._pending.append(rows)
-            self._pending_rows += len(rows)
-            self.copied = end
-        while self._events:
-            kind, fields = self._events.popleft()
-            data = json.dumps({"kind": kind, **fields}, default=_plain).encode()
-            self._pending_events.append((self._event_channel, int(_stamps(fields["t"])),
-                                         self.events_written & 0xFFFFFFFF, data))
-            self.events_written += 1
+    def _drain(self) -> None:
+        """Write the rows [copied, head) and the queued events, then hand them to the OS.
 
-    def _write_chunk(self) -> None:
-        """Write the pending rows and events as one chunk and hand it to the OS."""
-        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.width))
-        first = self.copied - len(rows)
-        self._mcap.add_chunk(self._tick_channel, _stamps(rows[:, self.columns["t"]]), rows,
-                             np.arange(first, first + len(rows)) & 0xFFFFFFFF,
-                             self._pending_events)
+        One chunk per CHUNK_ROWS rows at most, each a copy of one contiguous stretch of
+        the ring (a chunk stops at the ring's end), so that each step is short.
+        """
+        end = int(self.head[0])
+        cap = self.capacity
+        while True:
+            self.copied += self._lost(self.copied, end)
+            first = self.copied
+            start = first % cap
+            n = min(end - first, CHUNK_ROWS, cap - start)
+            rows = self.ring[start:start + n].copy()
+            lost = self._lost(first, first + n)  # overwritten while being copied
+            if self.derive is not None and n > lost:
+                self.derive(rows[lost:])
+            events = []
+            while self._events:
+                kind, fields = self._events.popleft()
+                events.append((self._event_channel, int(_stamps(fields["t"])),
+                               self.events_written & 0xFFFFFFFF,
+                               json.dumps({"kind": kind, **fields}, default=_plain).encode()))
+                self.events_written += 1
+            self._mcap.add_chunk(self._tick_channel, _stamps(rows[lost:, self.columns["t"]]),
+                                 rows[lost:], np.arange(first + lost, first + n) & 0xFFFFFFFF,
+                                 events)
+            self.copied = first + n
+            if self.copied >= end:
+                break
+            time.sleep(0)  # between chunks, let a waiting loop thread take the GIL
         self._mcap.flush()
-        self._pending, self._pending_rows, self._pending_events = [], 0, []
+
+    def _lost(self, first: int, end: int) -> int:
+        """How many rows from ``first`` (at most up to ``end``) the loop has started to
+        overwrite (slot k is rewritten while head goes k + capacity -> + 1); counted
+        in ``lost_rows`` and logged as a ``ring_overrun`` event."""
+        lost = min(int(self.head[0]) - self.capacity + 1 - first, end - first)
+        if lost <= 0:
+            return 0
+        self.lost_rows += lost
+        self.event("ring_overrun", lost=lost, first_row=first)
+        return lost
 
 
 def _stamps(t):

@@ -19,7 +19,7 @@ from mcap.stream_reader import StreamReader
 from mcap.writer import Writer
 from mcap_ros1.decoder import DecoderFactory
 
-import rt.telemetry as telemetry
+from rt import telemetry
 from rt.cli import main
 from rt.logfile import IncompleteLogWarning, LogError, read_log
 from rt.telemetry import Telemetry, TelemetryError, run_groups
@@ -144,16 +144,15 @@ def test_ring_overrun_is_counted_and_logged(tmp_path, rng):
 
 def test_an_exception_leaving_the_with_block_is_an_event_and_the_file_is_finished(tmp_path):
     path = tmp_path / "run.mcap"
-    with pytest.raises(ZeroDivisionError):
-        with Telemetry(path, [("t", 1)], {}) as tel:
-            run_loop(tel, np.arange(3.0)[:, None])
-            1 / 0
+    with pytest.raises(RuntimeError), Telemetry(path, [("t", 1)], {}) as tel:
+        run_loop(tel, np.arange(3.0)[:, None])
+        raise RuntimeError("link lost")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a finished log reads without a warning
         arrays, events, _, summary = read_log(path)
     assert len(arrays["t"]) == 3
-    assert events == [{"kind": "exception", "type": "ZeroDivisionError",
-                       "message": "division by zero", "t": 2.0}]
+    assert events == [{"kind": "exception", "type": "RuntimeError", "message": "link lost",
+                       "t": 2.0}]
     assert summary["telemetry"]["rows"] == 3
 
 
@@ -262,9 +261,11 @@ def test_a_cut_log_is_read_up_to_its_last_complete_chunk(tmp_path, chunked_log, 
     with pytest.warns(IncompleteLogWarning):
         arrays, _, meta, summary = read_log(cut_path)
     n = len(arrays["t"])
-    assert n == int(round(complete.message_end_time / 1e6)) + 1  # t = k ms
+    assert n == round(complete.message_end_time / 1e6) + 1  # t = k ms
     assert same_bits(stacked(arrays, [("t", 1), ("x", 3)]), expected_rows(n))
     assert meta == {"run": "chunked"}
+    # the summary metadata comes after the last chunk, before the summary section
+    assert ("telemetry" in summary) == (where == "inside the summary")
 
 
 def test_a_failing_disk_is_reported_by_close(tmp_path):
@@ -339,7 +340,7 @@ def log_of_a_sim_run(tmp_path, config: str, *sim_args) -> tuple[Path, Path]:
                         cfg["plant"]["drive"])
     timing = {name: np.arange(n) * (j + 1) * 1e-6 for j, name in enumerate(TIMING)}
     rows = np.column_stack([{**sim, **timing}[name].reshape(n, -1) for name, _ in groups])
-    jams = {int(round(t1 / cfg["sim"]["dt"])): ("jam", {"joint": int(j), "t1": t1, "t2": t2})
+    jams = {round(t1 / cfg["sim"]["dt"]): ("jam", {"joint": int(j), "t1": t1, "t2": t2})
             for j, t1, t2 in sim["jam_events"]}
     tel = Telemetry(log, groups, cfg)
     run_loop(tel, rows, {**jams, 7: ("overrun", {"tick": 7})})
@@ -424,6 +425,6 @@ def test_subprocess_export_of_a_cut_log_warns_and_exits_0(tmp_path, chunked_log)
     assert "hil: warning:" in proc.stderr and "ends early" in proc.stderr
     assert "Traceback" not in proc.stderr
     with np.load(out) as data:
-        n = int(round(chunks[1].message_end_time / 1e6)) + 1
+        n = round(chunks[1].message_end_time / 1e6) + 1
         assert same_bits(np.column_stack([data["t"], data["x"]]), expected_rows(n))
         assert data["jam_events"].shape == (0, 3)
