@@ -115,7 +115,9 @@ SCHEMA: dict[str, Any] = {
         "spin": Key("float", 2e-4, minimum=0.0,
                     doc="busy-wait this long before each deadline (sleep until then), s"),
         "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
-        "fifo_priority": Key("int", 0, minimum=0, doc="SCHED_FIFO priority (0: normal scheduling)"),
+        "fifo_priority": Key("int", 80, minimum=0,
+                             doc="SCHED_FIFO priority of the loop thread (0: normal scheduling); "
+                                 "refused without root or CAP_SYS_NICE, and reported"),
         "gc_freeze": Key("bool", True, doc="gc.freeze() and disable the collector while running"),
         "correction": Key("str", "worker", choices=("inline", "worker"),
                           doc="3RRR constraint correction in real time: in the tick (inline) or "
@@ -544,6 +546,9 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         if not voltage_driven and ctrl["output"] == "voltage":
             raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
                               "(plant.drive = 'voltage' or 'voltage_full')")
+    if cfg["loop"]["fifo_priority"] > 99:
+        raise ConfigError(f"loop.fifo_priority: SCHED_FIFO priorities are 1..99 (0: off), got "
+                          f"{cfg['loop']['fifo_priority']}")
     if ctrl["type"] == "feedforward" and plant["model"] != "serial_arm":
         raise ConfigError("controller.type: 'feedforward' needs the inverse dynamics of a serial "
                           "arm (plant.model = 'serial_arm'); use 'pd' for the 3RRR")
