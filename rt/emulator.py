@@ -86,7 +86,7 @@ class Emulator:
         self.socket.bind(endpoint)
         self.endpoint = endpoint
         self.telemetry = None
-        self.timings = np.full((max(1, int(600.0 / self.h)), 5), np.nan)  # last 10 min of ticks
+        self.timings = np.full((max(1, int(60.0 / self.h)), 5), np.nan)  # the last minute of ticks
         if log_path is not None:
             groups = run_groups(cfg["plant"]["model"], plant.nq, self.nact, cfg["plant"]["drive"])
             self.telemetry = Telemetry(log_path, groups, cfg, capacity=max(4096, int(4 / self.h)))
