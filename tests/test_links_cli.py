@@ -34,7 +34,8 @@ def _emulate_and_control(name, sets, tmp_path):
 def test_hil_control_over_canopen_against_emulated_drives_in_another_process(tmp_path):
     channel = f"ipc:///tmp/hil-can-{uuid.uuid4().hex[:8]}"
     sets = ["link.canopen.interface='hilrig_zmq'", f"link.canopen.channel='{channel}'",
-            "link.canopen.tpdo_timeout=0.5", "safety.watchdog_ticks=1000"]
+            "link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0",
+            "safety.watchdog_ticks=1000"]
     arrays, _, meta, summary = _emulate_and_control("rig_canopen", sets, tmp_path)
     target = np.array(meta["controller"]["target"])
     assert summary["status"] == "ok"
