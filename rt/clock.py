@@ -97,3 +97,8 @@ def wait_until_ns(ts, deadline, spin):
 def monotonic_ns() -> int:
     """The same clock from Python."""
     return time.monotonic_ns()
+
+
+def spin_window_ns(spin: float, period: float) -> int:
+    """The busy-wait window in ns: ``spin`` s, at most half the period ``period`` s."""
+    return int(min(spin, 0.5 * period) * 1e9)

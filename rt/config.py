@@ -112,8 +112,9 @@ SCHEMA: dict[str, Any] = {
                        doc="after a missed deadline: skip the missed ticks, run them "
                            "back to back, or stop safely after max_overruns"),
         "max_overruns": Key("int", 10, minimum=1, doc="overruns before a 'stop' policy stops"),
-        "spin": Key("float", 2e-4, minimum=0.0,
-                    doc="busy-wait this long before each deadline (sleep until then), s"),
+        "spin": Key("float", 5e-4, minimum=0.0,
+                    doc="busy-wait this long before each deadline (sleep until then), s; at "
+                        "most half the period, so that SCHED_FIFO is never throttled"),
         "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
         "fifo_priority": Key("int", 80, minimum=0,
                              doc="SCHED_FIFO priority of the loop thread (0: normal scheduling); "

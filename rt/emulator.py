@@ -30,7 +30,7 @@ from drivers.link import LinkError, Measurement
 from plant.layout import DRIVE_TORQUE, H_DRIVE
 from plant.motor import currents
 from rt import realtime as rtk
-from rt.clock import now_ns, timespec, wait_until_ns
+from rt.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from rt.lockstep import apply_schedule
 from rt.sim import jam_schedule
 from rt.derived import Diagnostics
@@ -263,7 +263,7 @@ class Emulator:
         n_ticks = None if duration is None else int(round(duration / self.h))
         timing = np.zeros(5)
         period = int(round(self.h * 1e9))
-        spin = int(self.cfg["loop"]["spin"] * 1e9)
+        spin = spin_window_ns(self.cfg["loop"]["spin"], self.h)
         timeout_ns = int(self.cfg["emulator"]["command_timeout"] * 1e9)
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)

@@ -20,7 +20,7 @@ import numpy as np
 from controllers.factory import controller_from_config
 from drivers.link import Link, LinkError, LinkTimeout, Measurement
 from rt import realtime as rtk
-from rt.clock import now_ns, timespec, wait_until_ns
+from rt.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from rt.sched import FrozenGC, apply_thread, restore_thread
 from rt.session import SessionResult, command_limits
 from rt.telemetry import TIMING_GROUPS, Telemetry
@@ -75,7 +75,7 @@ class LinkLoop:
     def run(self) -> SessionResult:
         loop, safety = self.cfg["loop"], self.cfg["safety"]
         period = int(round(self.h * 1e9))
-        spin = int(loop["spin"] * 1e9)
+        spin = spin_window_ns(loop["spin"], self.h)
         watchdog = safety["watchdog_ticks"]
         policy = rtk.POLICIES[loop["overrun"]]
         tel, ring, head, cols = self.telemetry, self.telemetry.ring, self.telemetry.head, self.cols

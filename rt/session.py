@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from drivers.link import Measurement
 from plant.factory import correction_id, plant_from_config
 from plant.model import METHODS
 from rt import realtime as rtk
-from rt.clock import timespec
+from rt.clock import spin_window_ns, timespec
 from rt.lockstep import correct
 from rt.sched import FrozenGC, apply_thread, restore_thread
 from rt.sim import jam_schedule
@@ -105,7 +104,7 @@ class Session:
             plant.params, plant.jams, c.ctrl, c.model, c.work, schedule, plant.x, self.h, n_ticks,
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
-            timings, paced, int(round(self.h * 1e9)), int(loop["spin"] * 1e9),
+            timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop["spin"], self.h),
             rtk.POLICIES[loop["overrun"]], loop["max_overruns"], ts, handoff, self.snap,
             self.delta)
 

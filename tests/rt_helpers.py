@@ -25,7 +25,12 @@ def endpoint(tmp_path: Path) -> str:
 
 
 class EmulatorProcess:
-    """``hil emulate`` in a subprocess; ready once it printed its banner."""
+    """``hil emulate`` in a subprocess; ready once it printed its banner.
+
+    ``EmulatorProcess.reap()`` kills any still running (a test that failed midway).
+    """
+
+    running: list = []
 
     def __init__(self, config: str, endpoint: str, log: Path, *extra: str):
         self.log = log
@@ -33,10 +38,19 @@ class EmulatorProcess:
             hil("emulate", str(ROOT / "configs" / f"{config}.toml"), "--bind", endpoint,
                 "--log", str(log), *extra),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        EmulatorProcess.running.append(self)
         line = self.proc.stdout.readline()
         if not line.startswith("emulating"):
             self.proc.kill()
             raise RuntimeError(f"emulator did not start: {line}{self.proc.stderr.read()}")
+
+    @classmethod
+    def reap(cls) -> None:
+        for emulator in cls.running:
+            if emulator.proc.poll() is None:
+                emulator.proc.kill()
+                emulator.proc.communicate()
+        cls.running.clear()
 
     def stop(self, sig=signal.SIGINT, timeout: float = 30.0) -> tuple[str, str]:
         """Stop it (Ctrl-C by default) and return its stdout and stderr."""

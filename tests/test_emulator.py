@@ -10,12 +10,17 @@ import zmq
 
 from conftest import config
 from drivers.zmq_link import ZmqLink
-from rt.fault import send_fault
 from rt.loop import LinkLoop
 from rt.sim import simulate
 from rt.wire import (ERROR_SIZE, ERROR_TYPE, ERROR_VALUE, ERROR_VERSION, ERROR_MALFORMED,
                      HEADER, MAGIC, MessageType, decode, encode)
 from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
+
+
+@pytest.fixture(autouse=True)
+def _no_emulator_left():
+    yield
+    EmulatorProcess.reap()
 
 
 def _control(cfg_name, ep, log, *overrides):
