@@ -6,6 +6,7 @@
     hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH]
     hil fault jam --joint K --duration DT --connect ENDPOINT
     hil fault clear --joint K --connect ENDPOINT
+    hil estop [--connect ENDPOINT]
     hil log export LOG --out run.npz
     hil plot LOG [--out run.png]
 """
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     control.add_argument("--link", choices=("inprocess", "zmq", "canopen", "serial"),
                          help="sets link.type")
     control.add_argument("--log", help="telemetry log (.mcap); default runs/<config>-control.mcap")
+    control.add_argument("--estop-endpoint", default="ipc:///tmp/hilrig-estop",
+                         help="where `hil estop` reaches this controller ('' to disable)")
     control.set_defaults(handler=_control)
 
     fault = sub.add_parser("fault", help="inject a fault into a running emulator")
@@ -81,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     plot.add_argument("log", help="telemetry log (.mcap)")
     plot.add_argument("--out", help="output PNG (default: LOG with .png)")
     plot.set_defaults(handler=_logs)
+    estop = sub.add_parser("estop", help="e-stop a running `hil control`: drives disabled")
+    estop.add_argument("--connect", default="ipc:///tmp/hilrig-estop",
+                       help="the controller's --estop-endpoint")
+    estop.add_argument("--timeout", type=float, default=2.0, help="s to wait for the ack")
+    estop.set_defaults(handler=_estop)
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
     terminate_as_interrupt()
@@ -202,7 +211,7 @@ def _control(args) -> int:
         extra.append(f"link.type={args.link}")
     cfg = _load(args, extra)
     log_path = Path(args.log) if args.log else _default_log(args, "-control")
-    result = LinkLoop(cfg, link_from_config(cfg), log_path).run()
+    result = LinkLoop(cfg, link_from_config(cfg), log_path, args.estop_endpoint or None).run()
     print(f"controller over {cfg['link']['type']}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
     print(f"wrote {result.log}")
@@ -221,6 +230,18 @@ def _fault(args) -> int:
         return 1
     what = "jammed" if args.kind == "jam" else "cleared"
     print(f"joint {args.joint} {what} at tick {ack.tick} (plant time {ack.time:.6f} s)")
+    return 0
+
+
+def _estop(args) -> int:
+    from rt.fault import FaultError, send_estop
+
+    try:
+        tick = send_estop(args.connect, args.timeout)
+    except FaultError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 1
+    print(f"e-stop: the controller stopped its drives at tick {tick}")
     return 0
 
 

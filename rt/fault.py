@@ -1,7 +1,8 @@
-"""Live fault injection from another process: ``hil fault jam|clear``.
+"""Live fault injection and e-stop from another process: ``hil fault``, ``hil estop``.
 
-Sends one FAULT frame (rt.wire) to a running emulator and waits for its
-FAULT_ACK, which names the tick and plant time at which the fault took effect.
+``send_fault`` sends one FAULT frame (rt.wire) to a running emulator and waits for
+its FAULT_ACK, which names the tick and plant time at which the fault took effect.
+``send_estop`` stops a running ``hil control`` (drives disabled, writes blocked).
 """
 from __future__ import annotations
 
@@ -45,5 +46,23 @@ def send_fault(endpoint: str, kind: str, joint: int, duration: float = 0.1,
             raise FaultError(f"emulator refused the fault: "
                              f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)")
         return FaultAck(int(values[1]), float(values[2]))
+    finally:
+        socket.close(0)
+
+
+def send_estop(endpoint: str, timeout: float = 2.0) -> int:
+    """E-stop the controller (``hil control --estop-endpoint``); returns the tick it stopped at."""
+    socket = zmq.Context.instance().socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    try:
+        socket.connect(endpoint)
+        socket.send(encode(MessageType.ESTOP, 0, 0.0))
+        if not socket.poll(int(timeout * 1000)):
+            raise FaultError(f"no controller answered the e-stop at {endpoint} within {timeout} s")
+        try:
+            _, _, _, values = decode(socket.recv(), {MessageType.ESTOP_ACK: 1})
+        except WireError as exc:
+            raise FaultError(f"bad answer from {endpoint}: {exc}") from None
+        return int(values[0])
     finally:
         socket.close(0)

@@ -5,8 +5,8 @@ in lockstep, for the emulator's answer), then read (link), control (one
 compiled call: controller and command limits), write (link), record. The
 controller's time is its own tick clock, t = k·h. A watchdog stops the run
 safely when no fresh measurement came for ``safety.watchdog_ticks`` ticks; a
-link error, a non-finite command, too many overruns or Ctrl-C (the e-stop) do
-the same. Whatever the cause, the drives get ``safe_stop``, further writes are
+link error, a non-finite command, too many overruns, Ctrl-C or ``hil estop`` (the
+e-stops) do the same. Whatever the cause, the drives get ``safe_stop``, further writes are
 blocked, and the log is closed complete with the timing summary.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import zmq
 
 from controllers.factory import controller_from_config
 from drivers.link import Link, LinkError, LinkTimeout, Measurement
@@ -26,6 +27,7 @@ from rt.session import SessionResult, command_limits
 from rt.telemetry import TIMING_GROUPS, Telemetry
 from rt.signals import deferred_signals
 from rt.timing import summarize
+from rt.wire import MessageType, WireError, decode, encode
 
 log = logging.getLogger("hil.loop")
 
@@ -38,10 +40,19 @@ def link_groups(nact: int, drive: str) -> list:
     return groups + TIMING_GROUPS
 
 
-class LinkLoop:
-    """A controller from ``cfg`` driving ``link`` for sim.duration seconds."""
+class EStopRequested(Exception):
+    """An ESTOP frame arrived on the e-stop endpoint."""
 
-    def __init__(self, cfg: dict, link: Link, log_path: str | Path):
+
+class LinkLoop:
+    """A controller from ``cfg`` driving ``link`` for sim.duration seconds.
+
+    ``estop_endpoint``: optional ZeroMQ endpoint where ``hil estop`` can stop the run:
+    checked once per tick (a non-blocking receive), answered with ESTOP_ACK.
+    """
+
+    def __init__(self, cfg: dict, link: Link, log_path: str | Path,
+                 estop_endpoint: str | None = None):
         self.cfg = cfg
         self.link = link
         self.h = cfg["sim"]["dt"]
@@ -56,6 +67,27 @@ class LinkLoop:
         self.cols = rtk.row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
+        self.estop = None
+        if estop_endpoint is not None:
+            self.estop = zmq.Context.instance().socket(zmq.ROUTER)
+            self.estop.setsockopt(zmq.LINGER, 0)
+            self.estop.setsockopt(zmq.MAXMSGSIZE, 4096)
+            self.estop.bind(estop_endpoint)
+
+    def _check_estop(self, tick: int) -> None:
+        """Raise EStopRequested if a valid ESTOP frame is waiting (others are ignored)."""
+        try:
+            peer, frame = self.estop.recv_multipart(flags=zmq.NOBLOCK)
+        except (zmq.Again, ValueError):
+            return
+        try:
+            decode(frame, {MessageType.ESTOP: 0})
+        except WireError as exc:
+            log.warning("e-stop endpoint: ignored a bad frame: %s", exc)
+            return
+        self.estop.send_multipart([peer, encode(MessageType.ESTOP_ACK, tick, tick * self.h,
+                                                [tick])])
+        raise EStopRequested
 
     def _control(self, t: float) -> bool:
         c = self.controller
@@ -94,6 +126,8 @@ class LinkLoop:
                 while k < self.n_ticks:
                     deadline = start + k * period
                     wake = wait_until_ns(self.ts, deadline, spin) if paced else now_ns(self.ts)
+                    if self.estop is not None:
+                        self._check_estop(k)
                     fresh = self.link.read(self.meas)
                     t_read = now_ns(self.ts)
                     stale = 0 if fresh else stale + 1
@@ -129,6 +163,8 @@ class LinkLoop:
                             k = min(k + int(missed), self.n_ticks)
         except KeyboardInterrupt:
             reason, status = "interrupted (e-stop)", "interrupted"
+        except EStopRequested:
+            reason, status = "e-stop from the CLI (hil estop)", "interrupted"
         except (LinkError, ValueError) as exc:
             reason, status = str(exc), "error"
             log.error("%s", exc)
@@ -136,6 +172,8 @@ class LinkLoop:
             restore_thread()
             self.link.safe_stop()
             self.link.close()
+            if self.estop is not None:
+                self.estop.close(0)
             tel.event("stop", t=k * self.h, tick=k, reason=reason)
             ran = self.timings[:k]
             summary = summarize(ran, overruns, scheduling)

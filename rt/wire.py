@@ -34,6 +34,8 @@ class MessageType(enum.IntEnum):
     FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint]
     BYE = 7         # controller -> emulator: the session ends; the plant goes to its safe state
     ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
+    ESTOP = 9       # tool -> controller (hil control --estop-endpoint): stop now, drives off
+    ESTOP_ACK = 10  # controller -> tool: [tick at which the drives were stopped]
 
 
 FAULT_JAM = 1

@@ -10,7 +10,7 @@ import uuid
 import numpy as np
 
 from conftest import config
-from rt_helpers import ROOT, hil, read_complete
+from rt_helpers import ROOT, hil, read_complete, wait_for
 
 
 def _emulate_and_control(name, sets, tmp_path):
@@ -60,3 +60,26 @@ def test_hil_control_over_packet_serial_against_an_emulated_device_on_a_pty(tmp_
     assert inproc.status == "ok"
     reference = read_complete(tmp_path / "inproc.mcap")[0]
     assert np.abs(arrays["q"] - reference["q"]).max() < 1e-3
+
+
+def test_hil_estop_stops_a_running_controller_and_its_log_is_complete(tmp_path):
+    estop = f"ipc:///tmp/hil-estop-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "ctl.mcap"
+    ctl = subprocess.Popen(hil("control", str(ROOT / "configs" / "rig_inprocess.toml"),
+                               "--duration", "60", "--log", str(log), "--estop-endpoint", estop),
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: log.exists() and log.stat().st_size > 10000, 60, "the controller")
+        stop = subprocess.run(hil("estop", "--connect", estop), cwd=ROOT, capture_output=True,
+                              text=True, timeout=30)
+        assert stop.returncode == 0, stop.stderr
+        tick = int(stop.stdout.split("tick ")[1])
+        ctl.communicate(timeout=30)
+    finally:
+        if ctl.poll() is None:
+            ctl.kill()
+    assert ctl.returncode == 130
+    arrays, events, _, summary = read_complete(log)
+    assert summary["reason"] == "e-stop from the CLI (hil estop)"
+    assert arrays["tick"][-1] <= tick - 1            # no tick ran after the e-stop
+    assert [e["kind"] for e in events].count("stop") == 1
