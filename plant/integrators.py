@@ -8,12 +8,15 @@ beyond their start, which is a step boundary by construction.
 
 Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations) and
 ``METHOD_EULER`` (semi-implicit Euler: qd += h qdd(q, qd); q += h qd_new;
-i += h di/dt).
+i += h di/dt). RK4 of the 3-link arm (plant.dynamics.is_arm3) runs fused, in
+scalars (plant.rk4_arm3); every other plant takes _rk4 over
+plant.dynamics.derivative.
 """
-from plant.dynamics import derivative
+from plant.dynamics import derivative, is_arm3
 from plant.jam import finish_jams, next_jam_end
 from plant.kernel import kernel
 from plant.layout import H_DRIVE, H_NQ, H_NACT, DRIVE_VOLTAGE_FULL
+from plant.rk4_arm3 import rk4_arm3
 
 METHOD_RK4 = 0
 METHOD_EULER = 1
@@ -75,9 +78,12 @@ def step(p, jams, t, x, u, h, work, stages, method):
     tol = 1e-9 * h
     ts = t
     health = 1e300
+    fused = method == METHOD_RK4 and is_arm3(p)
     while True:
         tn = next_jam_end(jams, ts + tol, t_end)
-        if method == METHOD_RK4:
+        if fused:
+            health = min(health, rk4_arm3(p, jams, x, u, tn - ts))
+        elif method == METHOD_RK4:
             health = min(health, _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx))
         else:
             health = min(health, _euler(p, jams, ts, x, u, tn - ts, work, stages, nx))
