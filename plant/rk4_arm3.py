@@ -10,10 +10,8 @@ plant.dynamics.derivative (serial_arm.accel3_scalar), with two savings:
   phases read once per step (serial_arm.body3, drive3, jams3);
 - the sines and cosines: stage 1 calls sin and cos at the step's angles; stages
   2-4 move those by the stage's increment d = c * (absolute link rate), c = h/2
-  or h, with the angle-addition formulas. sin d and 1 - cos d come from their
-  Taylor series, exact to rounding for |d| <= MAX_INCREMENT, so the results
-  agree with calling sin and cos to rounding (tests/test_fast_paths.py); a
-  larger increment (a link faster than 100 rad/s at h = 1 ms) calls sin and cos.
+  or h (plant.trig: exact to rounding; an increment beyond plant.trig.MAX_INCREMENT,
+  a link faster than 100 rad/s at h = 1 ms, calls sin and cos).
 
 Jam phases are constant over the step (plant.integrators.step splits a step
 where a jamming phase ends).
@@ -21,23 +19,9 @@ where a jamming phase ends).
 import numpy as np
 
 from plant.kernel import inline_kernel, kernel
-from plant.serial_arm import accel3_scalar, body3, drive3, jams3, trig3
-
-MAX_INCREMENT = 0.1  # rad; the series' first omitted terms are below 3e-18 relative here
-
-# Taylor coefficients: sin d = d (1 - d^2/6 (1 - d^2/20 (1 - ...))), 1 - cos d likewise
-_S1, _S2, _S3, _S4 = 1.0 / 6.0, 1.0 / 20.0, 1.0 / 42.0, 1.0 / 72.0
-_V1, _V2, _V3, _V4 = 1.0 / 12.0, 1.0 / 30.0, 1.0 / 56.0, 1.0 / 90.0
-
-
-@inline_kernel
-def _moved(s, c, d):
-    """(sin(a + d), cos(a + d)) from s = sin a and c = cos a, for |d| <= MAX_INCREMENT."""
-    d2 = d * d
-    sin_d = d * (1.0 - d2 * _S1 * (1.0 - d2 * _S2 * (1.0 - d2 * _S3 * (1.0 - d2 * _S4))))
-    vers_d = 0.5 * d2 * (1.0 - d2 * _V1 * (1.0 - d2 * _V2 * (1.0 - d2 * _V3 * (1.0 - d2 * _V4))))
-    return s + (c * sin_d - s * vers_d), c - (s * sin_d + c * vers_d)
-
+from plant.motor import drive3
+from plant.serial_arm import accel3_scalar, body3, jams3, trig3
+from plant.trig import MAX_INCREMENT, moved
 
 @inline_kernel
 def _stage_trig(trig, q1, q2, q3, c, v1, v2, v3):
@@ -48,9 +32,9 @@ def _stage_trig(trig, q1, q2, q3, c, v1, v2, v3):
     if max(abs(d1), abs(d2), abs(d3)) > MAX_INCREMENT:
         return trig3(q1 + c * v1, q2 + c * v2, q3 + c * v3)
     s1, c1, s2, c2, s3, c3 = trig
-    s1, c1 = _moved(s1, c1, d1)
-    s2, c2 = _moved(s2, c2, d2)
-    s3, c3 = _moved(s3, c3, d3)
+    s1, c1 = moved(s1, c1, d1)
+    s2, c2 = moved(s2, c2, d2)
+    s3, c3 = moved(s3, c3, d3)
     return s1, c1, s2, c2, s3, c3
 
 

@@ -25,9 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from plant.kernel import inline_kernel, kernel
-from plant.layout import (DRIVE_TORQUE, H_BODY, H_DRIVE, H_MOTOR, H_NQ, HEALTHY, JAM_PHASE,
-                          JAM_QDD, JAMMING, MOT_DM, MOT_JM, MOT_KE, MOT_KM, MOT_RA, MOT_RATIO,
-                          MOTOR_STRIDE)
+from plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
+from plant.motor import drive3
 
 
 @dataclass(frozen=True)
@@ -211,8 +210,8 @@ def centre_of_mass(p, q, out):
 # The per-step path of paper 000's arm: the same equations as mass_and_bias +
 # plant.motor.apply_drive + plant.jam.restructured_accel, written in scalars
 # (no loops over arrays, no scratch). What is constant over an integrator step
-# (body3: the arm's constants; drive3: the drives' terms for the held input;
-# jams3: the jam phases) is read once per step into tuples, and each evaluation
+# (body3: the arm's constants; plant.motor.drive3: the drives' terms for the
+# held input; jams3: the jam phases) is read once per step into tuples, and each evaluation
 # (accel3_scalar) works on scalars only, the sines and cosines of the link angles
 # (trig3) passed in, so a fused integrator (plant.rk4_arm3) keeps the whole RK4
 # step in registers: no array reads, no reference counting. Valid for torque
@@ -221,36 +220,14 @@ def centre_of_mass(p, q, out):
 
 @inline_kernel
 def body3(p):
-    """Constants of a 3-link arm: (g gc_1, g gc_2, g gc_3) in N m and the couplings
-    (mu_11, mu_12, mu_13, mu_22, mu_23, mu_33) in kg m^2 (see SerialArmParams.coupling)."""
+    """Constants of a 3-link arm: (g gc_1, g gc_2, g gc_3) in N m, the couplings
+    (mu_11, mu_12, mu_13, mu_22, mu_23, mu_33) in kg m^2 (see SerialArmParams.coupling)
+    and the joint damping (b_1, b_2, b_3) in N m s/rad."""
     o = int(p[H_BODY])
     grav = p[o]
     return ((grav * p[o + 10], grav * p[o + 11], grav * p[o + 12]),
-            (p[o + 1], p[o + 2], p[o + 3], p[o + 5], p[o + 6], p[o + 9]))
-
-
-@inline_kernel
-def drive3(p, u):
-    """What the drives add to each joint of a 3-link arm for input u (N m or V), held
-    over a step: (J1, J2, J3) reflected inertia r^2 J_m (kg m^2), (D1, D2, D3) joint
-    plus drive damping (N m s/rad), (F1, F2, F3) generalised force (N m)."""
-    damp = int(p[H_BODY]) + 13
-    if int(p[H_DRIVE]) == DRIVE_TORQUE:
-        return (0.0, 0.0, 0.0), (p[damp], p[damp + 1], p[damp + 2]), (u[0], u[1], u[2])
-    mo = int(p[H_MOTOR])
-    r1, r2, r3 = p[mo + MOT_RATIO], p[mo + MOTOR_STRIDE + MOT_RATIO], \
-        p[mo + 2 * MOTOR_STRIDE + MOT_RATIO]
-    k1 = p[mo + MOT_KM] / p[mo + MOT_RA]
-    k2 = p[mo + MOTOR_STRIDE + MOT_KM] / p[mo + MOTOR_STRIDE + MOT_RA]
-    k3 = p[mo + 2 * MOTOR_STRIDE + MOT_KM] / p[mo + 2 * MOTOR_STRIDE + MOT_RA]
-    inertia = (r1 * r1 * p[mo + MOT_JM], r2 * r2 * p[mo + MOTOR_STRIDE + MOT_JM],
-               r3 * r3 * p[mo + 2 * MOTOR_STRIDE + MOT_JM])
-    damping = (p[damp] + r1 * r1 * (p[mo + MOT_DM] + k1 * p[mo + MOT_KE]),
-               p[damp + 1] + r2 * r2 * (p[mo + MOTOR_STRIDE + MOT_DM]
-                                        + k2 * p[mo + MOTOR_STRIDE + MOT_KE]),
-               p[damp + 2] + r3 * r3 * (p[mo + 2 * MOTOR_STRIDE + MOT_DM]
-                                        + k3 * p[mo + 2 * MOTOR_STRIDE + MOT_KE]))
-    return inertia, damping, (r1 * k1 * u[0], r2 * k2 * u[1], r3 * k3 * u[2])
+            (p[o + 1], p[o + 2], p[o + 3], p[o + 5], p[o + 6], p[o + 9]),
+            (p[o + 13], p[o + 14], p[o + 15]))
 
 
 @inline_kernel
@@ -281,12 +258,12 @@ def trig3(q1, q2, q3):
 def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
     """Accelerations (rad/s^2) of a 3-link arm at qd = (w1, w2, w3) (rad/s), unrolled.
 
-    ``body``: body3(p); ``drive``: drive3(p, u); ``jam``: jams3(jams); ``trig``:
+    ``body``: body3(p); ``drive``: plant.motor.drive3(p, u); ``jam``: jams3(jams); ``trig``:
     trig3(q). Returns (qdd1, qdd2, qdd3, health), health being the smallest
     LDL^T pivot of the free joints' mass matrix (kg m^2; inf when no joint is
     free, <= 0: invalid).
     """
-    gravity, coupling = body
+    gravity, coupling, joint_damping = body
     m11, m12, m13, m22, m23, m33 = coupling
     inertia, damping, force = drive
     free, prescribed = jam
@@ -313,9 +290,9 @@ def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
     a11 += inertia[0]
     a22 += inertia[1]
     a33 += inertia[2]
-    y1 = force[0] - (f1 + f2 + f3) - damping[0] * w1
-    y2 = force[1] - (f2 + f3) - damping[1] * w2
-    y3 = force[2] - f3 - damping[2] * w3
+    y1 = force[0] - (f1 + f2 + f3) - (joint_damping[0] + damping[0]) * w1
+    y2 = force[1] - (f2 + f3) - (joint_damping[1] + damping[1]) * w2
+    y3 = force[2] - f3 - (joint_damping[2] + damping[2]) * w3
     if not (free[0] and free[1] and free[2]):
         # jammed joints (plant.jam, eqs. 3-4): move M e_K qdd_K to the right-hand
         # side, then give the prescribed joints identity rows, so one LDL^T below
