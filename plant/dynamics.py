@@ -5,14 +5,21 @@
 The mechanism gives M and bias, the drives (plant.motor) add rotor inertia,
 motor damping and the drive force, and the model's solver turns them into
 accelerations: the jam-restructured solve for serial chains, the constrained
-solve for the 3RRR. A new model is one more branch here. The healthy 3-link arm
-(the paper's) takes an unrolled fast path, serial_arm.accel3, which
+solve for the 3RRR. A new model is one more branch here. The 3-link arm (the
+paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
 tests/test_serial_arm.py checks against the generic path.
 """
 from plant import jam, motor, rrr3, serial_arm
 from plant.kernel import kernel
-from plant.layout import (DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NQ, HEALTHY, JAM_PHASE,
-                          MODEL_RRR3, MODEL_SERIAL_ARM)
+from plant.layout import (DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NQ, MODEL_RRR3,
+                          MODEL_SERIAL_ARM)
+
+
+@kernel
+def is_arm3(p):
+    """True for a 3-link serial arm without current states: the unrolled path's domain."""
+    return int(p[H_MODEL]) == MODEL_SERIAL_ARM and int(p[H_NQ]) == 3 \
+        and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL
 
 
 @kernel
@@ -25,12 +32,10 @@ def derivative(p, jams, t, x, u, dx, work):
     """
     nq = int(p[H_NQ])
     model = int(p[H_MODEL])
-    if model == MODEL_SERIAL_ARM and nq == 3 and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL \
-            and jams[0, JAM_PHASE] == HEALTHY and jams[1, JAM_PHASE] == HEALTHY \
-            and jams[2, JAM_PHASE] == HEALTHY:
+    if is_arm3(p):
         for k in range(3):
             dx[k] = x[3 + k]
-        return serial_arm.accel3(p, x, u, dx[3:6])
+        return serial_arm.accel3(p, x, u, dx[3:6], jams)
     mass = work[:nq, :nq]
     bias = work[nq, :nq]
     force = work[nq + 1, :nq]

@@ -8,12 +8,17 @@ beyond their start, which is a step boundary by construction.
 
 Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations) and
 ``METHOD_EULER`` (semi-implicit Euler: qd += h qdd(q, qd); q += h qd_new;
-i += h di/dt).
+i += h di/dt). RK4 runs fused, in scalars, for the 3-link arm
+(plant.dynamics.is_arm3: plant.rk4_arm3) and for the 3RRR without current
+states (plant.rrr3_scalar); every other plant, and a 3RRR step where
+Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 """
-from plant.dynamics import derivative
+from plant import rrr3_scalar
+from plant.dynamics import derivative, is_arm3
 from plant.jam import finish_jams, next_jam_end
 from plant.kernel import kernel
-from plant.layout import H_DRIVE, H_NQ, H_NACT, DRIVE_VOLTAGE_FULL
+from plant.layout import DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NACT, H_NQ, MODEL_RRR3
+from plant.rk4_arm3 import rk4_arm3
 
 METHOD_RK4 = 0
 METHOD_EULER = 1
@@ -75,12 +80,22 @@ def step(p, jams, t, x, u, h, work, stages, method):
     tol = 1e-9 * h
     ts = t
     health = 1e300
+    fused_arm3 = method == METHOD_RK4 and is_arm3(p)
+    fused_rrr3 = method == METHOD_RK4 and int(p[H_MODEL]) == MODEL_RRR3 \
+        and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL
     while True:
         tn = next_jam_end(jams, ts + tol, t_end)
-        if method == METHOD_RK4:
-            health = min(health, _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx))
+        # rrr3_scalar.rk4 leaves x untouched where S is singular (returns -1): the
+        # generic step, with its pseudo-inverse, takes that step
+        if fused_arm3:
+            sub = rk4_arm3(p, jams, x, u, tn - ts)
+        elif fused_rrr3 and rrr3_scalar.rk4(p, x, u, tn - ts) > 0.0:
+            sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
+        elif method == METHOD_RK4:
+            sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx)
         else:
-            health = min(health, _euler(p, jams, ts, x, u, tn - ts, work, stages, nx))
+            sub = _euler(p, jams, ts, x, u, tn - ts, work, stages, nx)
+        health = min(health, sub)
         finish_jams(jams, x, nq, tn, tol)
         if tn >= t_end - tol:
             break

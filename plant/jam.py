@@ -26,7 +26,8 @@ def restructured_accel(mass, bias, force, jams, qdd, scratch):
     ``mass`` (n x n, kg m^2), ``bias`` and ``force`` (n, N m) are the healthy
     model's terms; ``mass`` is overwritten. ``jams`` (n x 3) holds each joint's
     phase. ``scratch`` is 2-D with at least n + 2 rows and n columns. Returns
-    the smallest Cholesky pivot of M_a (<= 0: M_a not positive definite).
+    the smallest Cholesky pivot of M_a (<= 0: M_a not positive definite; inf
+    when no joint is free).
     """
     n = bias.shape[0]
     healthy = True
@@ -59,7 +60,7 @@ def restructured_accel(mass, bias, force, jams, qdd, scratch):
         rhs[a] = r
         for b in range(nfree):
             reduced[a, b] = mass[i, int(free[b])]
-    pivot = cholesky_solve(reduced, rhs, nfree) if nfree > 0 else 1.0
+    pivot = cholesky_solve(reduced, rhs, nfree) if nfree > 0 else np.inf
     for a in range(nfree):
         qdd[int(free[a])] = rhs[a]
     return pivot

@@ -13,3 +13,9 @@ from numba import njit
 
 kernel = njit(cache=True, nogil=True, error_model="numpy")
 
+# For small scalar helpers on a hot path: numba does not let LLVM inline one
+# compiled function into another (each call spills its arguments to the stack),
+# so these are inlined in numba's IR instead. Keep it to small functions with
+# few call sites: inlining the whole derivative took compile time to 99 s.
+inline_kernel = njit(cache=True, nogil=True, error_model="numpy", inline="always")
+

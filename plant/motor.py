@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from plant.kernel import kernel
+from plant.kernel import inline_kernel, kernel
 from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, H_DRIVE, H_MOTOR, H_NACT, H_NQ,
                           MOT_JM, MOT_KE, MOT_KM, MOT_DM, MOT_LA, MOT_RA, MOT_RATIO,
                           MOTOR_STRIDE)
@@ -117,3 +117,46 @@ def currents(p, x, u, out):
             out[j] = _simplified_current(p, row, u[j], x[nq + j])
         else:
             out[j] = x[2 * nq + j]
+
+
+@inline_kernel
+def drive3(p, u):
+    """What the drives of the first three coordinates add for input u (N m or V) held
+    over a step, in scalars (the fused kernels' form of apply_drive; torque drive or
+    simplified motor model): ((J1, J2, J3), (D1, D2, D3), (F1, F2, F3)) with the
+    reflected inertia r^2 J_m (kg m^2), the damping r^2 (D_m + K_m K_e / R_a)
+    (N m s/rad) and the generalised force (N m)."""
+    if int(p[H_DRIVE]) == DRIVE_TORQUE:
+        return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (u[0], u[1], u[2])
+    r0 = int(p[H_MOTOR])
+    r1 = r0 + MOTOR_STRIDE
+    r2 = r1 + MOTOR_STRIDE
+    return (reflected_inertia3(p), (_damping(p, r0), _damping(p, r1), _damping(p, r2)),
+            (_force_per_volt(p, r0) * u[0], _force_per_volt(p, r1) * u[1],
+             _force_per_volt(p, r2) * u[2]))
+
+
+@inline_kernel
+def reflected_inertia3(p):
+    """(r^2 J_m) of the drives of the first three coordinates, kg m^2 (0 for torque drive)."""
+    if int(p[H_DRIVE]) == DRIVE_TORQUE:
+        return 0.0, 0.0, 0.0
+    r0 = int(p[H_MOTOR])
+    return (_reflected_inertia(p, r0), _reflected_inertia(p, r0 + MOTOR_STRIDE),
+            _reflected_inertia(p, r0 + 2 * MOTOR_STRIDE))
+
+
+@inline_kernel
+def _reflected_inertia(p, row):
+    return p[row + MOT_RATIO] * p[row + MOT_RATIO] * p[row + MOT_JM]
+
+
+@inline_kernel
+def _damping(p, row):
+    r = p[row + MOT_RATIO]
+    return r * r * (p[row + MOT_DM] + p[row + MOT_KM] / p[row + MOT_RA] * p[row + MOT_KE])
+
+
+@inline_kernel
+def _force_per_volt(p, row):
+    return p[row + MOT_RATIO] * (p[row + MOT_KM] / p[row + MOT_RA])

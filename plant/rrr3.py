@@ -51,7 +51,9 @@ R_PA_WEIGHT = 27   # post-adjustment weight M = w I
 R_PA_PENALTY = 28  # post-adjustment penalty A = a I
 R_ITERATIONS = 29  # Newton iterations of the corrections
 R_TOLERANCE = 30   # stop tolerance of the corrections
-BLOCK_SIZE = 31
+R_COS_ALPHA = 31   # cos alpha_i (3), for the scalar kernels (plant.rrr3_scalar)
+R_SIN_ALPHA = 34   # sin alpha_i (3)
+BLOCK_SIZE = 37
 
 RANK_TOL = 1e-12   # relative pivot below which S counts as singular
 
@@ -98,6 +100,8 @@ class Rrr3Params:
         out[R_OX:R_OX + 3] = self.base[:, 0]
         out[R_OY:R_OY + 3] = self.base[:, 1]
         out[R_ALPHA:R_ALPHA + 3] = self.alpha
+        out[R_COS_ALPHA:R_COS_ALPHA + 3] = np.cos(self.alpha)
+        out[R_SIN_ALPHA:R_SIN_ALPHA + 3] = np.sin(self.alpha)
         out[R_MASS:R_MASS + 6] = self.mass_diag
         out[R_DAMP:R_DAMP + 6] = self.damping_diag
         out[R_BAUMGARTE] = 1.0 if self.baumgarte else 0.0

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from plant.kernel import kernel
-from plant.layout import (DRIVE_TORQUE, H_BODY, H_DRIVE, H_MOTOR, H_NQ, MOT_DM, MOT_JM,
-                          MOT_KE, MOT_KM, MOT_RA, MOT_RATIO, MOTOR_STRIDE)
+from plant.kernel import inline_kernel, kernel
+from plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
+from plant.motor import drive3
 
 
 @dataclass(frozen=True)
@@ -206,49 +206,80 @@ def centre_of_mass(p, q, out):
     out[1] = my / total
 
 
-@kernel
-def _drive_terms(p, j, qd, u):
-    """(reflected inertia, damping, generalised force) that joint j's drive adds
-    (simplified motor or torque input): the scalar form of plant.motor.apply_drive."""
-    if int(p[H_DRIVE]) == DRIVE_TORQUE:
-        return 0.0, 0.0, u
-    row = int(p[H_MOTOR]) + j * MOTOR_STRIDE
-    r = p[row + MOT_RATIO]
-    km_ra = p[row + MOT_KM] / p[row + MOT_RA]
-    return (r * r * p[row + MOT_JM], r * r * (p[row + MOT_DM] + km_ra * p[row + MOT_KE]),
-            r * km_ra * u)
+# -- the paper's 3-link arm, unrolled ---------------------------------------------
+# The per-step path of paper 000's arm: the same equations as mass_and_bias +
+# plant.motor.apply_drive + plant.jam.restructured_accel, written in scalars
+# (no loops over arrays, no scratch). What is constant over an integrator step
+# (body3: the arm's constants; plant.motor.drive3: the drives' terms for the
+# held input; jams3: the jam phases) is read once per step into tuples, and each evaluation
+# (accel3_scalar) works on scalars only, the sines and cosines of the link angles
+# (trig3) passed in, so a fused integrator (plant.rk4_arm3) keeps the whole RK4
+# step in registers: no array reads, no reference counting. Valid for torque
+# drive and the simplified motor model (no current states).
 
 
-@kernel
-def accel3(p, x, u, qdd):
-    """Accelerations of a healthy 3-link arm, unrolled: the same equations as
-    mass_and_bias + plant.motor.apply_drive + an LDL^T solve, in scalars.
-
-    The per-step path of the paper's arm: no loops over arrays, about a third of
-    the generic path's cost. Valid for torque drive and the simplified motor model.
-    """
+@inline_kernel
+def body3(p):
+    """Constants of a 3-link arm: (g gc_1, g gc_2, g gc_3) in N m, the couplings
+    (mu_11, mu_12, mu_13, mu_22, mu_23, mu_33) in kg m^2 (see SerialArmParams.coupling)
+    and the joint damping (b_1, b_2, b_3) in N m s/rad."""
     o = int(p[H_BODY])
     grav = p[o]
-    m11, m12, m13 = p[o + 1], p[o + 2], p[o + 3]
-    m22, m23, m33 = p[o + 5], p[o + 6], p[o + 9]
-    p1 = x[0]
-    p2 = p1 + x[1]
-    p3 = p2 + x[2]
-    w1 = x[3]
-    w2 = w1 + x[4]
-    w3 = w2 + x[5]
-    s1, c1 = np.sin(p1), np.cos(p1)
-    s2, c2 = np.sin(p2), np.cos(p2)
-    s3, c3 = np.sin(p3), np.cos(p3)
+    return ((grav * p[o + 10], grav * p[o + 11], grav * p[o + 12]),
+            (p[o + 1], p[o + 2], p[o + 3], p[o + 5], p[o + 6], p[o + 9]),
+            (p[o + 13], p[o + 14], p[o + 15]))
+
+
+@inline_kernel
+def jams3(jams):
+    """Jam state of a 3-link arm over a step: (free1, free2, free3) booleans and the
+    prescribed accelerations (rad/s^2) of the jammed joints (0 for free ones)."""
+    free = (jams[0, JAM_PHASE] == HEALTHY, jams[1, JAM_PHASE] == HEALTHY,
+            jams[2, JAM_PHASE] == HEALTHY)
+    return free, (_prescribed(jams, 0), _prescribed(jams, 1), _prescribed(jams, 2))
+
+
+@inline_kernel
+def _prescribed(jams, k):
+    return jams[k, JAM_QDD] if jams[k, JAM_PHASE] == JAMMING else 0.0
+
+
+@inline_kernel
+def trig3(q1, q2, q3):
+    """(sin phi_1, cos phi_1, sin phi_2, cos phi_2, sin phi_3, cos phi_3) of the
+    absolute link angles phi_j = q_1 + ... + q_j (q in rad)."""
+    p1 = q1
+    p2 = p1 + q2
+    p3 = p2 + q3
+    return np.sin(p1), np.cos(p1), np.sin(p2), np.cos(p2), np.sin(p3), np.cos(p3)
+
+
+@inline_kernel
+def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
+    """Accelerations (rad/s^2) of a 3-link arm at qd = (w1, w2, w3) (rad/s), unrolled.
+
+    ``body``: body3(p); ``drive``: plant.motor.drive3(p, u); ``jam``: jams3(jams); ``trig``:
+    trig3(q). Returns (qdd1, qdd2, qdd3, health), health being the smallest
+    LDL^T pivot of the free joints' mass matrix (kg m^2; inf when no joint is
+    free, <= 0: invalid).
+    """
+    gravity, coupling, joint_damping = body
+    m11, m12, m13, m22, m23, m33 = coupling
+    inertia, damping, force = drive
+    free, prescribed = jam
+    s1, c1, s2, c2, s3, c3 = trig
+    v1 = w1
+    v2 = v1 + w2
+    v3 = v2 + w3
     t12 = m12 * (c1 * c2 + s1 * s2)
     t13 = m13 * (c1 * c3 + s1 * s3)
     t23 = m23 * (c2 * c3 + s2 * s3)
     v12 = m12 * (s1 * c2 - c1 * s2)
     v13 = m13 * (s1 * c3 - c1 * s3)
     v23 = m23 * (s2 * c3 - c2 * s3)
-    f1 = grav * p[o + 10] * s1 + v12 * w2 * w2 + v13 * w3 * w3
-    f2 = grav * p[o + 11] * s2 - v12 * w1 * w1 + v23 * w3 * w3
-    f3 = grav * p[o + 12] * s3 - v13 * w1 * w1 - v23 * w2 * w2
+    f1 = gravity[0] * s1 + v12 * v2 * v2 + v13 * v3 * v3
+    f2 = gravity[1] * s2 - v12 * v1 * v1 + v23 * v3 * v3
+    f3 = gravity[2] * s3 - v13 * v1 * v1 - v23 * v2 * v2
     # M = T^T Mt T and bias = T^T f (suffix sums), plus damping and drives
     a33 = m33
     a23 = t23 + m33
@@ -256,16 +287,32 @@ def accel3(p, x, u, qdd):
     a22 = m22 + 2.0 * t23 + m33
     a12 = t12 + m22 + 2.0 * t23 + t13 + m33
     a11 = m11 + m22 + m33 + 2.0 * (t12 + t13 + t23)
-    j1, d1, u1 = _drive_terms(p, 0, x[3], u[0])
-    j2, d2, u2 = _drive_terms(p, 1, x[4], u[1])
-    j3, d3, u3 = _drive_terms(p, 2, x[5], u[2])
-    a11 += j1
-    a22 += j2
-    a33 += j3
-    damp = o + 13
-    y1 = u1 - (f1 + f2 + f3) - (p[damp] + d1) * x[3]
-    y2 = u2 - (f2 + f3) - (p[damp + 1] + d2) * x[4]
-    y3 = u3 - f3 - (p[damp + 2] + d3) * x[5]
+    a11 += inertia[0]
+    a22 += inertia[1]
+    a33 += inertia[2]
+    y1 = force[0] - (f1 + f2 + f3) - (joint_damping[0] + damping[0]) * w1
+    y2 = force[1] - (f2 + f3) - (joint_damping[1] + damping[1]) * w2
+    y3 = force[2] - f3 - (joint_damping[2] + damping[2]) * w3
+    if not (free[0] and free[1] and free[2]):
+        # jammed joints (plant.jam, eqs. 3-4): move M e_K qdd_K to the right-hand
+        # side, then give the prescribed joints identity rows, so one LDL^T below
+        # solves the free joints' M_a and returns qdd_K unchanged
+        g1, g2, g3 = prescribed
+        if not free[0]:
+            y2 -= a12 * g1
+            y3 -= a13 * g1
+        if not free[1]:
+            y1 -= a12 * g2
+            y3 -= a23 * g2
+        if not free[2]:
+            y1 -= a13 * g3
+            y2 -= a23 * g3
+        if not free[0]:
+            y1, a11, a12, a13 = g1, 1.0, 0.0, 0.0
+        if not free[1]:
+            y2, a22, a12, a23 = g2, 1.0, 0.0, 0.0
+        if not free[2]:
+            y3, a33, a13, a23 = g3, 1.0, 0.0, 0.0
     # LDL^T of the symmetric 3 x 3
     e1 = a11
     l21 = a12 / e1
@@ -275,7 +322,28 @@ def accel3(p, x, u, qdd):
     e3 = a33 - l31 * l31 * e1 - l32 * l32 * e2
     z2 = y2 - l21 * y1
     z3 = y3 - l31 * y1 - l32 * z2
-    qdd[2] = z3 / e3
-    qdd[1] = z2 / e2 - l32 * qdd[2]
-    qdd[0] = y1 / e1 - l21 * qdd[1] - l31 * qdd[2]
-    return min(e1, e2, e3)
+    qdd3 = z3 / e3
+    qdd2 = z2 / e2 - l32 * qdd3
+    qdd1 = y1 / e1 - l21 * qdd2 - l31 * qdd3
+    health = _smaller(_smaller(e1 if free[0] else np.inf, e2 if free[1] else np.inf),
+                      e3 if free[2] else np.inf)
+    return qdd1, qdd2, qdd3, health
+
+
+@inline_kernel
+def _smaller(a, b):
+    """min(a, b) without the NaN handling of min(): one instruction."""
+    return a if a < b else b
+
+
+@kernel
+def accel3(p, x, u, qdd, jams=None):
+    """Accelerations (rad/s^2) of a 3-link arm into qdd[0:3]: accel3_scalar on arrays.
+
+    ``x`` = [q, qd], ``u`` in N m or V, ``jams`` the (3, 3) jam state (None:
+    healthy). Returns the health figure of accel3_scalar.
+    """
+    jam = ((True, True, True), (0.0, 0.0, 0.0)) if jams is None else jams3(jams)
+    qdd[0], qdd[1], qdd[2], health = accel3_scalar(body3(p), drive3(p, u), jam,
+                                                   trig3(x[0], x[1], x[2]), x[3], x[4], x[5])
+    return health

@@ -15,7 +15,7 @@ det Phi_x; serial arm: total energy (J), x_C, y_C of the overall centre of mass 
 import numpy as np
 
 from controllers.law import command
-from plant import rrr3, serial_arm
+from plant import rrr3, rrr3_scalar, serial_arm
 from plant.integrators import state_size, step
 from plant.jam import start_jam
 from plant.kernel import kernel
@@ -36,11 +36,10 @@ def correct(p, x, correction, work):
 
     ``work``: a plant's work array (its scratch rows are overwritten).
     """
-    scratch = work[int(p[H_NQ]) + 2:]
     if correction == CORRECTION_POST_ADJUST:
-        rrr3.post_adjust(p, x, scratch)
+        rrr3.post_adjust(p, x, work[int(p[H_NQ]) + 2:])
     elif correction == CORRECTION_PROJECTION:
-        rrr3.project(p, x, scratch)
+        rrr3_scalar.project(p, x, work)
 
 
 @kernel

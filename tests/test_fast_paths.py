@@ -1,0 +1,221 @@
+"""The scalar fast paths against the generic kernels that serve every other plant.
+
+3-link arm: serial_arm.accel3 (plant.dynamics.derivative of a 3-link arm) and the
+fused RK4 step (plant.rk4_arm3, taken by plant.integrators.step) against
+serial_arm.mass_and_bias + motor.apply_drive + jam.restructured_accel, integrated
+by an RK4 written here, in every jam state and drive. 3RRR: plant.rrr3_scalar's
+RK4 step and projection against RK4 over rrr3.constrained_accel and rrr3.project,
+along the paper's runs and where S is singular. They must agree to rounding
+(1e-13 of the magnitudes).
+"""
+import numpy as np
+import pytest
+
+from conftest import arm_config, config
+from plant import rrr3, rrr3_scalar, serial_arm
+from plant.factory import plant_from_config
+from plant.integrators import METHOD_RK4, step
+from plant.jam import finish_jams, restructured_accel
+from plant.layout import BLOCKED, H_BODY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
+from plant.motor import apply_drive
+from plant.trig import MAX_INCREMENT, moved
+from rt.sim import simulate
+
+MOTOR = {"rotor_inertia": [2e-4, 3e-4, 1e-4], "resistance": [2.0, 2.5, 3.0],
+         "torque_constant": [0.5, 0.4, 0.3], "back_emf_constant": [0.4, 0.5, 0.3],
+         "viscous_friction": [1e-3, 2e-3, 5e-4], "gear_ratio": [50.0, 40.0, 30.0]}
+TOL = 1e-13
+
+# jam states: (phase, prescribed qdd in rad/s^2) per joint; None = healthy
+JAM_STATES = {
+    "healthy": (None, None, None),
+    "joint 1 jamming": ((JAMMING, -4.0), None, None),
+    "joint 2 jamming": (None, (JAMMING, 3.0), None),
+    "joint 2 blocked": (None, (BLOCKED, 0.0), None),
+    "joint 3 jamming": (None, None, (JAMMING, 7.5)),
+    "joints 1, 3 jamming and blocked": ((JAMMING, 2.0), None, (BLOCKED, 0.0)),
+    "joints 2, 3 blocked and jamming": (None, (BLOCKED, 0.0), (JAMMING, -5.0)),
+    "all blocked": ((BLOCKED, 0.0), (BLOCKED, 0.0), (BLOCKED, 0.0)),
+}
+
+
+def make_plant(drive, jam_state):
+    motor = {"motor": MOTOR} if drive != "torque" else {}
+    plant = plant_from_config(arm_config(damping=[1.0, 2.0, 3.0], drive=drive, **motor))
+    for k, jam in enumerate(jam_state):
+        if jam is not None:
+            plant.jams[k, JAM_PHASE], plant.jams[k, JAM_QDD] = jam
+            plant.jams[k, JAM_T_END] = 10.0
+    return plant
+
+
+def generic_derivative(plant, x, u):
+    p = plant.params
+    mass, bias, force, dx = np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(6)
+    serial_arm.mass_and_bias(p, x[:3], x[3:], mass, bias, np.zeros((5, 3)))
+    apply_drive(p, x, u, mass, bias, force, np.zeros(0))
+    health = restructured_accel(mass, bias, force, plant.jams, dx[3:], np.zeros((5, 3)))
+    dx[:3] = x[3:]
+    return dx, health
+
+
+def generic_rk4(plant, x, u, h):
+    k1 = generic_derivative(plant, x, u)[0]
+    k2 = generic_derivative(plant, x + 0.5 * h * k1, u)[0]
+    k3 = generic_derivative(plant, x + 0.5 * h * k2, u)[0]
+    k4 = generic_derivative(plant, x + h * k3, u)[0]
+    return x + h / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+
+
+def random_state(plant, rng):
+    """A state consistent with the jam phases (blocked joints at rest)."""
+    x = np.concatenate([rng.uniform(-3, 3, 3), rng.uniform(-4, 4, 3)])
+    x[3:][plant.jams[:, JAM_PHASE] == BLOCKED] = 0.0
+    return x
+
+
+def close(fast, generic):
+    return np.abs(fast - generic).max() <= TOL * max(1.0, np.abs(generic).max())
+
+
+@pytest.mark.parametrize("drive", ["torque", "voltage"])
+@pytest.mark.parametrize("jam_state", sorted(JAM_STATES))
+def test_unrolled_accelerations_equal_generic_path(drive, jam_state, rng):
+    plant = make_plant(drive, JAM_STATES[jam_state])
+    for _ in range(20):
+        x = random_state(plant, rng)
+        u = rng.uniform(-10, 10, 3)
+        generic, generic_health = generic_derivative(plant, x, u)
+        fast = np.zeros(3)
+        health = serial_arm.accel3(plant.params, x, u, fast, plant.jams)
+        assert close(fast, generic[3:])
+        assert close(plant.derivative(x, u), generic)   # the dispatch takes the fast path
+        # health: the smallest pivot of the free joints (inf when none is free)
+        if np.isfinite(generic_health):
+            assert health == pytest.approx(generic_health, rel=TOL)
+        else:
+            assert health == generic_health
+        for k, jam in enumerate(JAM_STATES[jam_state]):
+            if jam is not None:    # prescribed joints move exactly as prescribed
+                assert fast[k] == (jam[1] if jam[0] == JAMMING else 0.0)
+
+
+@pytest.mark.parametrize("drive", ["torque", "voltage"])
+@pytest.mark.parametrize("jam_state", sorted(JAM_STATES))
+def test_fused_rk4_step_equals_generic_rk4(drive, jam_state, rng):
+    plant = make_plant(drive, JAM_STATES[jam_state])
+    for _ in range(10):
+        x = random_state(plant, rng)
+        u = rng.uniform(-10, 10, 3)
+        expected = generic_rk4(plant, x, u, 1e-3)
+        health = step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages,
+                      METHOD_RK4)
+        assert health > 0.0
+        assert close(x, expected)
+
+
+def test_fused_rk4_splits_a_step_at_a_jam_end(rng):
+    """Joint 2's jamming phase ends 0.3 ms into a 1 ms step: RK4 to the end, block, RK4 on."""
+    plant = make_plant("torque", (None, (JAMMING, -2.0), None))
+    plant.jams[1, JAM_T_END] = 3e-4
+    x = random_state(plant, rng)
+    u = rng.uniform(-10, 10, 3)
+    reference_jams = plant.jams.copy()
+    expected = generic_rk4(plant, x, u, 3e-4)
+    finish_jams(plant.jams, expected, 3, 3e-4, 1e-12)
+    expected = generic_rk4(plant, expected, u, 7e-4)
+    plant.jams[:] = reference_jams
+    step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages, METHOD_RK4)
+    assert plant.jams[1, JAM_PHASE] == BLOCKED and x[4] == 0.0
+    assert close(x, expected)
+
+
+def test_moved_angles_equal_sin_and_cos(rng):
+    """The angle-addition series of the fused step: sin(a + d), cos(a + d) to rounding."""
+    a = rng.uniform(-np.pi, np.pi, 2000)
+    d = rng.uniform(-MAX_INCREMENT, MAX_INCREMENT, 2000)
+    for ak, dk in zip(a, d):
+        s, c = moved(np.sin(ak), np.cos(ak), dk)
+        assert abs(s - np.sin(ak + dk)) <= 4e-16 and abs(c - np.cos(ak + dk)) <= 4e-16
+
+
+@pytest.mark.parametrize("h", [1e-3, 0.02])
+def test_fused_rk4_step_for_fast_links(h, rng):
+    """Link rates up to 150 rad/s: increments beyond MAX_INCREMENT call sin and cos."""
+    plant = make_plant("voltage", JAM_STATES["healthy"])
+    for _ in range(10):
+        x = np.concatenate([rng.uniform(-3, 3, 3), rng.uniform(-150, 150, 3)])
+        u = rng.uniform(-10, 10, 3)
+        expected = generic_rk4(plant, x, u, h)
+        step(plant.params, plant.jams, 0.0, x, u, h, plant.work, plant.stages, METHOD_RK4)
+        assert close(x, expected)
+
+
+# -- the 3RRR: rrr3_scalar against rrr3's generic kernels ------------------------------
+def rrr3_states(name, every=37):
+    """States x (with the commands u held from them) along a paper run, through its
+    singular passes."""
+    a = simulate(config(name, "sim.duration=3")).arrays
+    rows = range(0, len(a["t"]), every)
+    return [(np.concatenate([a["q"][k], a["qd"][k]]), a["u"][k]) for k in rows]
+
+
+def generic_rrr3_rk4(plant, x, u, h):
+    """RK4 over plant.derivative, which takes rrr3.constrained_accel for the 3RRR."""
+    k1 = plant.derivative(x, u)
+    k2 = plant.derivative(x + 0.5 * h * k1, u)
+    k3 = plant.derivative(x + 0.5 * h * k2, u)
+    k4 = plant.derivative(x + h * k3, u)
+    return x + h / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+
+
+@pytest.mark.parametrize("overrides", [("rrr3_forward",), ("rrr3_pd",),
+                                       ("rrr3_pd", "plant.baumgarte=false"),
+                                       ("rrr3_pd", "plant.drive=torque")])
+def test_fused_rrr3_step_equals_generic_rk4(overrides):
+    name, *rest = overrides
+    plant = plant_from_config(config(name, *rest))
+    for x, u in rrr3_states(name):
+        expected = generic_rrr3_rk4(plant, x, u, 1e-3)
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3) == 3.0
+        assert close(x, expected)
+
+
+@pytest.mark.parametrize("name", ["rrr3_forward", "rrr3_pd"])
+def test_scalar_projection_equals_generic_projection(name, rng):
+    plant = plant_from_config(config(name))
+    for x, _ in rrr3_states(name):
+        x += np.concatenate([rng.normal(0, 1e-6, 6), rng.normal(0, 1e-3, 6)])  # off both manifolds
+        expected = x.copy()
+        taken = rrr3.project(plant.params, expected, np.zeros((16, 6)))
+        assert rrr3_scalar.project(plant.params, x, plant.work) == taken
+        assert close(x, expected)
+
+
+def degenerate_leg_state(plant):
+    """A pose where B_1 = A_1: Phi_q's first row vanishes, S is singular (rank 2)."""
+    q = np.array([-0.1259, 1.3727, 3.2675, 0.0, 0.0, 0.020707])
+    o = plant.params[int(plant.params[H_BODY]):]  # the model block
+    l1, b, alpha = o[rrr3.R_L1], o[rrr3.R_B], o[rrr3.R_ALPHA]
+    q[3] = o[rrr3.R_OX] + l1 * np.cos(q[0]) - b * np.cos(q[5] + alpha)
+    q[4] = o[rrr3.R_OY] + l1 * np.sin(q[0]) - b * np.sin(q[5] + alpha)
+    return np.concatenate([q, [0.3, -0.2, 0.1, 0.05, -0.04, 0.2]])
+
+
+def test_singular_s_falls_back_to_the_generic_kernels():
+    """Where S is singular the scalar kernels leave x alone and the generic ones
+    (pseudo-inverse of S) take over: results equal the generic kernels' exactly."""
+    plant = plant_from_config(config("rrr3_pd", "plant.drive=torque"))
+    x = degenerate_leg_state(plant)
+    probe = x.copy()
+    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3) == -1.0
+    assert np.array_equal(probe, x)
+    u = np.array([1.0, -2.0, 0.5])
+    expected = generic_rrr3_rk4(plant, x, u, 1e-3)
+    step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages, METHOD_RK4)
+    assert np.all(np.isfinite(x)) and close(x, expected)
+    x = degenerate_leg_state(plant)
+    expected = x.copy()
+    rrr3.project(plant.params, expected, np.zeros((16, 6)))
+    rrr3_scalar.project(plant.params, x, plant.work)
+    assert np.array_equal(x, expected)
