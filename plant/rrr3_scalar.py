@@ -27,7 +27,7 @@ from plant.trig import MAX_INCREMENT, moved
 
 
 # -- constants ------------------------------------------------------------------------
-@inline_kernel
+@kernel
 def _shape(p):
     """(l1, l2, b) in m and, per leg, (O_x, O_y (m), cos alpha, sin alpha)."""
     o = int(p[H_BODY])
@@ -37,7 +37,7 @@ def _shape(p):
              (p[o + R_OX + 2], p[o + R_OY + 2], p[o + R_COS_ALPHA + 2], p[o + R_SIN_ALPHA + 2])))
 
 
-@inline_kernel
+@kernel
 def _inverse_mass(p, inertia):
     """Diagonal of M_s^-1 (eq. 16: the mechanism's mass plus the reflected rotor
     inertias ``inertia`` of the three drives), 1/kg m^2 and 1/kg."""
@@ -46,7 +46,7 @@ def _inverse_mass(p, inertia):
             1.0 / (p[m + 2] + inertia[2]), 1.0 / p[m + 3], 1.0 / p[m + 4], 1.0 / p[m + 5])
 
 
-@inline_kernel
+@kernel
 def _step_constants(p, u):
     """What an RK4 step holds constant for input u: shape, M_s^-1, damping D_s
     (mechanism plus drives, N m s/rad, N s/m), drive force (N m, first three
