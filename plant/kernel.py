@@ -1,7 +1,10 @@
-"""The one decorator every numba kernel in hilrig is compiled with.
+"""The decorators numba kernels in hilrig are compiled with: ``kernel`` for every
+kernel, and two variants for the fused steps (below).
 
 - ``cache=True``: compiled code is stored next to the sources, so later runs
-  start without compiling.
+  start without compiling. numba refreshes a cached kernel only when its own
+  source file changes, not when a kernel it calls or inlines from another file
+  does: after editing kernels, delete the ``__pycache__/*.nbi`` and ``*.nbc`` files.
 - ``nogil=True``: kernels release the GIL, so a worker thread (the 3RRR
   correction, the telemetry writer) runs beside the real-time loop.
 - ``error_model="numpy"``: a float division by zero gives inf/NaN instead of
@@ -22,3 +25,8 @@ kernel = njit(cache=True, nogil=True, error_model="numpy")
 # derivative took compile time to 99 s).
 inline_kernel = njit(cache=True, nogil=True, error_model="numpy", inline="always")
 
+
+# The fused steps (plant.rk4_arm3, plant.rrr3_scalar): also let LLVM contract
+# a * b + c into one fused multiply-add (one rounding instead of two; no other
+# fast-math license). Results move in the last bit only; measured ~8 % faster.
+fused_kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})

@@ -18,7 +18,7 @@ the caller takes the generic kernels, which switch to the pseudo-inverse of S.
 import numpy as np
 
 from plant import rrr3
-from plant.kernel import inline_kernel, kernel
+from plant.kernel import fused_kernel, inline_kernel, kernel
 from plant.layout import H_BODY
 from plant.motor import drive3, reflected_inertia3
 from plant.rrr3 import (R_B, R_BAUMGARTE, R_COS_ALPHA, R_DAMP, R_DELTA, R_ITERATIONS, R_L1,
@@ -187,7 +187,7 @@ def _accel(const, trig, xc, yc, qd):
             free[5] - n[5]), regular
 
 
-@kernel
+@fused_kernel
 def rk4(p, x, u, h):
     """Advance x = [q, qd] of the 3RRR by h (s) with input u (N m or V) held: the RK4
     step of plant.integrators over rrr3.constrained_accel. Returns the rank of S
@@ -229,7 +229,7 @@ def rk4(p, x, u, h):
 
 
 # -- projection -----------------------------------------------------------------------
-@kernel
+@fused_kernel
 def project(p, x, work):
     """rrr3.project in scalars: Gauss-Newton q <- q - M^-1 Phi^T S^-1 f until
     max|f| < tolerance, then qd <- qd - M^-1 Phi^T S^-1 Phi qd. Where S is

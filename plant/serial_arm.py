@@ -211,11 +211,11 @@ def centre_of_mass(p, q, out):
 # plant.motor.apply_drive + plant.jam.restructured_accel, written in scalars
 # (no loops over arrays, no scratch). What is constant over an integrator step
 # (body3: the arm's constants; plant.motor.drive3: the drives' terms for the
-# held input; jams3: the jam phases) is read once per step into tuples, and each evaluation
-# (accel3_scalar) works on scalars only, the sines and cosines of the link angles
-# (trig3) passed in, so a fused integrator (plant.rk4_arm3) keeps the whole RK4
-# step in registers: no array reads, no reference counting. Valid for torque
-# drive and the simplified motor model (no current states).
+# held input; jams3: the jam phases) is read once per step into tuples; each
+# evaluation (accel3_scalar) works on scalars only, with the sines and cosines
+# of the link angles (trig3) passed in, so a fused integrator (plant.rk4_arm3)
+# keeps the whole RK4 step in registers. Valid for torque drive and the
+# simplified motor model (no current states).
 
 
 @kernel
