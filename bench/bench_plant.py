@@ -2,11 +2,17 @@
 
 Prints medians and tails of:
 - one RK4 step (1 ms) of the paper's 3-DOF arm stepped inside numba (batches of
-  1000 steps; per-step time of each batch) and called once from Python;
-- the same with DC motors coupled (simplified and full model);
+  1000 steps; per-step time of each batch): plant.integrators.step, which takes
+  the fused scalar step (plant.rk4_arm3), beside the generic RK4 over
+  plant.dynamics.derivative (the path before the fused one); healthy, with a
+  blocked joint, with DC motors coupled (simplified and full model);
+- one step called from Python: step() and rt.lockstep.advance() through numba's
+  dispatcher (9 and 10 arguments), and rt.packed's one-argument advance through
+  the dispatcher and through its compiled entry point (what PackedStep.step calls);
 - MuJoCo's mj_step and a Pinocchio aba RK4 step on the same arm, if installed
   (pip install .[bench]), as ratios to ours;
-- one RK4 step of the 3RRR with Baumgarte, one full-coordinate projection, one
+- one RK4 step of the 3RRR with Baumgarte (fused, plant.rrr3_scalar, beside the
+  generic RK4), one full-coordinate projection (scalar and generic), one
   post-adjustment;
 - a 10 s run of each paper scenario at 1 ms (x real time, stepping only) and the
   start-up time with an empty and with a warm numba cache (fresh processes).
@@ -14,6 +20,7 @@ Timings on a shared 2-core VM vary by tens of percent between runs.
 """
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -28,10 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from plant import rrr3  # noqa: E402
+from plant import rrr3, rrr3_scalar  # noqa: E402
 from plant.factory import plant_from_config  # noqa: E402
-from plant.integrators import METHOD_RK4, step  # noqa: E402
+from plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
 from rt.config import load, resolve  # noqa: E402
+from rt.lockstep import advance  # noqa: E402
+from rt.packed import PackedStep, advance_packed  # noqa: E402
 from rt.sim import simulate  # noqa: E402
 
 BATCH = 1000
@@ -46,7 +55,24 @@ def _stepped(p, jams, x, u, h, work, stages, n):
 
 
 @njit(cache=True)
-def _projected(p, x, scratch, n):
+def _stepped_generic(p, jams, x, u, h, work, stages, n):
+    """The generic RK4 (plant.integrators._rk4 over plant.dynamics.derivative)."""
+    t = 0.0
+    nx = state_size(p)
+    for _ in range(n):
+        _rk4(p, jams, t, x, u, h, work, stages, nx)
+        t += h
+
+
+@njit(cache=True)
+def _projected(p, x, work, n):
+    for _ in range(n):
+        x[3] += 1e-7
+        rrr3_scalar.project(p, x, work)
+
+
+@njit(cache=True)
+def _projected_generic(p, x, scratch, n):
     for _ in range(n):
         x[3] += 1e-7
         rrr3.project(p, x, scratch)
@@ -65,36 +91,56 @@ def stats(samples_ns) -> str:
             f"p99.9 {np.percentile(s, 99.9):8.0f} ns")
 
 
-def inside_numba(plant, u, batches=300) -> np.ndarray:
+def inside_numba(plant, u, batches=300, kernel=_stepped) -> np.ndarray:
     """Per-step time of each batch of BATCH steps stepped inside one numba call."""
-    args = (plant.params, plant.jams, plant.x.copy(), np.asarray(u, float), 1e-3, plant.work,
-            plant.stages)
-    _stepped(*args, 10)
+    u = np.asarray(u, float)
+    kernel(plant.params, plant.jams, plant.x.copy(), u, 1e-3, plant.work, plant.stages, 10)
     out = np.empty(batches)
     for b in range(batches):
         x0 = plant.x.copy()
         start = time.perf_counter_ns()
-        _stepped(plant.params, plant.jams, x0, args[3], 1e-3, plant.work, plant.stages, BATCH)
+        kernel(plant.params, plant.jams, x0, u, 1e-3, plant.work, plant.stages, BATCH)
         out[b] = (time.perf_counter_ns() - start) / BATCH
     return out
 
 
-def from_python(plant, u, calls=100_000) -> np.ndarray:
-    """Time of one kernel call from Python (perf_counter_ns around each call)."""
+def from_python(plant, u, calls=100_000) -> dict:
+    """Time of one step call from Python (perf_counter_ns around each call), per way
+    of calling (CALLS, interleaved): {label: samples in ns}."""
     p, jams, work, stages = plant.params, plant.jams, plant.work, plant.stages
     x = plant.x.copy()
     u = np.asarray(u, float)
+    packed_plant = copy.deepcopy(plant)
+    packed = PackedStep(packed_plant, 1e-3, METHOD_RK4)
+    packed.u[:] = u
+    call, block = packed.call, packed.block
+    advance_packed(block)
     step(p, jams, 0.0, x, u, 1e-3, work, stages, METHOD_RK4)
-    out = np.empty(calls)
+    advance(p, jams, 0.0, x, u, 1e-3, METHOD_RK4, 0, work, stages)
     clock = time.perf_counter_ns
+    out = {label: np.empty(calls) for label in CALLS}
     for k in range(calls):
         if k % 5000 == 0:
             x[:] = plant.x
+            packed_plant.x[:] = plant.x
         start = clock()
         step(p, jams, 0.0, x, u, 1e-3, work, stages, METHOD_RK4)
-        out[k] = clock() - start
+        out[CALLS[0]][k] = clock() - start
+        start = clock()
+        advance(p, jams, 0.0, x, u, 1e-3, METHOD_RK4, 0, work, stages)
+        out[CALLS[1]][k] = clock() - start
+        start = clock()
+        advance_packed(block)
+        out[CALLS[2]][k] = clock() - start
+        start = clock()
+        call(block)
+        out[CALLS[3]][k] = clock() - start
     overhead = np.median([-(clock() - clock()) for _ in range(10000)])
-    return out - overhead
+    return {label: samples - overhead for label, samples in out.items()}
+
+
+CALLS = ("step(9 args), dispatcher", "advance(10 args), dispatcher",
+         "advance_packed(block), dispatcher", "PackedStep.call(block)")
 
 
 def arm(drive="torque"):
@@ -119,44 +165,55 @@ def startup(cache_dir: str) -> float:
 
 
 def main() -> None:
-    print("== 3-DOF arm (paper 000), one RK4 step, h = 1 ms ==")
-    ours = None
-    for label, drive, u in (("torque-driven", "torque", [0, 0, 0]),
-                            ("+ motors, simplified", "voltage", [3.0, -2.0, 1.0]),
-                            ("+ motors, full (current states)", "voltage_full", [3.0, -2.0, 1.0])):
+    print("== 3-DOF arm (paper 000), one RK4 step, h = 1 ms, inside numba ==")
+    for label, drive, u, blocked in (("torque-driven", "torque", [0, 0, 0], False),
+                                     ("torque-driven, joint 2 blocked", "torque", [0, 0, 0], True),
+                                     ("+ motors, simplified", "voltage", [3.0, -2.0, 1.0], False),
+                                     ("+ motors, full (current states)", "voltage_full",
+                                      [3.0, -2.0, 1.0], False)):
         plant = arm(drive)
-        inside = inside_numba(plant, u)
-        outside = from_python(plant, u)
-        print(f"{label:34s} inside numba:  {stats(inside)}")
-        print(f"{'':34s} from Python:   {stats(outside)}")
-        if drive == "torque":
-            ours = np.median(outside)
+        if blocked:
+            plant.start_jam(2, 0.0)
+        print(f"{label:34s} step():        {stats(inside_numba(plant, u))}")
+        if drive != "voltage_full":  # there step() is the generic RK4
+            print(f"{'':34s} generic RK4:   "
+                  f"{stats(inside_numba(plant, u, kernel=_stepped_generic))}")
+    print("\n== the same step called once from Python (torque-driven arm) ==")
+    timings = from_python(arm("torque"), [0, 0, 0])
+    for label, samples in timings.items():
+        print(f"{label:34s} {stats(samples)}")
+    ours = np.median(timings[CALLS[-1]])
     try:
         import engines
         mj = engines.time_mujoco_step(n=100_000)
         pin = engines.time_pinocchio_rk4_step(n=30_000)
         print(f"MuJoCo mj_step (RK4) from Python:  median {mj.median_ns:8.0f} ns  "
-              f"p99 {mj.p99_ns:8.0f} ns  = {mj.median_ns / ours:.1f}x ours from Python")
+              f"p99 {mj.p99_ns:8.0f} ns  = {mj.median_ns / ours:.1f}x ours (PackedStep.call)")
         print(f"Pinocchio aba RK4 step from Python: median {pin.median_ns:8.0f} ns  "
-              f"p99 {pin.p99_ns:8.0f} ns  = {pin.median_ns / ours:.1f}x ours from Python")
+              f"p99 {pin.p99_ns:8.0f} ns  = {pin.median_ns / ours:.1f}x ours (PackedStep.call)")
     except ImportError as exc:
         print(f"(MuJoCo/Pinocchio comparison skipped: {exc}; pip install .[bench])")
 
-    print("\n== 3RRR (paper 003), Baumgarte on ==")
+    print("\n== 3RRR (paper 003), Baumgarte on, inside numba ==")
     plant = plant_from_config(load(ROOT / "configs/rrr3_pd.toml"))
-    print(f"{'one RK4 step':34s} inside numba:  {stats(inside_numba(plant, [5.0, -5.0, 5.0]))}")
+    u = [5.0, -5.0, 5.0]
+    print(f"{'one RK4 step':34s} step():        {stats(inside_numba(plant, u))}")
+    print(f"{'':34s} generic RK4:   "
+          f"{stats(inside_numba(plant, u, kernel=_stepped_generic))}")
     scratch = plant.work[plant.nq + 2:]
-    for label, kernel in (("full-coordinate projection", _projected),
-                          ("paper's post-adjustment", _post_adjusted)):
+    for label, kernel, space in (("full-coordinate projection, scalar", _projected, plant.work),
+                                 ("full-coordinate projection, generic", _projected_generic,
+                                  scratch),
+                                 ("paper's post-adjustment", _post_adjusted, scratch)):
         x = plant.x.copy()
-        kernel(plant.params, x, scratch, 10)
+        kernel(plant.params, x, space, 10)
         samples = []
         for _ in range(300):
             x = plant.x.copy()
             start = time.perf_counter_ns()
-            kernel(plant.params, x, scratch, 100)
+            kernel(plant.params, x, space, 100)
             samples.append((time.perf_counter_ns() - start) / 100)
-        print(f"{label:34s} inside numba:  {stats(samples)}")
+        print(f"{label:34s}                {stats(samples)}")
 
     print("\n== 10 s of each paper scenario at 1 ms (stepping only) ==")
     for name in ("serial3_free", "serial3_jam1", "serial3_jam2", "rrr3_forward", "rrr3_pd"):

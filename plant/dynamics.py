@@ -7,7 +7,7 @@ motor damping and the drive force, and the model's solver turns them into
 accelerations: the jam-restructured solve for serial chains, the constrained
 solve for the 3RRR. A new model is one more branch here. The 3-link arm (the
 paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
-tests/test_serial_arm.py checks against the generic path.
+tests/test_fast_paths.py checks against the generic path.
 """
 from plant import jam, motor, rrr3, serial_arm
 from plant.kernel import kernel

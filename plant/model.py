@@ -2,8 +2,8 @@
 
 Kernels stay plain functions over arrays (plant.integrators, plant.dynamics);
 this class is for construction, validation, fault events and inspection. The
-real-time loop takes ``params``, ``jams``, ``x`` and ``work`` from it and calls
-the kernels directly.
+real-time loop packs its arrays into one block (rt.packed) and calls the
+kernels directly.
 """
 from __future__ import annotations
 

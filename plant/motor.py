@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from plant.kernel import inline_kernel, kernel
+from plant.kernel import kernel
 from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, H_DRIVE, H_MOTOR, H_NACT, H_NQ,
                           MOT_JM, MOT_KE, MOT_KM, MOT_DM, MOT_LA, MOT_RA, MOT_RATIO,
                           MOTOR_STRIDE)
@@ -119,7 +119,7 @@ def currents(p, x, u, out):
             out[j] = x[2 * nq + j]
 
 
-@inline_kernel
+@kernel
 def drive3(p, u):
     """What the drives of the first three coordinates add for input u (N m or V) held
     over a step, in scalars (the fused kernels' form of apply_drive; torque drive or
@@ -136,7 +136,7 @@ def drive3(p, u):
              _force_per_volt(p, r2) * u[2]))
 
 
-@inline_kernel
+@kernel
 def reflected_inertia3(p):
     """(r^2 J_m) of the drives of the first three coordinates, kg m^2 (0 for torque drive)."""
     if int(p[H_DRIVE]) == DRIVE_TORQUE:
@@ -146,17 +146,17 @@ def reflected_inertia3(p):
             _reflected_inertia(p, r0 + 2 * MOTOR_STRIDE))
 
 
-@inline_kernel
+@kernel
 def _reflected_inertia(p, row):
     return p[row + MOT_RATIO] * p[row + MOT_RATIO] * p[row + MOT_JM]
 
 
-@inline_kernel
+@kernel
 def _damping(p, row):
     r = p[row + MOT_RATIO]
     return r * r * (p[row + MOT_DM] + p[row + MOT_KM] / p[row + MOT_RA] * p[row + MOT_KE])
 
 
-@inline_kernel
+@kernel
 def _force_per_volt(p, row):
     return p[row + MOT_RATIO] * (p[row + MOT_KM] / p[row + MOT_RA])

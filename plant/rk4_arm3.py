@@ -7,7 +7,8 @@ plant.dynamics.derivative (serial_arm.accel3_scalar), with two savings:
 
 - the state and the four stages stay in scalars (registers): no stage arrays,
   no array reads per evaluation, the arm's constants, drive terms and jam
-  phases read once per step (serial_arm.body3, drive3, jams3);
+  phases read once per step (serial_arm.body3, plant.motor.drive3,
+  serial_arm.jams3);
 - the sines and cosines: stage 1 calls sin and cos at the step's angles; stages
   2-4 move those by the stage's increment d = c * (absolute link rate), c = h/2
   or h (plant.trig: exact to rounding; an increment beyond plant.trig.MAX_INCREMENT,
@@ -18,10 +19,11 @@ where a jamming phase ends).
 """
 import numpy as np
 
-from plant.kernel import inline_kernel, kernel
+from plant.kernel import fused_kernel, inline_kernel
 from plant.motor import drive3
 from plant.serial_arm import accel3_scalar, body3, jams3, trig3
 from plant.trig import MAX_INCREMENT, moved
+
 
 @inline_kernel
 def _stage_trig(trig, q1, q2, q3, c, v1, v2, v3):
@@ -38,7 +40,7 @@ def _stage_trig(trig, q1, q2, q3, c, v1, v2, v3):
     return s1, c1, s2, c2, s3, c3
 
 
-@kernel
+@fused_kernel
 def rk4_arm3(p, jams, x, u, h):
     """Advance x = [q (rad), qd (rad/s)] of a 3-link arm by h (s) with input u (N m or V)
     held. Returns the smallest health figure of the four evaluations

@@ -18,7 +18,7 @@ the caller takes the generic kernels, which switch to the pseudo-inverse of S.
 import numpy as np
 
 from plant import rrr3
-from plant.kernel import inline_kernel, kernel
+from plant.kernel import fused_kernel, inline_kernel, kernel
 from plant.layout import H_BODY
 from plant.motor import drive3, reflected_inertia3
 from plant.rrr3 import (R_B, R_BAUMGARTE, R_COS_ALPHA, R_DAMP, R_DELTA, R_ITERATIONS, R_L1,
@@ -27,7 +27,7 @@ from plant.trig import MAX_INCREMENT, moved
 
 
 # -- constants ------------------------------------------------------------------------
-@inline_kernel
+@kernel
 def _shape(p):
     """(l1, l2, b) in m and, per leg, (O_x, O_y (m), cos alpha, sin alpha)."""
     o = int(p[H_BODY])
@@ -37,7 +37,7 @@ def _shape(p):
              (p[o + R_OX + 2], p[o + R_OY + 2], p[o + R_COS_ALPHA + 2], p[o + R_SIN_ALPHA + 2])))
 
 
-@inline_kernel
+@kernel
 def _inverse_mass(p, inertia):
     """Diagonal of M_s^-1 (eq. 16: the mechanism's mass plus the reflected rotor
     inertias ``inertia`` of the three drives), 1/kg m^2 and 1/kg."""
@@ -46,7 +46,7 @@ def _inverse_mass(p, inertia):
             1.0 / (p[m + 2] + inertia[2]), 1.0 / p[m + 3], 1.0 / p[m + 4], 1.0 / p[m + 5])
 
 
-@inline_kernel
+@kernel
 def _step_constants(p, u):
     """What an RK4 step holds constant for input u: shape, M_s^-1, damping D_s
     (mechanism plus drives, N m s/rad, N s/m), drive force (N m, first three
@@ -187,7 +187,7 @@ def _accel(const, trig, xc, yc, qd):
             free[5] - n[5]), regular
 
 
-@kernel
+@fused_kernel
 def rk4(p, x, u, h):
     """Advance x = [q, qd] of the 3RRR by h (s) with input u (N m or V) held: the RK4
     step of plant.integrators over rrr3.constrained_accel. Returns the rank of S
@@ -229,7 +229,7 @@ def rk4(p, x, u, h):
 
 
 # -- projection -----------------------------------------------------------------------
-@kernel
+@fused_kernel
 def project(p, x, work):
     """rrr3.project in scalars: Gauss-Newton q <- q - M^-1 Phi^T S^-1 f until
     max|f| < tolerance, then qd <- qd - M^-1 Phi^T S^-1 Phi qd. Where S is

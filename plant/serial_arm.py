@@ -211,14 +211,14 @@ def centre_of_mass(p, q, out):
 # plant.motor.apply_drive + plant.jam.restructured_accel, written in scalars
 # (no loops over arrays, no scratch). What is constant over an integrator step
 # (body3: the arm's constants; plant.motor.drive3: the drives' terms for the
-# held input; jams3: the jam phases) is read once per step into tuples, and each evaluation
-# (accel3_scalar) works on scalars only, the sines and cosines of the link angles
-# (trig3) passed in, so a fused integrator (plant.rk4_arm3) keeps the whole RK4
-# step in registers: no array reads, no reference counting. Valid for torque
-# drive and the simplified motor model (no current states).
+# held input; jams3: the jam phases) is read once per step into tuples; each
+# evaluation (accel3_scalar) works on scalars only, with the sines and cosines
+# of the link angles (trig3) passed in, so a fused integrator (plant.rk4_arm3)
+# keeps the whole RK4 step in registers. Valid for torque drive and the
+# simplified motor model (no current states).
 
 
-@inline_kernel
+@kernel
 def body3(p):
     """Constants of a 3-link arm: (g gc_1, g gc_2, g gc_3) in N m, the couplings
     (mu_11, mu_12, mu_13, mu_22, mu_23, mu_33) in kg m^2 (see SerialArmParams.coupling)
@@ -230,7 +230,7 @@ def body3(p):
             (p[o + 13], p[o + 14], p[o + 15]))
 
 
-@inline_kernel
+@kernel
 def jams3(jams):
     """Jam state of a 3-link arm over a step: (free1, free2, free3) booleans and the
     prescribed accelerations (rad/s^2) of the jammed joints (0 for free ones)."""
@@ -239,7 +239,7 @@ def jams3(jams):
     return free, (_prescribed(jams, 0), _prescribed(jams, 1), _prescribed(jams, 2))
 
 
-@inline_kernel
+@kernel
 def _prescribed(jams, k):
     return jams[k, JAM_QDD] if jams[k, JAM_PHASE] == JAMMING else 0.0
 
