@@ -10,6 +10,7 @@ from controllers.law import (FEEDFORWARD, OPEN_LOOP, OUT_DIRECT, OUT_GAIN, OUT_M
 from controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from plant.factory import motor_params, plant_from_config
 from plant.layout import work_shape
+from rt.config import actuated_joints
 
 KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
 REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
@@ -42,7 +43,7 @@ def controller_from_config(cfg: dict, unit: str | None = None) -> Controller:
     = "torque") on a link that takes volts goes through controller.torque_to_voltage.
     """
     plant, c, inp = cfg["plant"], cfg["controller"], cfg["input"]
-    nact = 3 if plant["model"] == "rrr3" else len(plant["mass"])
+    nact = actuated_joints(cfg)
     unit = command_unit(cfg) if unit is None else unit
     voltage_driven = unit == "V"
     if not voltage_driven and c["type"] != "open_loop" and c["output"] == "voltage":

@@ -18,7 +18,7 @@ from plant.layout import DRIVE_TORQUE, H_DRIVE
 from plant.model import METHODS, Plant
 from plant.motor import currents
 from rt.lockstep import correct
-from rt.packed import P_T, PackedStep
+from rt.packed import PackedStep
 
 
 class PlantLink(Link):
@@ -68,7 +68,6 @@ class PlantLink(Link):
     def write(self, command: np.ndarray) -> None:
         if not self.stopped:
             self.held[:] = command
-        self.stepper.block[P_T] = self.plant.t     # the caller may set plant time (k h)
         if not self.stepper.step():
             raise LinkError(f"plant state invalid at t = {self.plant.t:.6f} s (NaN or singular "
                             f"mass matrix) after command {self.held}")

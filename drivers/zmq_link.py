@@ -14,7 +14,9 @@ import logging
 import numpy as np
 import zmq
 
+from controllers.factory import command_unit
 from drivers.link import Link, LinkError, LinkTimeout, Measurement
+from rt.config import actuated_joints
 from rt.wire import ERROR_TEXT, MessageType, WireError, decode, encode
 
 log = logging.getLogger("hil.link.zmq")
@@ -46,9 +48,8 @@ class ZmqLink(Link):
 
     @classmethod
     def from_config(cls, cfg: dict) -> "ZmqLink":
-        nact = 3 if cfg["plant"]["model"] == "rrr3" else len(cfg["plant"]["mass"])
-        link = cls(cfg["link"]["endpoint"], nact, cfg["link"]["timeout"])
-        link.command_unit = "N m" if cfg["plant"]["drive"] == "torque" else "V"
+        link = cls(cfg["link"]["endpoint"], actuated_joints(cfg), cfg["link"]["timeout"])
+        link.command_unit = command_unit(cfg)     # confirmed by WELCOME at open
         return link
 
     def open(self) -> None:

@@ -144,15 +144,6 @@ def _run(args) -> int:
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
 
-def _plot_log(log_path: Path, png) -> None:
-    from rt.logfile import run_arrays
-    from rt.plot import plot_log
-
-    png = Path(png) if png else log_path.with_suffix(".png")
-    plot_log(*run_arrays(log_path), png)
-    print(f"wrote {png}")
-
-
 def _emulate(args) -> int:
     from rt.emulator import Emulator
 
@@ -273,19 +264,25 @@ def _export(args) -> int:
 
 
 def _plot(args) -> int:
+    _plot_log(Path(args.log), args.out)
+    return 0
+
+
+def _plot_log(log_path: Path, png) -> None:
+    """Draw a telemetry log to ``png`` (default: the log's path with .png); LogError if
+    it has nothing to plot."""
     from rt.logfile import LogError, run_arrays
     from rt.plot import LOG_GROUPS, plot_log
 
-    arrays, events = run_arrays(args.log)
+    arrays, events = run_arrays(log_path)
     missing = [name for name in LOG_GROUPS if name not in arrays]
     if missing:
-        raise LogError(f"{args.log}: no {', '.join(missing)} in the log: nothing to plot")
+        raise LogError(f"{log_path}: no {', '.join(missing)} in the log: nothing to plot")
     if not len(arrays["t"]):
-        raise LogError(f"{args.log}: no rows: nothing to plot")
-    out = args.out or str(Path(args.log).with_suffix(".png"))
+        raise LogError(f"{log_path}: no rows: nothing to plot")
+    out = Path(png) if png else log_path.with_suffix(".png")
     plot_log(arrays, events, out)
     print(f"wrote {out}")
-    return 0
 
 
 def _sim(args) -> int:

@@ -636,6 +636,11 @@ def _check_serial(cfg: dict, sizes: dict) -> None:
                           f"{cfg['sim']['dt']} s)")
 
 
+def actuated_joints(cfg: dict) -> int:
+    """Number of actuated joints of a resolved config's plant."""
+    return _sizes(cfg["plant"]["model"], cfg["plant"])["nact"]
+
+
 def to_json(cfg: dict) -> str:
     """The resolved config as a JSON string (stored as ``meta``)."""
     return json.dumps(cfg, sort_keys=True)

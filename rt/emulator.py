@@ -70,6 +70,7 @@ class Emulator:
         self.nact = plant.nact
         self.voltage = int(plant.params[H_DRIVE]) != DRIVE_TORQUE
         self.schedule = jam_schedule(cfg)
+        self.pending_faults = len(self.schedule)
         self.meas = Measurement(self.nact)
         self.command = np.zeros(self.nact)
         self.tick = 0
@@ -113,14 +114,19 @@ class Emulator:
 
     # -- plant ------------------------------------------------------------------------
     def _measure(self) -> None:
-        t = self.tick * self.h
-        before = self.schedule[:, 3].copy()
-        apply_schedule(self.plant.params, self.plant.jams, self.schedule, t, self.plant.x,
-                       1e-9 * self.h)
-        for row in np.flatnonzero(self.schedule[:, 3] != before):
-            joint, duration = int(self.schedule[row, 0]) + 1, self.schedule[row, 2]
-            self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
-                        tick=self.tick, scheduled=True)
+        """Start the config's faults that are due now (reported once: flag 1 -> 2, as in
+        rt.realtime), then sample the plant."""
+        if self.pending_faults:
+            t = self.tick * self.h
+            apply_schedule(self.plant.params, self.plant.jams, self.schedule, t, self.plant.x,
+                           1e-9 * self.h)
+            for row in range(len(self.schedule)):
+                if self.schedule[row, 3] == 1.0:
+                    self.schedule[row, 3] = 2.0
+                    self.pending_faults -= 1
+                    joint, duration = int(self.schedule[row, 0]) + 1, self.schedule[row, 2]
+                    self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
+                                tick=self.tick, scheduled=True)
         self.link.read(self.meas)
 
     def _step(self, timing: np.ndarray) -> None:

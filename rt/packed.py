@@ -147,9 +147,14 @@ class PackedStep:
         self.call = advance_packed.get_overload(SIGNATURE)
 
     def step(self) -> bool:
-        """One step with ``u`` held. Returns False (the state is then invalid, the time
-        not advanced) on NaN or a singular mass matrix."""
+        """One step from plant.t with ``u`` held. Returns False (the state is then
+        invalid, the time not advanced) on NaN or a singular mass matrix.
+
+        plant.t is the one plant clock (a caller may set it, e.g. to k h); the block's
+        time is loaded from it before the call and read back after.
+        """
+        self.block[P_T] = self.plant.t
         if self.call(self.block):
-            self.plant.t += self.h
+            self.plant.t = self.block[P_T]
             return True
         return False

@@ -92,7 +92,6 @@ class Session:
         self.events_seen = 0
         self.request_seq = 0
         self.scheduling: dict = {}
-        self.ticks = 0
         self.finished = threading.Event()
 
     # -- the loop thread -----------------------------------------------------------
@@ -130,9 +129,9 @@ class Session:
         loop = self.cfg["loop"]
         self.scheduling = apply_thread(loop["cpu"], 0 if self.fast else loop["fifo_priority"])
         try:
-            self.ticks = self._call(self.plant, self.schedule, self.n_ticks, not self.fast,
-                                    self.telemetry.ring, self.telemetry.head, self.mail,
-                                    self.events, self.timings, timespec(), self.handoff)
+            self._call(self.plant, self.schedule, self.n_ticks, not self.fast,
+                       self.telemetry.ring, self.telemetry.head, self.mail, self.events,
+                       self.timings, timespec(), self.handoff)
         finally:
             restore_thread()
             self.finished.set()
@@ -203,7 +202,7 @@ class Session:
                     except KeyboardInterrupt:
                         interrupted = True
                         self.mail[rtk.M_STOP] = 1.0
-                        self.telemetry.event("interrupt", t=self.ticks * self.h)
+                        self.telemetry.event("interrupt", t=self.mail[rtk.M_TICK] * self.h)
         finally:
             # (Thread.join interrupted by Ctrl-C can report a running thread as stopped:
             # the loop thread signals its end through ``finished`` instead)
