@@ -5,10 +5,13 @@
 - inproc: in-process 1 kHz loop, 3RRR with PD, for --duration s, three ways:
   SCHED_FIFO on CPU 1; SCHED_FIFO with a CPU-bound process on the other core;
   normal scheduling (SCHED_OTHER). Lateness, whole-tick compute time, overruns,
-  and what the loop did after the worst stalls (the overrun policy at work).
+  and what the loop did after the worst stalls (the overrun policy at work),
+  next to the steal time and the machine's floor (bench/machine_floor.py: the
+  same wait and scheduling with an empty tick, run just before).
 - rate5k: the 3-DOF arm at 5 kHz (SCHED_FIFO).
 - zmq: controller <-> emulator round trip (lockstep COMMAND -> step -> STATE) over
-  ipc and tcp loopback, and lockstep throughput (steps per second).
+  ipc and tcp loopback, lockstep throughput (steps per second), and the floor:
+  a bare pyzmq ping-pong with the same frames and pacing (bench/zmq_floor.py).
 - fast: in-process --fast (lockstep, compiled) in multiples of real time.
 SCHED_FIFO needs root or CAP_SYS_NICE; the summary says what was in force.
 """
@@ -27,6 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
+
+from bench.machine_floor import floor_run, steal_ms  # noqa: E402
+from bench.zmq_floor import round_trips  # noqa: E402
 from drivers.zmq_link import ZmqLink  # noqa: E402
 from rt.config import load  # noqa: E402
 from rt.loop import LinkLoop  # noqa: E402
@@ -34,6 +41,7 @@ from rt.session import Session  # noqa: E402
 from rt.timing import format_summary  # noqa: E402
 
 FIFO = ["loop.fifo_priority=80", "loop.cpu=1"]
+LOOP_CPUS = {True: [1], False: [0, 1]}    # pinned (to CPU 1 here) or not
 
 
 def _burn(stop) -> None:
@@ -58,7 +66,12 @@ def inproc(config: str, sets: list, label: str, duration: float, hog: bool = Fal
         burner.start()
     with tempfile.TemporaryDirectory() as tmp:
         try:
+            loop = cfg["loop"]
+            floor = floor_run(duration, cfg["sim"]["dt"], loop["spin"], loop["cpu"],
+                              loop["fifo_priority"])
+            steal_before = sum(steal_ms(c) for c in LOOP_CPUS[loop["cpu"] >= 0])
             result = Session(cfg, Path(tmp) / "run.mcap").run()
+            steal = sum(steal_ms(c) for c in LOOP_CPUS[loop["cpu"] >= 0]) - steal_before
         finally:
             if burner:
                 stop.set()
@@ -67,6 +80,11 @@ def inproc(config: str, sets: list, label: str, duration: float, hog: bool = Fal
           f"{cfg['loop']['overrun']}, correction {result.summary['correction']})")
     print(format_summary(result.summary))
     print(f"  worst stalls: {_stalls(result.events)}")
+    print(f"  steal time of the loop's CPU(s) during the run: {steal:.0f} ms")
+    late = floor["lateness_us"]
+    print(f"  machine floor just before (empty loop, same wait and scheduling): lateness "
+          f"p99 {late['p99']:.2f} µs, p99.9 {late['p99.9']:.2f}, max {late['max']:.0f}; "
+          f"overruns {floor['overruns_per_1000']:.2f} per 1000; steal {floor['steal_ms']:.0f} ms")
 
 
 def zmq_round_trip(transport: str, duration: float) -> None:
@@ -92,6 +110,11 @@ def zmq_round_trip(transport: str, duration: float) -> None:
           f"p99 {read['p99']:.1f}, p99.9 {read['p99.9']:.1f}, max {read['max']:.1f}")
     print(f"  whole controller tick: median {tick['median']:.1f} µs, p99 {tick['p99']:.1f}")
     print(f"  lockstep throughput: {result.ticks / elapsed:.0f} steps/s (incl. start-up)")
+    floor = round_trips(endpoint + "-floor" if transport == "ipc" else "tcp://127.0.0.1:5592",
+                        int(min(duration, 10.0) * 1000))
+    print(f"  machine floor (bare pyzmq ping-pong, same frames and pacing): median "
+          f"{np.median(floor):.1f} µs, p99 {np.percentile(floor, 99):.1f}, "
+          f"p99.9 {np.percentile(floor, 99.9):.1f}")
 
 
 def fast(duration: float) -> None:

@@ -115,6 +115,10 @@ SCHEMA: dict[str, Any] = {
         "spin": Key("float", 5e-4, minimum=0.0,
                     doc="busy-wait this long before each deadline (sleep until then), s; at "
                         "most half the period, so that SCHED_FIFO is never throttled"),
+        "rehearse": Key("float", 3e-5, minimum=0.0,
+                        doc="this long before each deadline, inside the spin, run the tick's "
+                            "arithmetic once on scratch copies, so that the real tick finds "
+                            "its code and data in cache, s (0: off)"),
         "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
         "fifo_priority": Key("int", 80, minimum=0,
                              doc="SCHED_FIFO priority of the loop thread (0: normal scheduling); "
