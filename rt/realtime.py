@@ -32,7 +32,7 @@ from rt.lockstep import advance, apply_schedule, correct
 
 # mail slots
 M_STOP, M_REQ_SEQ, M_REQ_KIND, M_REQ_JOINT, M_REQ_DURATION, M_ACK_SEQ, M_ACK_TICK, \
-    M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, M_OVERRUNS, M_REASON, M_START_NS = range(14)
+    M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, M_OVERRUNS, M_REASON = range(13)
 MAIL_SIZE = 16
 # fault request kinds
 F_JAM = 1
@@ -296,7 +296,6 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
     scratch_jams, scratch_x = jams.copy(), x.copy()      # before the first tick
     scratch_u, scratch_held, scratch_meas = u.copy(), held.copy(), meas.copy()
     start = now_ns(ts) + period_ns
-    mail[M_START_NS] = float(start)     # CLOCK_MONOTONIC of tick 0's deadline
     k = 0
     while k < n_ticks:
         if atomic_load(mail, M_STOP) != 0.0:

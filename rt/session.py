@@ -224,8 +224,7 @@ class Session:
                            if self.correction else "none",
                            corrections_by_worker=int(self.handoff[rtk.W_DONE])
                            if self.use_worker else 0,
-                           policy=self.cfg["loop"]["overrun"], rehearse=self.cfg["loop"]["rehearse"],
-                           clock_start_ns=int(self.mail[rtk.M_START_NS]))
+                           policy=self.cfg["loop"]["overrun"], rehearse=self.cfg["loop"]["rehearse"])
             with deferred_signals():
                 self.telemetry.close(summary)
             timing_path = self.telemetry.path.with_suffix(".timing.json")
