@@ -7,7 +7,8 @@
   normal scheduling (SCHED_OTHER). Lateness, whole-tick compute time, overruns,
   and what the loop did after the worst stalls (the overrun policy at work),
   next to the steal time and the machine's floor (bench/machine_floor.py: the
-  same wait and scheduling with an empty tick, run just before).
+  same wait and scheduling with an empty tick), run in interleaved 10 s chunks so
+  that loop and floor see the same host.
 - rate5k: the 3-DOF arm at 5 kHz (SCHED_FIFO).
 - zmq: controller <-> emulator round trip (lockstep COMMAND -> step -> STATE) over
   ipc and tcp loopback, lockstep throughput (steps per second), and the floor:
@@ -38,10 +39,9 @@ from drivers.zmq_link import ZmqLink  # noqa: E402
 from rt.config import load  # noqa: E402
 from rt.loop import LinkLoop  # noqa: E402
 from rt.session import Session  # noqa: E402
-from rt.timing import format_summary  # noqa: E402
+from rt.timing import format_summary, summarize  # noqa: E402
 
 FIFO = ["loop.fifo_priority=80", "loop.cpu=1"]
-LOOP_CPUS = {True: [1], False: [0, 1]}    # pinned (to CPU 1 here) or not
 
 
 def _burn(stop) -> None:
@@ -58,33 +58,56 @@ def _stalls(events: list, n: int = 5) -> str:
                      f"late)" for e in overruns) or "none"
 
 
-def inproc(config: str, sets: list, label: str, duration: float, hog: bool = False) -> None:
-    cfg = load(ROOT / "configs" / f"{config}.toml", [f"sim.duration={duration}"] + sets)
+def _steal(cpu: int) -> float:
+    return sum(steal_ms(c) for c in ([cpu] if cpu >= 0 else [0, 1]))
+
+
+def inproc(config: str, sets: list, label: str, duration: float, hog: bool = False,
+           chunk: float = 10.0) -> None:
+    """The loop for ``duration`` s in chunks of ``chunk`` s, each after a chunk of the
+    machine's floor (the empty loop, same wait and scheduling), so that both see
+    the same host; statistics over all chunks."""
+    chunks = max(1, int(round(duration / chunk)))
+    cfg = load(ROOT / "configs" / f"{config}.toml",
+               [f"sim.duration={duration / chunks}"] + sets)
+    loop, h = cfg["loop"], cfg["sim"]["dt"]
     stop = multiprocessing.Event()
     burner = multiprocessing.Process(target=_burn, args=(stop,)) if hog else None
     if burner:
         burner.start()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            loop = cfg["loop"]
-            floor = floor_run(duration, cfg["sim"]["dt"], loop["spin"], loop["cpu"],
-                              loop["fifo_priority"])
-            steal_before = sum(steal_ms(c) for c in LOOP_CPUS[loop["cpu"] >= 0])
-            result = Session(cfg, Path(tmp) / "run.mcap").run()
-            steal = sum(steal_ms(c) for c in LOOP_CPUS[loop["cpu"] >= 0]) - steal_before
-        finally:
-            if burner:
-                stop.set()
-                burner.join()
-    print(f"\n== {label} ({1 / cfg['sim']['dt']:g} Hz, {duration:g} s, policy "
-          f"{cfg['loop']['overrun']}, correction {result.summary['correction']})")
-    print(format_summary(result.summary))
-    print(f"  worst stalls: {_stalls(result.events)}")
-    print(f"  steal time of the loop's CPU(s) during the run: {steal:.0f} ms")
+    runs, floors, events = [], [], []
+    steal = {"loop": 0.0, "floor": 0.0}
+    try:
+        for c in range(chunks):
+            timings, overruns, stolen = floor_run(duration / chunks, h, loop["spin"], loop["cpu"],
+                                                  loop["fifo_priority"])
+            floors.append((timings, overruns))
+            steal["floor"] += stolen
+            with tempfile.TemporaryDirectory() as tmp:
+                session = Session(cfg, Path(tmp) / "run.mcap")
+                before = _steal(loop["cpu"])
+                result = session.run()
+                steal["loop"] += _steal(loop["cpu"]) - before
+            runs.append((session.timings[:result.ticks], result.summary["overruns"]))
+            events += [{**e, "t": e["t"] + c * duration / chunks} for e in result.events]
+    finally:
+        if burner:
+            stop.set()
+            burner.join()
+    summary = summarize(np.concatenate([t for t, _ in runs]), sum(o for _, o in runs),
+                        result.summary["scheduling"])
+    floor = summarize(np.concatenate([t for t, _ in floors]), sum(o for _, o in floors))
+    print(f"\n== {label} ({1 / h:g} Hz, {duration:g} s in {chunks} chunks, policy "
+          f"{loop['overrun']}, correction {result.summary['correction']}, rehearse "
+          f"{loop['rehearse'] * 1e6:g} µs)")
+    print(format_summary(summary))
+    print(f"  worst stalls: {_stalls(events)}")
     late = floor["lateness_us"]
-    print(f"  machine floor just before (empty loop, same wait and scheduling): lateness "
+    print(f"  steal time of the loop's CPU(s): {steal['loop']:.0f} ms during the loop, "
+          f"{steal['floor']:.0f} ms during the floor")
+    print(f"  machine floor (empty loop, same wait and scheduling, interleaved): lateness "
           f"p99 {late['p99']:.2f} µs, p99.9 {late['p99.9']:.2f}, max {late['max']:.0f}; "
-          f"overruns {floor['overruns_per_1000']:.2f} per 1000; steal {floor['steal_ms']:.0f} ms")
+          f"overruns {floor['overruns']} ({floor['overruns_per_1000']:.2f} per 1000)")
 
 
 def zmq_round_trip(transport: str, duration: float) -> None:
@@ -139,6 +162,8 @@ def main() -> None:
     only = args.only.split(",")
     if "inproc" in only:
         inproc("rrr3_pd", FIFO, "3RRR PD, SCHED_FIFO", args.duration)
+        inproc("rrr3_pd", FIFO + ["loop.rehearse=0"], "3RRR PD, SCHED_FIFO, no rehearsal",
+               args.duration)
         inproc("rrr3_pd", FIFO, "3RRR PD, SCHED_FIFO, CPU hog on the other core", args.duration,
                hog=True)
         inproc("rrr3_pd", ["loop.fifo_priority=0"], "3RRR PD, SCHED_OTHER (no FIFO, no pinning)",

@@ -16,7 +16,6 @@ import numpy as np
 from plant.kernel import kernel
 from rt.clock import now_ns, timespec, wait_until_ns
 from rt.sched import apply_thread
-from rt.timing import summarize
 
 
 @kernel
@@ -50,12 +49,13 @@ def steal_ms(cpu: int) -> float:
     raise ValueError(f"cpu{cpu} not in /proc/stat")
 
 
-def floor_run(duration: float, period: float, spin: float, cpu: int, fifo_priority: int) -> dict:
+def floor_run(duration: float, period: float, spin: float, cpu: int,
+              fifo_priority: int) -> tuple[np.ndarray, int, float]:
     """Run the empty loop for ``duration`` s in a thread with the given scheduling.
 
-    Returns rt.timing.summarize's summary (lateness; compute is zero; overruns
-    and skipped ticks as the loop counts them) with the steal time of
-    ``cpu`` (or of every CPU, cpu = -1) during the run, ms.
+    Returns its timing rows as rt.realtime records them ((ticks, 5), s: lateness,
+    then zero compute; NaN rows for skipped ticks), its overruns, and the steal
+    time of ``cpu`` (of every CPU for cpu = -1) during the run, ms.
     """
     period_ns = int(round(period * 1e9))
     spin_ns = int(min(spin, 0.5 * period) * 1e9)
@@ -65,7 +65,7 @@ def floor_run(duration: float, period: float, spin: float, cpu: int, fifo_priori
     result = {}
 
     def run() -> None:
-        result["scheduling"] = apply_thread(cpu, fifo_priority)
+        apply_thread(cpu, fifo_priority)
         before = sum(steal_ms(c) for c in cpus)
         result["overruns"] = _empty_loop(timespec(), period_ns, spin_ns, lateness)
         result["steal_ms"] = sum(steal_ms(c) for c in cpus) - before
@@ -75,6 +75,4 @@ def floor_run(duration: float, period: float, spin: float, cpu: int, fifo_priori
     thread.join()
     timings = np.zeros((len(lateness), 5))
     timings[:, 0] = np.where(lateness >= 0, lateness * 1e-9, np.nan)
-    summary = summarize(timings, result["overruns"], result["scheduling"])
-    summary["steal_ms"] = result["steal_ms"]
-    return summary
+    return timings, result["overruns"], result["steal_ms"]

@@ -244,7 +244,8 @@ def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, 
 
     Run in the spin shortly before a deadline. After the sleep, the vCPU's caches,
     TLB and branch predictors hold other work: the tick's first pass through its
-    code costs 3-4 times a warm one (measured: bench/bench_rt.py). Rehearsing it
+    code costs about twice a warm one (bench/bench_rt.py, with and without
+    ``loop.rehearse``). Rehearsing it
     moves those misses ahead of the deadline, so the real tick (and the command
     it sends) runs warm. The run's state, jams and commands are left untouched;
     ``cwork``, ``work`` and ``stages`` are scratch that every tick overwrites.

@@ -104,8 +104,8 @@ class Session:
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop["spin"], self.h),
-            int(loop["rehearse"] * 1e9), rtk.POLICIES[loop["overrun"]], loop["max_overruns"], ts, handoff, self.snap,
-            self.delta)
+            int(loop["rehearse"] * 1e9), rtk.POLICIES[loop["overrun"]], loop["max_overruns"], ts,
+            handoff, self.snap, self.delta)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
@@ -224,7 +224,8 @@ class Session:
                            if self.correction else "none",
                            corrections_by_worker=int(self.handoff[rtk.W_DONE])
                            if self.use_worker else 0,
-                           policy=self.cfg["loop"]["overrun"], rehearse=self.cfg["loop"]["rehearse"])
+                           policy=self.cfg["loop"]["overrun"],
+                           rehearse=self.cfg["loop"]["rehearse"])
             with deferred_signals():
                 self.telemetry.close(summary)
             timing_path = self.telemetry.path.with_suffix(".timing.json")
