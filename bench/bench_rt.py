@@ -58,10 +58,6 @@ def _stalls(events: list, n: int = 5) -> str:
                      f"late)" for e in overruns) or "none"
 
 
-def _steal(cpu: int) -> float:
-    return sum(steal_ms(c) for c in ([cpu] if cpu >= 0 else [0, 1]))
-
-
 def inproc(config: str, sets: list, label: str, duration: float, hog: bool = False,
            chunk: float = 10.0) -> None:
     """The loop for ``duration`` s in chunks of ``chunk`` s, each after a chunk of the
@@ -85,9 +81,9 @@ def inproc(config: str, sets: list, label: str, duration: float, hog: bool = Fal
             steal["floor"] += stolen
             with tempfile.TemporaryDirectory() as tmp:
                 session = Session(cfg, Path(tmp) / "run.mcap")
-                before = _steal(loop["cpu"])
+                before = steal_ms(loop["cpu"])
                 result = session.run()
-                steal["loop"] += _steal(loop["cpu"]) - before
+                steal["loop"] += steal_ms(loop["cpu"]) - before
             runs.append((session.timings[:result.ticks], result.summary["overruns"]))
             events += [{**e, "t": e["t"] + c * duration / chunks} for e in result.events]
     finally:

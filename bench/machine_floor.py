@@ -40,13 +40,15 @@ def _empty_loop(ts, period_ns, spin_ns, lateness):
 
 
 def steal_ms(cpu: int) -> float:
-    """CPU ``cpu``'s steal time since boot (time the host ran something else on it), ms."""
+    """Steal time since boot (time the host ran something else on the vCPU) of CPU
+    ``cpu``, or of every CPU for cpu = -1 (a thread that is not pinned), ms."""
+    name = f"cpu{cpu}" if cpu >= 0 else "cpu"
     with open("/proc/stat") as stat:
         for line in stat:
             fields = line.split()
-            if fields[0] == f"cpu{cpu}":
+            if fields[0] == name:
                 return int(fields[8]) * 10.0      # USER_HZ = 100
-    raise ValueError(f"cpu{cpu} not in /proc/stat")
+    raise ValueError(f"{name} not in /proc/stat")
 
 
 def floor_run(duration: float, period: float, spin: float, cpu: int,
@@ -55,20 +57,19 @@ def floor_run(duration: float, period: float, spin: float, cpu: int,
 
     Returns its timing rows as rt.realtime records them ((ticks, 5), s: lateness,
     then zero compute; NaN rows for skipped ticks), its overruns, and the steal
-    time of ``cpu`` (of every CPU for cpu = -1) during the run, ms.
+    time of ``cpu`` (``steal_ms``) during the run, ms.
     """
     period_ns = int(round(period * 1e9))
     spin_ns = int(min(spin, 0.5 * period) * 1e9)
     lateness = np.full(int(duration / period), -1, np.int64)
     _empty_loop(timespec(), period_ns, spin_ns, lateness[:2])     # compile before timing
-    cpus = [cpu] if cpu >= 0 else [0, 1]
     result = {}
 
     def run() -> None:
         apply_thread(cpu, fifo_priority)
-        before = sum(steal_ms(c) for c in cpus)
+        before = steal_ms(cpu)
         result["overruns"] = _empty_loop(timespec(), period_ns, spin_ns, lateness)
-        result["steal_ms"] = sum(steal_ms(c) for c in cpus) - before
+        result["steal_ms"] = steal_ms(cpu) - before
 
     thread = threading.Thread(target=run)
     thread.start()
