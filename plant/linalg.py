@@ -5,7 +5,28 @@ top-left ``n`` x ``n`` block of caller-owned arrays instead.
 """
 import numpy as np
 
-from plant.kernel import kernel
+from plant.kernel import inline_kernel, kernel
+
+
+@inline_kernel
+def ldl3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3):
+    """Solve the symmetric 3 x 3 system A x = y in scalars (LDL^T, no square roots).
+
+    For the fused per-step kernels (registers, no arrays). Returns
+    (x1, x2, x3, d1, d2, d3) with the pivots d_j of D: the caller judges the
+    system's regularity from them (x is invalid when a pivot is not positive).
+    """
+    l21 = a12 / a11
+    l31 = a13 / a11
+    d2 = a22 - l21 * l21 * a11
+    l32 = (a23 - l31 * l21 * a11) / d2
+    d3 = a33 - l31 * l31 * a11 - l32 * l32 * d2
+    z2 = y2 - l21 * y1
+    z3 = y3 - l31 * y1 - l32 * z2
+    x3 = z3 / d3
+    x2 = z2 / d2 - l32 * x3
+    x1 = y1 / a11 - l21 * x2 - l31 * x3
+    return x1, x2, x3, a11, d2, d3
 
 @kernel
 def cholesky_solve(a, b, n):

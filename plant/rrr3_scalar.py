@@ -19,6 +19,7 @@ import numpy as np
 
 from plant import rrr3
 from plant.kernel import fused_kernel, inline_kernel, kernel
+from plant.linalg import ldl3_solve
 from plant.layout import H_BODY
 from plant.motor import drive3, reflected_inertia3
 from plant.rrr3 import (R_B, R_BAUMGARTE, R_COS_ALPHA, R_DAMP, R_DELTA, R_ITERATIONS, R_L1,
@@ -123,21 +124,9 @@ def _solve_s(r1, r2, r3, minv, rhs):
     s12 = r1[1] * mx * r2[1] + r1[2] * my * r2[2] + r1[3] * mp * r2[3]
     s13 = r1[1] * mx * r3[1] + r1[2] * my * r3[2] + r1[3] * mp * r3[3]
     s23 = r2[1] * mx * r3[1] + r2[2] * my * r3[2] + r2[3] * mp * r3[3]
-    e1 = s11
-    l21 = s12 / e1
-    l31 = s13 / e1
-    e2 = s22 - l21 * l21 * e1
-    l32 = (s23 - l31 * l21 * e1) / e2
-    e3 = s33 - l31 * l31 * e1 - l32 * l32 * e2
+    x1, x2, x3, e1, e2, e3 = ldl3_solve(s11, s12, s13, s22, s23, s33, rhs[0], rhs[1], rhs[2])
     floor = RANK_TOL * max(s11, s22, s33)
-    regular = e1 > floor and e2 > floor and e3 > floor
-    y1, y2, y3 = rhs
-    z2 = y2 - l21 * y1
-    z3 = y3 - l31 * y1 - l32 * z2
-    x3 = z3 / e3
-    x2 = z2 / e2 - l32 * x3
-    x1 = y1 / e1 - l21 * x2 - l31 * x3
-    return x1, x2, x3, regular
+    return x1, x2, x3, e1 > floor and e2 > floor and e3 > floor
 
 
 @inline_kernel

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from plant.kernel import inline_kernel, kernel
+from plant.linalg import ldl3_solve
 from plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
 from plant.motor import drive3
 
@@ -313,18 +314,7 @@ def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
             y2, a22, a12, a23 = g2, 1.0, 0.0, 0.0
         if not free[2]:
             y3, a33, a13, a23 = g3, 1.0, 0.0, 0.0
-    # LDL^T of the symmetric 3 x 3
-    e1 = a11
-    l21 = a12 / e1
-    l31 = a13 / e1
-    e2 = a22 - l21 * l21 * e1
-    l32 = (a23 - l31 * l21 * e1) / e2
-    e3 = a33 - l31 * l31 * e1 - l32 * l32 * e2
-    z2 = y2 - l21 * y1
-    z3 = y3 - l31 * y1 - l32 * z2
-    qdd3 = z3 / e3
-    qdd2 = z2 / e2 - l32 * qdd3
-    qdd1 = y1 / e1 - l21 * qdd2 - l31 * qdd3
+    qdd1, qdd2, qdd3, e1, e2, e3 = ldl3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3)
     health = _smaller(_smaller(e1 if free[0] else np.inf, e2 if free[1] else np.inf),
                       e3 if free[2] else np.inf)
     return qdd1, qdd2, qdd3, health
