@@ -5,8 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from controllers.layout import make_ctrl
 from controllers.law import (FEEDFORWARD, OPEN_LOOP, OUT_DIRECT, OUT_GAIN, OUT_MOTOR_MODEL, PD,
-                             WORK_MODEL, make_ctrl)
+                             WORK_MODEL)
 from controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from plant.factory import motor_params, plant_from_config
 from plant.layout import work_shape

@@ -1,4 +1,5 @@
-"""Joint references r(t), r'(t), r''(t) as numba kernels over the controller array.
+"""Joint references r(t), r'(t), r''(t) as numba kernels over the controller array
+(controllers.layout).
 
 Kinds (``C_REF`` in controllers.law):
 - ``HOLD``: r = target.
@@ -11,6 +12,8 @@ Units: rad, rad/s, rad/s², s, Hz.
 """
 import math
 
+from controllers.layout import (B_AMPLITUDE, B_PHASE, B_START, B_TARGET, C_DURATION, C_FREQUENCY,
+                                C_NACT, C_T_START, at)
 from plant.kernel import kernel
 
 HOLD = 0
@@ -20,34 +23,40 @@ SINUSOID = 3
 
 
 @kernel
-def reference(kind, t, t_start, duration, frequency, start, target, amplitude, phase,
-              r, rd, rdd):
-    """Fill r, rd, rdd (one entry per joint) at time t (s)."""
-    n = r.shape[0]
+def reference(kind, t, ctrl, work):
+    """Fill rows 0, 1, 2 of ``work`` with r, r', r'' (one column per joint) at time
+    t (s), from the times and the start, target, amplitude and phase blocks of
+    ``ctrl`` (controllers.layout)."""
+    n = int(ctrl[C_NACT])
+    t_start, duration, frequency = ctrl[C_T_START], ctrl[C_DURATION], ctrl[C_FREQUENCY]
     for j in range(n):
-        rd[j] = 0.0
-        rdd[j] = 0.0
+        start = at(ctrl, B_START, n, j)
+        target = at(ctrl, B_TARGET, n, j)
+        amplitude = at(ctrl, B_AMPLITUDE, n, j)
+        phase = at(ctrl, B_PHASE, n, j)
+        work[1, j] = 0.0
+        work[2, j] = 0.0
         if kind == STEP:
-            r[j] = start[j] if t < t_start else target[j]
+            work[0, j] = start if t < t_start else target
         elif kind == QUINTIC:
             tau = (t - t_start) / duration
             if tau <= 0.0:
-                r[j] = start[j]
+                work[0, j] = start
             elif tau >= 1.0:
-                r[j] = target[j]
+                work[0, j] = target
             else:
-                span = target[j] - start[j]
+                span = target - start
                 t2 = tau * tau
-                r[j] = start[j] + span * t2 * tau * (10.0 - 15.0 * tau + 6.0 * t2)
-                rd[j] = span * 30.0 * t2 * (1.0 - tau) * (1.0 - tau) / duration
-                rdd[j] = span * 60.0 * tau * (1.0 - tau) * (1.0 - 2.0 * tau) / (duration * duration)
+                work[0, j] = start + span * t2 * tau * (10.0 - 15.0 * tau + 6.0 * t2)
+                work[1, j] = span * 30.0 * t2 * (1.0 - tau) * (1.0 - tau) / duration
+                work[2, j] = span * 60.0 * tau * (1.0 - tau) * (1.0 - 2.0 * tau) / (duration * duration)
         elif kind == SINUSOID and t >= t_start:
             w = 2.0 * math.pi * frequency
-            arg = w * (t - t_start) + phase[j]
-            r[j] = target[j] + amplitude[j] * math.sin(arg)
-            rd[j] = amplitude[j] * w * math.cos(arg)
-            rdd[j] = -amplitude[j] * w * w * math.sin(arg)
+            arg = w * (t - t_start) + phase
+            work[0, j] = target + amplitude * math.sin(arg)
+            work[1, j] = amplitude * w * math.cos(arg)
+            work[2, j] = -amplitude * w * w * math.sin(arg)
         elif kind == SINUSOID:
-            r[j] = target[j] + amplitude[j] * math.sin(phase[j])
+            work[0, j] = target + amplitude * math.sin(phase)
         else:
-            r[j] = target[j]
+            work[0, j] = target

@@ -34,6 +34,14 @@ def state_size(p):
 
 
 @kernel
+def is_fused_rrr3(p, method):
+    """True where an RK4 step of the plant p runs fused (plant.rrr3_scalar.rk4):
+    a 3RRR without current states."""
+    return method == METHOD_RK4 and int(p[H_MODEL]) == MODEL_RRR3 \
+        and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL
+
+
+@kernel
 def _rk4(p, jams, t, x, u, h, work, stages, nx):
     k1 = stages[0]
     k2 = stages[1]
@@ -81,15 +89,14 @@ def step(p, jams, t, x, u, h, work, stages, method):
     ts = t
     health = 1e300
     fused_arm3 = method == METHOD_RK4 and is_arm3(p)
-    fused_rrr3 = method == METHOD_RK4 and int(p[H_MODEL]) == MODEL_RRR3 \
-        and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL
+    fused_rrr3 = is_fused_rrr3(p, method)
     while True:
         tn = next_jam_end(jams, ts + tol, t_end)
         # rrr3_scalar.rk4 leaves x untouched where S is singular (returns -1): the
         # generic step, with its pseudo-inverse, takes that step
         if fused_arm3:
             sub = rk4_arm3(p, jams, x, u, tn - ts)
-        elif fused_rrr3 and rrr3_scalar.rk4(p, x, u, tn - ts) > 0.0:
+        elif fused_rrr3 and rrr3_scalar.rk4(p, x, u, tn - ts, work, False) > 0.0:
             sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
         elif method == METHOD_RK4:
             sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx)

@@ -1,5 +1,5 @@
 """The decorators numba kernels in hilrig are compiled with: ``kernel`` for every
-kernel, and two variants for the fused steps (below).
+kernel, and variants for the fused steps and for the loops that allocate (below).
 
 - ``cache=True``: compiled code is stored next to the sources, so later runs
   start without compiling. numba refreshes a cached kernel only when its own
@@ -11,10 +11,18 @@ kernel, and two variants for the fused steps (below).
   raising. This removes a checked branch from every division (measured: ~20 ns
   per call of a small kernel); invalid states are caught by the NaN checks
   after each step instead.
+- ``_nrt=False``: no numba runtime (the reference counts of arrays). With it, a
+  compiled kernel increments the count of each array argument on entry and
+  decrements it on exit, and counts every slice it makes: each an atomic
+  operation, which also stops the CPU from overlapping the memory accesses
+  around it. A plant step (plant.integrators.step, six arrays) paid about 14 of
+  them. Kernels without the runtime cannot allocate (np.zeros, .copy(), array
+  expressions, slice assignment) nor return a new array view to Python: they
+  work on caller-owned arrays, copy with element loops and return indices.
 """
 from numba import njit
 
-kernel = njit(cache=True, nogil=True, error_model="numpy")
+kernel = njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 
 # For the per-evaluation helpers of the fused steps (plant.rk4_arm3,
 # plant.rrr3_scalar), inlined in numba's IR. LLVM inlines small compiled callees
@@ -23,10 +31,16 @@ kernel = njit(cache=True, nogil=True, error_model="numpy")
 # faster with their helpers inlined here. Each inlined call site costs compile
 # time: keep it to scalar helpers with few call sites (inlining the whole
 # derivative took compile time to 99 s).
-inline_kernel = njit(cache=True, nogil=True, error_model="numpy", inline="always")
+inline_kernel = njit(cache=True, nogil=True, error_model="numpy", inline="always", _nrt=False)
 
 
 # The fused steps (plant.rk4_arm3, plant.rrr3_scalar): also let LLVM contract
 # a * b + c into one fused multiply-add (one rounding instead of two; no other
 # fast-math license). Results move in the last bit only; measured ~8 % faster.
-fused_kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
+fused_kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"},
+                    _nrt=False)
+
+# A loop that allocates its scratch once before it starts (rt.realtime.run_loop):
+# with the runtime. The kernels it calls per tick run without it, so the ticks
+# pay no reference counting.
+allocating_kernel = njit(cache=True, nogil=True, error_model="numpy")

@@ -9,24 +9,31 @@ from plant.kernel import inline_kernel, kernel
 
 
 @inline_kernel
-def ldl3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3):
-    """Solve the symmetric 3 x 3 system A x = y in scalars (LDL^T, no square roots).
+def sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3):
+    """Solve the symmetric 3 x 3 system A x = y in scalars, by its adjugate.
 
-    For the fused per-step kernels (registers, no arrays). Returns
-    (x1, x2, x3, d1, d2, d3) with the pivots d_j of D: the caller judges the
-    system's regularity from them (x is invalid when a pivot is not positive).
+    For the fused per-step kernels (registers, no arrays). x = adj(A) y / det A:
+    the cofactors and det A need no division and one reciprocal follows, so the
+    chain from A to x is about half as long as an LDL^T solve's, whose three
+    divisions depend on each other (the fused RK4 steps wait on it at every
+    stage). Returns (x1, x2, x3, d1, d2, d3) with the pivots d_j of A's LDL^T
+    factorisation, a11, c33 / a11 and det A / c33 (c33 = a11 a22 - a12^2): the
+    caller judges the system's regularity from them (x is invalid when a pivot
+    is not positive).
     """
-    l21 = a12 / a11
-    l31 = a13 / a11
-    d2 = a22 - l21 * l21 * a11
-    l32 = (a23 - l31 * l21 * a11) / d2
-    d3 = a33 - l31 * l31 * a11 - l32 * l32 * d2
-    z2 = y2 - l21 * y1
-    z3 = y3 - l31 * y1 - l32 * z2
-    x3 = z3 / d3
-    x2 = z2 / d2 - l32 * x3
-    x1 = y1 / a11 - l21 * x2 - l31 * x3
-    return x1, x2, x3, a11, d2, d3
+    c11 = a22 * a33 - a23 * a23
+    c12 = a13 * a23 - a12 * a33
+    c13 = a12 * a23 - a13 * a22
+    c22 = a11 * a33 - a13 * a13
+    c23 = a12 * a13 - a11 * a23
+    c33 = a11 * a22 - a12 * a12
+    det = a11 * c11 + a12 * c12 + a13 * c13
+    inv = 1.0 / det
+    x1 = (c11 * y1 + c12 * y2 + c13 * y3) * inv
+    x2 = (c12 * y1 + c22 * y2 + c23 * y3) * inv
+    x3 = (c13 * y1 + c23 * y2 + c33 * y3) * inv
+    return x1, x2, x3, a11, c33 / a11, det / c33
+
 
 @kernel
 def cholesky_solve(a, b, n):

@@ -1,30 +1,34 @@
 """The 3RRR's per-step path in scalars: the fused RK4 step and the projection.
 
-plant.integrators.step takes ``rk4`` for a 3RRR without current states, and
-rt.lockstep's projection correction takes ``project``. They compute what the
+plant.integrators.step takes ``rk4`` for a 3RRR without current states,
+rt.lockstep's projection correction takes ``project``, and rt.lockstep.advance
+takes the two fused (``rk4(..., projected=True)``), where the projection starts
+from the step's own sines and cosines. They compute what the
 generic kernels compute (rrr3.constrained_accel through plant.dynamics.derivative,
 rrr3.project), to rounding (tests/test_fast_paths.py), in scalars: constants
 read once per call, no arrays or slices per evaluation, the sparsity of
 Phi_q (each row: its own theta_i column and x_C, y_C, phi) written out, and
-sin and cos called once per call at the call's angles theta_1..3 and phi; the
+sin and cos evaluated once per call at the call's angles theta_1..3 and phi
+(plant.trig.sincos); the
 stages (RK4) and updates (projection) move them by their increments (plant.trig).
 cos(phi + alpha_i), sin(phi + alpha_i) come from cos phi, sin phi and the
 stored cos alpha_i, sin alpha_i.
 
 Where S = Phi M^-1 Phi^T is numerically singular (Phi_q loses rank, a pivot
-below rrr3.RANK_TOL of S's largest diagonal entry) both leave x untouched and
-the caller takes the generic kernels, which switch to the pseudo-inverse of S.
+below rrr3.RANK_TOL of S's largest diagonal entry) the generic kernels take
+over, which switch to the pseudo-inverse of S: ``rk4`` leaves x untouched and
+returns -1 for its caller to take the generic step, and the projection runs
+rrr3.project itself.
 """
-import numpy as np
 
 from plant import rrr3
 from plant.kernel import fused_kernel, inline_kernel, kernel
-from plant.linalg import ldl3_solve
+from plant.linalg import sym3_solve
 from plant.layout import H_BODY
 from plant.motor import drive3, reflected_inertia3
 from plant.rrr3 import (R_B, R_BAUMGARTE, R_COS_ALPHA, R_DAMP, R_DELTA, R_ITERATIONS, R_L1,
                         R_L2, R_MASS, R_OMEGA0, R_OX, R_OY, R_SIN_ALPHA, R_TOLERANCE, RANK_TOL)
-from plant.trig import MAX_INCREMENT, moved
+from plant.trig import MAX_INCREMENT, moved, sincos
 
 
 # -- constants ------------------------------------------------------------------------
@@ -69,8 +73,11 @@ def _step_constants(p, u):
 @inline_kernel
 def _trig(t1, t2, t3, phi):
     """(sin, cos) of theta_1, theta_2, theta_3 and phi (rad), flat."""
-    return (np.sin(t1), np.cos(t1), np.sin(t2), np.cos(t2), np.sin(t3), np.cos(t3),
-            np.sin(phi), np.cos(phi))
+    s1, c1 = sincos(t1)
+    s2, c2 = sincos(t2)
+    s3, c3 = sincos(t3)
+    sp, cp = sincos(phi)
+    return s1, c1, s2, c2, s3, c3, sp, cp
 
 
 @inline_kernel
@@ -114,7 +121,8 @@ def _convective(shape, dx, dy, cp, sp, st, ct, w, wp, vx, vy):
 
 @inline_kernel
 def _solve_s(r1, r2, r3, minv, rhs):
-    """Solve S lambda = rhs, S = Phi M^-1 Phi^T from the rows r_i of Phi_q (LDL^T).
+    """Solve S lambda = rhs, S = Phi M^-1 Phi^T from the rows r_i of Phi_q
+    (plant.linalg.sym3_solve).
     Returns (lambda_1, lambda_2, lambda_3, regular); not regular: a pivot below
     RANK_TOL of S's largest diagonal entry (lambda then invalid)."""
     m1, m2, m3, mx, my, mp = minv
@@ -124,7 +132,7 @@ def _solve_s(r1, r2, r3, minv, rhs):
     s12 = r1[1] * mx * r2[1] + r1[2] * my * r2[2] + r1[3] * mp * r2[3]
     s13 = r1[1] * mx * r3[1] + r1[2] * my * r3[2] + r1[3] * mp * r3[3]
     s23 = r2[1] * mx * r3[1] + r2[2] * my * r3[2] + r2[3] * mp * r3[3]
-    x1, x2, x3, e1, e2, e3 = ldl3_solve(s11, s12, s13, s22, s23, s33, rhs[0], rhs[1], rhs[2])
+    x1, x2, x3, e1, e2, e3 = sym3_solve(s11, s12, s13, s22, s23, s33, rhs[0], rhs[1], rhs[2])
     floor = RANK_TOL * max(s11, s22, s33)
     return x1, x2, x3, e1 > floor and e2 > floor and e3 > floor
 
@@ -177,10 +185,13 @@ def _accel(const, trig, xc, yc, qd):
 
 
 @fused_kernel
-def rk4(p, x, u, h):
+def rk4(p, x, u, h, work, projected):
     """Advance x = [q, qd] of the 3RRR by h (s) with input u (N m or V) held: the RK4
-    step of plant.integrators over rrr3.constrained_accel. Returns the rank of S
-    (3.0), or -1.0 with x untouched where S is singular at a stage."""
+    step of plant.integrators over rrr3.constrained_accel; if ``projected``, then
+    the projection (``project``), started from the sines and cosines of the new
+    angles moved from the step's own (plant.trig) instead of calling sin and cos
+    again. ``work``: a plant's work array (``project``'s fallback). Returns the
+    rank of S (3.0), or -1.0 with x untouched where S is singular at a stage."""
     const = _step_constants(p, u)
     q = (x[0], x[1], x[2], x[3], x[4], x[5])
     w = (x[6], x[7], x[8], x[9], x[10], x[11])
@@ -214,6 +225,9 @@ def rk4(p, x, u, h):
     for i in range(6):
         x[i] += sixth * dq[i]
         x[6 + i] += sixth * dw[i]
+    if projected:
+        _projected(p, x, work, _moved_trig(trig, x[0], x[1], x[2], x[5], x[0] - q[0],
+                                           x[1] - q[1], x[2] - q[2], x[5] - q[5]))
     return 3.0
 
 
@@ -224,13 +238,18 @@ def project(p, x, work):
     max|f| < tolerance, then qd <- qd - M^-1 Phi^T S^-1 Phi qd. Where S is
     singular it runs rrr3.project itself (on work's scratch rows, see
     plant.layout). Returns the number of position iterations taken."""
+    return _projected(p, x, work, _trig(x[0], x[1], x[2], x[5]))
+
+
+@inline_kernel
+def _projected(p, x, work, trig):
+    """``project`` with trig = _trig of x's angles given."""
     o = int(p[H_BODY])
     iterations = int(p[o + R_ITERATIONS])
     tol = p[o + R_TOLERANCE]
     shape = _shape(p)
     minv = _inverse_mass(p, reflected_inertia3(p))
     q = (x[0], x[1], x[2], x[3], x[4], x[5])
-    trig = _trig(q[0], q[1], q[2], q[5])
     taken = 0
     while True:
         st1, ct1, st2, ct2, st3, ct3, sphi, cphi = trig

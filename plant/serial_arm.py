@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from plant.kernel import inline_kernel, kernel
-from plant.linalg import ldl3_solve
+from plant.linalg import sym3_solve
 from plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
 from plant.motor import drive3
+from plant.trig import sincos
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,10 @@ def trig3(q1, q2, q3):
     p1 = q1
     p2 = p1 + q2
     p3 = p2 + q3
-    return np.sin(p1), np.cos(p1), np.sin(p2), np.cos(p2), np.sin(p3), np.cos(p3)
+    s1, c1 = sincos(p1)
+    s2, c2 = sincos(p2)
+    s3, c3 = sincos(p3)
+    return s1, c1, s2, c2, s3, c3
 
 
 @inline_kernel
@@ -296,8 +300,8 @@ def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
     y3 = force[2] - f3 - (joint_damping[2] + damping[2]) * w3
     if not (free[0] and free[1] and free[2]):
         # jammed joints (plant.jam, eqs. 3-4): move M e_K qdd_K to the right-hand
-        # side, then give the prescribed joints identity rows, so one LDL^T below
-        # solves the free joints' M_a and returns qdd_K unchanged
+        # side, then give the prescribed joints identity rows, so the solve below
+        # covers the free joints' M_a
         g1, g2, g3 = prescribed
         if not free[0]:
             y2 -= a12 * g1
@@ -314,7 +318,12 @@ def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
             y2, a22, a12, a23 = g2, 1.0, 0.0, 0.0
         if not free[2]:
             y3, a33, a13, a23 = g3, 1.0, 0.0, 0.0
-    qdd1, qdd2, qdd3, e1, e2, e3 = ldl3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3)
+    qdd1, qdd2, qdd3, e1, e2, e3 = sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3)
+    if not (free[0] and free[1] and free[2]):
+        # the identity rows return qdd_K to rounding (adj(A) y / det A): exactly
+        qdd1 = qdd1 if free[0] else prescribed[0]
+        qdd2 = qdd2 if free[1] else prescribed[1]
+        qdd3 = qdd3 if free[2] else prescribed[2]
     health = _smaller(_smaller(e1 if free[0] else np.inf, e2 if free[1] else np.inf),
                       e3 if free[2] else np.inf)
     return qdd1, qdd2, qdd3, health

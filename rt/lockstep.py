@@ -16,7 +16,7 @@ import numpy as np
 
 from controllers.law import command
 from plant import rrr3, rrr3_scalar, serial_arm
-from plant.integrators import state_size, step
+from plant.integrators import is_fused_rrr3, state_size, step
 from plant.jam import start_jam
 from plant.kernel import kernel
 from plant.layout import H_MODEL, H_NACT, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
@@ -44,13 +44,19 @@ def correct(p, x, correction, work):
 
 @kernel
 def advance(p, jams, t, x, u, h, method, correction, work, stages):
-    """One plant step from t with u held over h, then the constraint correction.
+    """One plant step from t with u held over h, then the constraint correction
+    (the 3RRR's RK4 step and projection fused in one call where it can: no jams
+    on a 3RRR, so nothing of plant.integrators.step's jam handling is skipped).
 
     Returns False (x then holds the invalid state) if the state became invalid:
     NaN or a singular mass matrix.
     """
-    health = step(p, jams, t, x, u, h, work, stages, method)
-    correct(p, x, correction, work)
+    if correction == CORRECTION_PROJECTION and is_fused_rrr3(p, method) \
+            and rrr3_scalar.rk4(p, x, u, h, work, True) > 0.0:
+        health = 3.0   # the rank of S, as plant.integrators.step reports it
+    else:
+        health = step(p, jams, t, x, u, h, work, stages, method)
+        correct(p, x, correction, work)
     if not health > 0.0:
         return False
     for i in range(x.shape[0]):
@@ -114,17 +120,15 @@ def run(p, jams, ctrl, model, cwork, schedule, x, t0, h, n_steps, method, correc
     nq = int(p[H_NQ])
     nact = int(p[H_NACT])
     nx = state_size(p)
-    u = np.zeros(nact)
     tol = 1e-9 * h
     for k in range(n_steps + 1):
         t = t0 + k * h
         apply_schedule(p, jams, schedule, t, x, tol)
+        u = rec_u[k]   # the command is recorded where it is computed
         command(ctrl, model, cwork, t, x[:nact], x[nq:nq + nact], u)
         rec_t[k] = t
         for i in range(nx):
             rec_x[k, i] = x[i]
-        for j in range(nact):
-            rec_u[k, j] = u[j]
         if k == n_steps:
             break
         if not advance(p, jams, t, x, u, h, method, correction, work, stages):

@@ -24,7 +24,7 @@ import numpy as np
 
 from controllers.law import command
 from plant.jam import clear_jam, start_jam
-from plant.kernel import kernel
+from plant.kernel import allocating_kernel, kernel
 from plant.layout import H_NACT, H_NQ
 from plant.motor import currents
 from rt.clock import atomic_load, atomic_store, now_ns, sleep_until_ns, wait_until_ns
@@ -93,8 +93,10 @@ def _event(events, mail, kind, tick, t, a, b, c):
 
 @kernel
 def _fill_row(ring, head, cols, tick, t, x, nq, held, cur):
-    """Write t, tick, q, qd, u and i into the next row (not yet published)."""
-    row = ring[head[0] % ring.shape[0]]
+    """Write t, tick, q, qd, u and i into the next row (not yet published); returns
+    the row's index in ``ring``."""
+    slot = head[0] % ring.shape[0]
+    row = ring[slot]
     row[0] = t
     row[cols[COL_TICK]] = tick
     for i in range(nq):
@@ -104,14 +106,14 @@ def _fill_row(ring, head, cols, tick, t, x, nq, held, cur):
         row[cols[COL_U] + j] = held[j]
         if cols[COL_I] >= 0:
             row[cols[COL_I] + j] = cur[j]
-    return row
+    return slot
 
 
 @kernel
-def _publish(row, head, cols, timing):
-    """Write the row's 5 timing columns (s) and publish it by advancing head."""
+def _publish(ring, slot, head, cols, timing):
+    """Write the 5 timing columns (s) of row ``slot`` and publish it by advancing head."""
     for k in range(5):
-        row[cols[COL_TIMING] + k] = timing[k]
+        ring[slot, cols[COL_TIMING] + k] = timing[k]
     atomic_store(head, 0, head[0] + 1)
 
 
@@ -252,9 +254,13 @@ def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, 
     """
     nq = int(p[H_NQ])
     nact = held.shape[0]
-    scratch_jams[:, :] = jams
-    scratch_x[:] = x
-    scratch_held[:] = held
+    for r in range(jams.shape[0]):   # element loops: kernels run without numba's runtime
+        for c in range(jams.shape[1]):
+            scratch_jams[r, c] = jams[r, c]
+    for i in range(x.shape[0]):
+        scratch_x[i] = x[i]
+    for j in range(nact):
+        scratch_held[j] = held[j]
     pos = scratch_meas[1:1 + nact]
     vel = scratch_meas[1 + nact:1 + 2 * nact]
     cur = scratch_meas[1 + 2 * nact:1 + 3 * nact]
@@ -267,7 +273,7 @@ def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, 
                 stages)
 
 
-@kernel
+@allocating_kernel
 def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
              period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta):
@@ -330,7 +336,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         # write: the plant steps under the command (the row holds the state before it
         # and the currents under the new command, as rt.lockstep rows do)
         currents(p, x, held, cur)
-        row = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+        slot = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
         ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
         if use_worker:
             _request_correction(handoff, snap, x)
@@ -341,7 +347,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         timing[2] = (t_control - t_read) * 1e-9
         timing[3] = (t_write - t_control) * 1e-9
         timing[4] = (t_write - wake) * 1e-9
-        _publish(row, head, cols, timing)
+        _publish(ring, slot, head, cols, timing)
         k += 1
         atomic_store(mail, M_TICK, float(k))
         if not ok:
@@ -363,10 +369,10 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
                 t = k * h
                 _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
                 currents(p, x, held, cur)
-                row = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+                slot = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
                 ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
                 timings[k, :] = np.nan
-                _publish(row, head, cols, timings[k])
+                _publish(ring, slot, head, cols, timings[k])
                 k += 1
                 atomic_store(mail, M_TICK, float(k))
             if not ok:

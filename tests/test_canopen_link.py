@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from controllers.factory import controller_from_config
-from controllers.law import B_TARGET, HEADER, command
+from controllers.law import command
+from controllers.layout import B_TARGET, HEADER
 from drivers import cia402
 from drivers.canopen_link import CanopenLink
 from drivers.cia402 import State

@@ -10,6 +10,7 @@ along the paper's runs and where S is singular. They must agree to rounding
 """
 import numpy as np
 import pytest
+from numba import njit
 
 from conftest import arm_config, config
 from plant import rrr3, rrr3_scalar, serial_arm
@@ -18,7 +19,7 @@ from plant.integrators import METHOD_RK4, step
 from plant.jam import finish_jams, restructured_accel
 from plant.layout import BLOCKED, H_BODY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
 from plant.motor import apply_drive
-from plant.trig import MAX_INCREMENT, moved
+from plant.trig import MAX_INCREMENT, SINCOS_LIMIT, moved, sincos
 from rt.sim import simulate
 
 MOTOR = {"rotor_inertia": [2e-4, 3e-4, 1e-4], "resistance": [2.0, 2.5, 3.0],
@@ -139,6 +140,29 @@ def test_moved_angles_equal_sin_and_cos(rng):
         assert abs(s - np.sin(ak + dk)) <= 4e-16 and abs(c - np.cos(ak + dk)) <= 4e-16
 
 
+@njit(cache=True)
+def _sincos_of(a, s, c):
+    for i in range(a.shape[0]):
+        s[i], c[i] = sincos(a[i])
+
+
+@pytest.mark.parametrize("low, high, ulps", [(0.0, 10.0, 1), (0.0, SINCOS_LIMIT, 2),
+                                             (SINCOS_LIMIT * (1 + 1e-12), 1e9, 0)])
+def test_sincos_agrees_with_libm(low, high, ulps, rng):
+    """plant.trig.sincos: within 1 ulp of libm's sin and cos up to 10 rad, 2 ulp up to
+    SINCOS_LIMIT (random angles, multiples of pi/4 and points next to multiples of
+    pi/2, where the reduction cancels), libm itself beyond."""
+    a = rng.uniform(low, high, 200_000) * rng.choice([-1.0, 1.0], 200_000)
+    if low == 0.0:
+        a = np.concatenate([a, np.arange(-40, 41) * np.pi / 4,
+                            np.arange(-40, 41) * np.pi / 2 + 1e-9, [0.0, -0.0, 5e-324]])
+    s, c = np.empty_like(a), np.empty_like(a)
+    _sincos_of(a, s, c)
+    sin_ulps = np.abs(s - np.sin(a)) / np.spacing(np.abs(np.sin(a)))
+    cos_ulps = np.abs(c - np.cos(a)) / np.spacing(np.abs(np.cos(a)))
+    assert sin_ulps.max() <= ulps and cos_ulps.max() <= ulps
+
+
 @pytest.mark.parametrize("h", [1e-3, 0.02])
 def test_fused_rk4_step_for_fast_links(h, rng):
     """Link rates up to 150 rad/s: increments beyond MAX_INCREMENT call sin and cos."""
@@ -177,7 +201,7 @@ def test_fused_rrr3_step_equals_generic_rk4(overrides):
     plant = plant_from_config(config(name, *rest))
     for x, u in rrr3_states(name):
         expected = generic_rrr3_rk4(plant, x, u, 1e-3)
-        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3) == 3.0
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, False) == 3.0
         assert close(x, expected)
 
 
@@ -190,6 +214,23 @@ def test_scalar_projection_equals_generic_projection(name, rng):
         taken = rrr3.project(plant.params, expected, np.zeros((16, 6)))
         assert rrr3_scalar.project(plant.params, x, plant.work) == taken
         assert close(x, expected)
+
+
+@pytest.mark.parametrize("name", ["rrr3_forward", "rrr3_pd"])
+def test_fused_step_and_projection_equal_the_step_then_the_projection(name):
+    """rk4(..., projected=True) starts the projection from sines and cosines moved
+    from the step's own: the same result, to rounding, as the step followed by
+    ``project`` (and by the generic rrr3.project); on the manifold after."""
+    plant = plant_from_config(config(name))
+    for x, u in rrr3_states(name):
+        expected = generic_rrr3_rk4(plant, x, u, 1e-3)
+        rrr3.project(plant.params, expected, np.zeros((16, 6)))
+        separate = x.copy()
+        rrr3_scalar.rk4(plant.params, separate, u, 1e-3, plant.work, False)
+        rrr3_scalar.project(plant.params, separate, plant.work)
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, True) == 3.0
+        assert close(x, separate) and close(x, expected)
+        assert rrr3.residual(plant.params, x, np.zeros((16, 6))) < 1e-12
 
 
 def degenerate_leg_state(plant):
@@ -208,7 +249,7 @@ def test_singular_s_falls_back_to_the_generic_kernels():
     plant = plant_from_config(config("rrr3_pd", "plant.drive=torque"))
     x = degenerate_leg_state(plant)
     probe = x.copy()
-    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3) == -1.0
+    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3, plant.work, False) == -1.0
     assert np.array_equal(probe, x)
     u = np.array([1.0, -2.0, 0.5])
     expected = generic_rrr3_rk4(plant, x, u, 1e-3)
