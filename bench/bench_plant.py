@@ -12,8 +12,9 @@ Prints medians and tails of:
 - MuJoCo's mj_step and a Pinocchio aba RK4 step on the same arm, if installed
   (pip install .[bench]), as ratios to ours;
 - one RK4 step of the 3RRR with Baumgarte (fused, plant.rrr3_scalar, beside the
-  generic RK4), one full-coordinate projection (scalar and generic), one
-  post-adjustment;
+  generic RK4), the step and the projection fused (what a run with
+  plant.correction = "projection" takes), one full-coordinate projection
+  (scalar and generic), one post-adjustment;
 - a 10 s run of each paper scenario at 1 ms (x real time, stepping only) and the
   start-up time with an empty and with a warm numba cache (fresh processes).
 Timings on a shared 2-core VM vary by tens of percent between runs.
@@ -39,7 +40,7 @@ from plant import rrr3, rrr3_scalar  # noqa: E402
 from plant.factory import plant_from_config  # noqa: E402
 from plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
 from rt.config import load, resolve  # noqa: E402
-from rt.lockstep import advance  # noqa: E402
+from rt.lockstep import CORRECTION_PROJECTION, advance  # noqa: E402
 from rt.packed import PackedStep, advance_packed  # noqa: E402
 from rt.sim import simulate  # noqa: E402
 
@@ -61,6 +62,15 @@ def _stepped_generic(p, jams, x, u, h, work, stages, n):
     nx = state_size(p)
     for _ in range(n):
         _rk4(p, jams, t, x, u, h, work, stages, nx)
+        t += h
+
+
+@njit(cache=True)
+def _advanced(p, jams, x, u, h, work, stages, n):
+    """rt.lockstep.advance with the projection: the 3RRR's step and projection fused."""
+    t = 0.0
+    for _ in range(n):
+        advance(p, jams, t, x, u, h, METHOD_RK4, CORRECTION_PROJECTION, work, stages)
         t += h
 
 
@@ -200,6 +210,8 @@ def main() -> None:
     print(f"{'one RK4 step':34s} step():        {stats(inside_numba(plant, u))}")
     print(f"{'':34s} generic RK4:   "
           f"{stats(inside_numba(plant, u, kernel=_stepped_generic))}")
+    print(f"{'RK4 step + projection, fused':34s} advance():     "
+          f"{stats(inside_numba(plant, u, kernel=_advanced))}")
     scratch = plant.work[plant.nq + 2:]
     for label, kernel, space in (("full-coordinate projection, scalar", _projected, plant.work),
                                  ("full-coordinate projection, generic", _projected_generic,

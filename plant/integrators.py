@@ -15,7 +15,7 @@ Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 """
 from plant import rrr3_scalar
 from plant.dynamics import derivative, is_arm3
-from plant.jam import finish_jams, next_jam_end
+from plant.jam import any_jamming, finish_jams, next_jam_end
 from plant.kernel import kernel
 from plant.layout import DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NACT, H_NQ, MODEL_RRR3
 from plant.rk4_arm3 import rk4_arm3
@@ -82,13 +82,15 @@ def step(p, jams, t, x, u, h, work, stages, method):
     """Advance x from t to t + h (s). ``work``: plant.layout.work_shape(nq);
     ``stages``: (5, len(x)). Returns the worst health figure of the evaluations
     (see plant.dynamics.derivative; <= 0 means invalid)."""
+    fused_arm3 = method == METHOD_RK4 and is_arm3(p)
+    if fused_arm3 and not any_jamming(jams):   # no jamming phase can end inside the step
+        return rk4_arm3(p, jams, x, u, h)
     nq = int(p[H_NQ])
     nx = state_size(p)
     t_end = t + h
     tol = 1e-9 * h
     ts = t
     health = 1e300
-    fused_arm3 = method == METHOD_RK4 and is_arm3(p)
     fused_rrr3 = is_fused_rrr3(p, method)
     while True:
         tn = next_jam_end(jams, ts + tol, t_end)

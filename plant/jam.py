@@ -93,6 +93,15 @@ def clear_jam(jams, joint):
 
 
 @kernel
+def any_jamming(jams):
+    """True while some joint is in its jamming phase (a step may then have to split)."""
+    for k in range(jams.shape[0]):
+        if jams[k, JAM_PHASE] == JAMMING:
+            return True
+    return False
+
+
+@kernel
 def next_jam_end(jams, t_from, t_to):
     """Earliest end of a jamming phase in (t_from, t_to], or t_to if none."""
     t_next = t_to

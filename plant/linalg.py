@@ -16,10 +16,10 @@ def sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3):
     the cofactors and det A need no division and one reciprocal follows, so the
     chain from A to x is about half as long as an LDL^T solve's, whose three
     divisions depend on each other (the fused RK4 steps wait on it at every
-    stage). Returns (x1, x2, x3, d1, d2, d3) with the pivots d_j of A's LDL^T
-    factorisation, a11, c33 / a11 and det A / c33 (c33 = a11 a22 - a12^2): the
-    caller judges the system's regularity from them (x is invalid when a pivot
-    is not positive).
+    stage). Returns (x1, x2, x3, m1, m2, m3) with A's leading principal minors
+    a11, a11 a22 - a12^2 and det A: the caller judges the system's regularity
+    from them (x is invalid unless all are positive; A's LDL^T pivots are m1,
+    m2 / m1 and m3 / m2).
     """
     c11 = a22 * a33 - a23 * a23
     c12 = a13 * a23 - a12 * a33
@@ -32,7 +32,7 @@ def sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3):
     x1 = (c11 * y1 + c12 * y2 + c13 * y3) * inv
     x2 = (c12 * y1 + c22 * y2 + c23 * y3) * inv
     x3 = (c13 * y1 + c23 * y2 + c33 * y3) * inv
-    return x1, x2, x3, a11, c33 / a11, det / c33
+    return x1, x2, x3, a11, c33, det
 
 
 @kernel

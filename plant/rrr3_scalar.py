@@ -132,9 +132,10 @@ def _solve_s(r1, r2, r3, minv, rhs):
     s12 = r1[1] * mx * r2[1] + r1[2] * my * r2[2] + r1[3] * mp * r2[3]
     s13 = r1[1] * mx * r3[1] + r1[2] * my * r3[2] + r1[3] * mp * r3[3]
     s23 = r2[1] * mx * r3[1] + r2[2] * my * r3[2] + r2[3] * mp * r3[3]
-    x1, x2, x3, e1, e2, e3 = sym3_solve(s11, s12, s13, s22, s23, s33, rhs[0], rhs[1], rhs[2])
+    x1, x2, x3, m1, m2, m3 = sym3_solve(s11, s12, s13, s22, s23, s33, rhs[0], rhs[1], rhs[2])
+    # the pivots m1, m2 / m1, m3 / m2 above the floor, without dividing
     floor = RANK_TOL * max(s11, s22, s33)
-    return x1, x2, x3, e1 > floor and e2 > floor and e3 > floor
+    return x1, x2, x3, (m1 > floor) & (m2 > floor * m1) & (m3 > floor * m2)
 
 
 @inline_kernel
@@ -227,7 +228,8 @@ def rk4(p, x, u, h, work, projected):
         x[6 + i] += sixth * dw[i]
     if projected:
         _projected(p, x, work, _moved_trig(trig, x[0], x[1], x[2], x[5], x[0] - q[0],
-                                           x[1] - q[1], x[2] - q[2], x[5] - q[5]))
+                                           x[1] - q[1], x[2] - q[2], x[5] - q[5]),
+                   const[0], const[1])
     return 3.0
 
 
@@ -238,17 +240,16 @@ def project(p, x, work):
     max|f| < tolerance, then qd <- qd - M^-1 Phi^T S^-1 Phi qd. Where S is
     singular it runs rrr3.project itself (on work's scratch rows, see
     plant.layout). Returns the number of position iterations taken."""
-    return _projected(p, x, work, _trig(x[0], x[1], x[2], x[5]))
+    return _projected(p, x, work, _trig(x[0], x[1], x[2], x[5]), _shape(p),
+                      _inverse_mass(p, reflected_inertia3(p)))
 
 
-@inline_kernel
-def _projected(p, x, work, trig):
-    """``project`` with trig = _trig of x's angles given."""
+@fused_kernel   # compiled once, called by project and rk4 (inlining it in both took 8 s)
+def _projected(p, x, work, trig, shape, minv):
+    """``project`` given trig = _trig of x's angles, _shape(p) and M_s^-1 (_inverse_mass)."""
     o = int(p[H_BODY])
     iterations = int(p[o + R_ITERATIONS])
     tol = p[o + R_TOLERANCE]
-    shape = _shape(p)
-    minv = _inverse_mass(p, reflected_inertia3(p))
     q = (x[0], x[1], x[2], x[3], x[4], x[5])
     taken = 0
     while True:

@@ -318,7 +318,8 @@ def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
             y2, a22, a12, a23 = g2, 1.0, 0.0, 0.0
         if not free[2]:
             y3, a33, a13, a23 = g3, 1.0, 0.0, 0.0
-    qdd1, qdd2, qdd3, e1, e2, e3 = sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3)
+    qdd1, qdd2, qdd3, m1, m2, m3 = sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3)
+    e1, e2, e3 = m1, m2 / m1, m3 / m2   # the LDL^T pivots
     if not (free[0] and free[1] and free[2]):
         # the identity rows return qdd_K to rounding (adj(A) y / det A): exactly
         qdd1 = qdd1 if free[0] else prescribed[0]

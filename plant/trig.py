@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from plant.kernel import inline_kernel
+from plant.kernel import inline_kernel, kernel
 
 MAX_INCREMENT = 0.1  # rad; 100 rad/s at h = 1 ms
 
@@ -51,7 +51,7 @@ _COS = (4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.4801587289476
         -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
 
 
-@inline_kernel
+@kernel   # not inline_kernel: numba's inlining of it costs ~0.25 s of compile per call site; LLVM inlines it
 def sincos(a):
     """(sin a, cos a) for a in rad (see the module docstring for the accuracy)."""
     if abs(a) > SINCOS_LIMIT:
