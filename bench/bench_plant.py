@@ -3,7 +3,8 @@
 Prints medians and tails of:
 - one RK4 step (1 ms) of the paper's 3-DOF arm stepped inside numba (batches of
   1000 steps; per-step time of each batch): plant.integrators.step, which takes
-  the fused scalar step (plant.rk4_arm3), beside the generic RK4 over
+  the fused scalar step (plant.rk4_arm3), that step alone (without step()'s
+  dispatch: the model and jam checks), and the generic RK4 over
   plant.dynamics.derivative (the path before the fused one); healthy, with a
   blocked joint, with DC motors coupled (simplified and full model);
 - one step called from Python: step() and rt.lockstep.advance() through numba's
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from plant import rrr3, rrr3_scalar  # noqa: E402
 from plant.factory import plant_from_config  # noqa: E402
 from plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
+from plant.rk4_arm3 import rk4_arm3  # noqa: E402
 from rt.config import load, resolve  # noqa: E402
 from rt.lockstep import CORRECTION_PROJECTION, advance  # noqa: E402
 from rt.packed import PackedStep, advance_packed  # noqa: E402
@@ -53,6 +55,13 @@ def _stepped(p, jams, x, u, h, work, stages, n):
     for _ in range(n):
         step(p, jams, t, x, u, h, work, stages, METHOD_RK4)
         t += h
+
+
+@njit(cache=True)
+def _stepped_fused(p, jams, x, u, h, work, stages, n):
+    """The fused arm step itself (plant.rk4_arm3), without step()'s dispatch."""
+    for _ in range(n):
+        rk4_arm3(p, jams, x, u, h)
 
 
 @njit(cache=True)
@@ -186,6 +195,8 @@ def main() -> None:
             plant.start_jam(2, 0.0)
         print(f"{label:34s} step():        {stats(inside_numba(plant, u))}")
         if drive != "voltage_full":  # there step() is the generic RK4
+            print(f"{'':34s} rk4_arm3():    "
+                  f"{stats(inside_numba(plant, u, kernel=_stepped_fused))}")
             print(f"{'':34s} generic RK4:   "
                   f"{stats(inside_numba(plant, u, kernel=_stepped_generic))}")
     print("\n== the same step called once from Python (torque-driven arm) ==")

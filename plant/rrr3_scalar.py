@@ -3,14 +3,14 @@
 plant.integrators.step takes ``rk4`` for a 3RRR without current states,
 rt.lockstep's projection correction takes ``project``, and rt.lockstep.advance
 takes the two fused (``rk4(..., projected=True)``), where the projection starts
-from the step's own sines and cosines. They compute what the
-generic kernels compute (rrr3.constrained_accel through plant.dynamics.derivative,
+from the step's own sines and cosines. They compute what the generic kernels
+compute (rrr3.constrained_accel through plant.dynamics.derivative,
 rrr3.project), to rounding (tests/test_fast_paths.py), in scalars: constants
-read once per call, no arrays or slices per evaluation, the sparsity of
-Phi_q (each row: its own theta_i column and x_C, y_C, phi) written out, and
-sin and cos evaluated once per call at the call's angles theta_1..3 and phi
-(plant.trig.sincos); the
-stages (RK4) and updates (projection) move them by their increments (plant.trig).
+read once per call, no arrays or slices per evaluation, the sparsity of Phi_q
+(each row: its own theta_i column and x_C, y_C, phi) written out, and sin and
+cos evaluated once per call at the call's angles theta_1..3 and phi
+(plant.trig.sincos); the stages (RK4) and updates (projection) move them by
+their increments (plant.trig).
 cos(phi + alpha_i), sin(phi + alpha_i) come from cos phi, sin phi and the
 stored cos alpha_i, sin alpha_i.
 
