@@ -21,6 +21,12 @@ from rt.wire import ERROR_TEXT, MessageType, WireError, decode, encode
 
 log = logging.getLogger("hil.link.zmq")
 
+# On close, frames still queued (the last COMMAND, the BYE) get this long to leave:
+# closing with 0 dropped them whenever ZeroMQ's I/O thread had not sent them yet, and
+# a lockstep emulator then never stepped the last command. A dead emulator costs a
+# close at most this much.
+LINGER_MS = 500
+
 
 class ZmqLink(Link):
     """Controller side of the emulator protocol.
@@ -54,7 +60,7 @@ class ZmqLink(Link):
 
     def open(self) -> None:
         self.socket = self.context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.LINGER, LINGER_MS)
         self.socket.connect(self.endpoint)
         self.socket.send(encode(MessageType.HELLO, 0, 0.0, [self.n_axes]))
         if not self.socket.poll(max(self.timeout_ms, 1000)):
@@ -114,6 +120,7 @@ class ZmqLink(Link):
         self.stopped = True
 
     def close(self) -> None:
+        """Close the socket, giving queued frames up to LINGER_MS to leave."""
         if self.socket is not None:
-            self.socket.close(0)
+            self.socket.close()
             self.socket = None

@@ -181,3 +181,35 @@ def test_controller_without_an_emulator_fails_clearly(tmp_path):
     result = LinkLoop(cfg, ZmqLink.from_config(cfg), tmp_path / "ctl.mcap").run()
     assert result.status == "error" and "no emulator answered" in result.reason
     read_complete(tmp_path / "ctl.mcap")
+
+
+def test_closing_the_link_delivers_the_last_command_and_bye(tmp_path):
+    """The controller's last COMMAND and its BYE are queued when it closes the link;
+    closing must not drop them (a lockstep emulator would miss its last step). Here
+    the emulator's socket is gone when the controller writes and closes, and is back
+    (same endpoint) only during the close: both frames still arrive."""
+    ep = endpoint(tmp_path)
+    context = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.bind(ep)
+    link = ZmqLink(ep, 3, timeout=2.0)
+    opener = threading.Thread(target=link.open)
+    opener.start()
+    peer, frame = router.recv_multipart()
+    assert decode(frame, {MessageType.HELLO: 1})[0] == MessageType.HELLO
+    router.send_multipart([peer, encode(MessageType.WELCOME, 0, 0.0, [1.0, 3.0, 1e-3, 1.0])])
+    opener.join()
+    router.close(0)                               # the emulator's socket goes away
+    time.sleep(0.3)                               # (the link notices: frames now queue)
+    link.write(np.array([1.0, 2.0, 3.0]))
+    link.safe_stop()
+    back = context.socket(zmq.ROUTER)
+    back.bind(ep)                                 # ... and comes back while the link closes
+    link.close()
+    kinds = []
+    while back.poll(1000):
+        _, frame = back.recv_multipart()
+        kinds.append(decode(frame, {MessageType.HELLO: 1, MessageType.COMMAND: 3,
+                                    MessageType.BYE: 0})[0])
+    back.close(0)
+    assert MessageType.COMMAND in kinds and kinds[-1] == MessageType.BYE
