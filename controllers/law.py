@@ -21,9 +21,7 @@ What c means and how it becomes u (``ctrl[C_OUTPUT]``):
 
 Layout of ``ctrl``: controllers.layout. ``work``: 2-D scratch, rows 0–2 hold
 r, r', r'' and rows from WORK_MODEL on are the model's work array
-(plant.layout.work_shape). The kernels index ``ctrl``, ``work``, ``pos`` and
-``vel`` directly and take no slices (see controllers.layout), except the
-feed-forward's model rows.
+(plant.layout.work_shape).
 """
 from controllers.layout import (B_KD, B_KP, B_MOTOR_EMF, B_MOTOR_FRICTION, B_MOTOR_INERTIA,
                                 B_MOTOR_RESISTANCE, B_SCALE, B_U_CONST, C_KIND, C_NACT,
@@ -76,4 +74,5 @@ def command(ctrl, model, work, t, pos, vel, u):
         for j in range(n):
             torque = u[j] + at(ctrl, B_MOTOR_INERTIA, n, j) * work[2, j] \
                 + at(ctrl, B_MOTOR_FRICTION, n, j) * vel[j]
-            u[j] = at(ctrl, B_MOTOR_RESISTANCE, n, j) * torque + at(ctrl, B_MOTOR_EMF, n, j) * vel[j]
+            u[j] = at(ctrl, B_MOTOR_RESISTANCE, n, j) * torque \
+                + at(ctrl, B_MOTOR_EMF, n, j) * vel[j]

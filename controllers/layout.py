@@ -1,10 +1,7 @@
 """Layout of the flat controller array ``ctrl`` that the control-law kernels read.
 
 A header (C_*; HEADER entries), then one block of n_act values per name in
-BLOCKS, in that order. ``at(ctrl, b, n, j)`` reads entry j of block b; the
-kernels read ``ctrl`` by index rather than by slices, because every slice in a
-compiled kernel costs a reference-count update (an atomic operation, about 10 ns)
-when it is made and another when it is dropped.
+BLOCKS, in that order. ``at(ctrl, b, n, j)`` reads entry j of block b.
 """
 import numpy as np
 
@@ -18,7 +15,7 @@ B_KP, B_KD, B_TARGET, B_START, B_AMPLITUDE, B_PHASE, B_SCALE, B_U_CONST, \
     B_MOTOR_RESISTANCE, B_MOTOR_EMF, B_MOTOR_INERTIA, B_MOTOR_FRICTION = range(len(BLOCKS))
 
 
-def make_ctrl(kind: int, nact: int, reference_kind: int = 0, output: int = 0,
+def make_ctrl(kind: int, nact: int, reference_kind: int = 0, output: int = 0,  # OUT_DIRECT
               t_start: float = 0.0, duration: float = 1.0, frequency: float = 0.0,
               **blocks) -> np.ndarray:
     """Pack a ``ctrl`` array; ``blocks`` are named as in BLOCKS (scalars broadcast)."""

@@ -49,7 +49,8 @@ def reference(kind, t, ctrl, work):
                 t2 = tau * tau
                 work[0, j] = start + span * t2 * tau * (10.0 - 15.0 * tau + 6.0 * t2)
                 work[1, j] = span * 30.0 * t2 * (1.0 - tau) * (1.0 - tau) / duration
-                work[2, j] = span * 60.0 * tau * (1.0 - tau) * (1.0 - 2.0 * tau) / (duration * duration)
+                work[2, j] = span * 60.0 * tau * (1.0 - tau) * (1.0 - 2.0 * tau) \
+                    / (duration * duration)
         elif kind == SINUSOID and t >= t_start:
             w = 2.0 * math.pi * frequency
             arg = w * (t - t_start) + phase

@@ -18,7 +18,7 @@ kernel, and variants for the fused steps and for the loops that allocate (below)
   around it. A plant step (plant.integrators.step, six arrays) paid about 14 of
   them. Kernels without the runtime cannot allocate (np.zeros, .copy(), array
   expressions, slice assignment) nor return a new array view to Python: they
-  work on caller-owned arrays, copy with element loops and return indices.
+  work on caller-owned arrays, copy with element loops and return scalars.
 """
 from numba import njit
 

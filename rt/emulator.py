@@ -108,9 +108,9 @@ class Emulator:
         wait_until_ns(self.ts, 0, 0)
         if self.telemetry is not None:
             ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
-            slot = rtk._fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command,
-                                 self.meas.current)
-            rtk._publish(ring, slot, head, self.cols, np.zeros(5))
+            rtk._fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command,
+                          self.meas.current)
+            rtk._publish(ring, head, self.cols, np.zeros(5))
 
     # -- plant ------------------------------------------------------------------------
     def _measure(self) -> None:
@@ -133,19 +133,18 @@ class Emulator:
         """Advance one step under the held command (zero in the safe state), record the row."""
         if self.safe:
             self.command[:] = 0.0
-        slot = None
-        if self.telemetry is not None:
-            tel = self.telemetry
+        tel = self.telemetry
+        if tel is not None:
             currents(self.plant.params, self.plant.x, self.command, self.meas.current)
-            slot = rtk._fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
-                                 self.plant.x, self.plant.nq, self.command, self.meas.current)
+            rtk._fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
+                          self.plant.x, self.plant.nq, self.command, self.meas.current)
         started = now_ns(self.ts)
         self.link.write(self.command)
         timing[3] = (now_ns(self.ts) - started) * 1e-9
         self.tick += 1
         self.plant.t = self.tick * self.h   # plant time is k h exactly, as in rt.realtime
-        if slot is not None:
-            rtk._publish(self.telemetry.ring, slot, self.telemetry.head, self.cols, timing)
+        if tel is not None:
+            rtk._publish(tel.ring, tel.head, self.cols, timing)
         self._measure()
 
     def _event(self, kind: str, **fields) -> None:

@@ -141,15 +141,15 @@ class LinkLoop:
                     t_control = now_ns(self.ts)
                     self.link.write(self.held)
                     t_write = now_ns(self.ts)
-                    slot = rtk._fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
-                                         self.held, self.meas.current)
+                    rtk._fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
+                                  self.held, self.meas.current)
                     timing = self.timings[k]
                     timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
                     timing[1] = (t_read - wake) * 1e-9
                     timing[2] = (t_control - t_read) * 1e-9
                     timing[3] = (t_write - t_control) * 1e-9
                     timing[4] = (t_write - wake) * 1e-9
-                    rtk._publish(ring, slot, head, cols, timing)
+                    rtk._publish(ring, head, cols, timing)
                     k += 1
                     late = now_ns(self.ts) - (start + k * period)
                     if paced and late > 0:

@@ -93,10 +93,8 @@ def _event(events, mail, kind, tick, t, a, b, c):
 
 @kernel
 def _fill_row(ring, head, cols, tick, t, x, nq, held, cur):
-    """Write t, tick, q, qd, u and i into the next row (not yet published); returns
-    the row's index in ``ring``."""
-    slot = head[0] % ring.shape[0]
-    row = ring[slot]
+    """Write t, tick, q, qd, u and i into the next row (not yet published)."""
+    row = ring[head[0] % ring.shape[0]]
     row[0] = t
     row[cols[COL_TICK]] = tick
     for i in range(nq):
@@ -106,12 +104,12 @@ def _fill_row(ring, head, cols, tick, t, x, nq, held, cur):
         row[cols[COL_U] + j] = held[j]
         if cols[COL_I] >= 0:
             row[cols[COL_I] + j] = cur[j]
-    return slot
 
 
 @kernel
-def _publish(ring, slot, head, cols, timing):
-    """Write the 5 timing columns (s) of row ``slot`` and publish it by advancing head."""
+def _publish(ring, head, cols, timing):
+    """Write the 5 timing columns (s) of the next row and publish it by advancing head."""
+    slot = head[0] % ring.shape[0]
     for k in range(5):
         ring[slot, cols[COL_TIMING] + k] = timing[k]
     atomic_store(head, 0, head[0] + 1)
@@ -336,7 +334,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         # write: the plant steps under the command (the row holds the state before it
         # and the currents under the new command, as rt.lockstep rows do)
         currents(p, x, held, cur)
-        slot = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+        _fill_row(ring, head, cols, k, t, x, nq, held, cur)
         ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
         if use_worker:
             _request_correction(handoff, snap, x)
@@ -347,7 +345,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         timing[2] = (t_control - t_read) * 1e-9
         timing[3] = (t_write - t_control) * 1e-9
         timing[4] = (t_write - wake) * 1e-9
-        _publish(ring, slot, head, cols, timing)
+        _publish(ring, head, cols, timing)
         k += 1
         atomic_store(mail, M_TICK, float(k))
         if not ok:
@@ -369,10 +367,10 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
                 t = k * h
                 _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
                 currents(p, x, held, cur)
-                slot = _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+                _fill_row(ring, head, cols, k, t, x, nq, held, cur)
                 ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
                 timings[k, :] = np.nan
-                _publish(ring, slot, head, cols, timings[k])
+                _publish(ring, head, cols, timings[k])
                 k += 1
                 atomic_store(mail, M_TICK, float(k))
             if not ok:
