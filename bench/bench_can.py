@@ -26,12 +26,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controllers.factory import controller_from_config  # noqa: E402
-from controllers.law import command  # noqa: E402
-from drivers.canopen_link import CanopenLink  # noqa: E402
-from drivers.cia402_emulator import EmulatedDrives, serve  # noqa: E402
-from drivers.link import Measurement  # noqa: E402
-from rt.config import load  # noqa: E402
+from hilrig.controllers.factory import controller_from_config  # noqa: E402
+from hilrig.controllers.law import command  # noqa: E402
+from hilrig.devices.cia402_drive import EmulatedDrives, serve  # noqa: E402
+from hilrig.drivers.canopen_link import CanopenLink  # noqa: E402
+from hilrig.drivers.link import Measurement  # noqa: E402
+from hilrig.rt.config import load  # noqa: E402
 
 
 def cycles(cfg: dict, n: int) -> tuple[np.ndarray, int, int]:

@@ -7,8 +7,8 @@ Prints medians and tails of:
   dispatch: the model and jam checks), and the generic RK4 over
   plant.dynamics.derivative (the path before the fused one); healthy, with a
   blocked joint, with DC motors coupled (simplified and full model);
-- one step called from Python: step() and rt.lockstep.advance() through numba's
-  dispatcher (9 and 10 arguments), and rt.packed's one-argument advance through
+- one step called from Python: step() and plant.stepping.advance() through numba's
+  dispatcher (9 and 10 arguments), and plant.packed's one-argument advance through
   the dispatcher and through its compiled entry point (what PackedStep.step calls);
 - MuJoCo's mj_step and a Pinocchio aba RK4 step on the same arm, if installed
   (pip install .[bench]), as ratios to ours;
@@ -37,14 +37,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from plant import rrr3, rrr3_scalar  # noqa: E402
-from plant.factory import plant_from_config  # noqa: E402
-from plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
-from plant.rk4_arm3 import rk4_arm3  # noqa: E402
-from rt.config import load, resolve  # noqa: E402
-from rt.lockstep import CORRECTION_PROJECTION, advance  # noqa: E402
-from rt.packed import PackedStep, advance_packed  # noqa: E402
-from rt.sim import simulate  # noqa: E402
+from hilrig.plant import rrr3, rrr3_scalar  # noqa: E402
+from hilrig.plant.factory import plant_from_config  # noqa: E402
+from hilrig.plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
+from hilrig.plant.packed import PackedStep, advance_packed  # noqa: E402
+from hilrig.plant.rk4_arm3 import rk4_arm3  # noqa: E402
+from hilrig.rt.config import load, resolve  # noqa: E402
+from hilrig.rt.lockstep import CORRECTION_PROJECTION, advance  # noqa: E402
+from hilrig.rt.sim import simulate  # noqa: E402
 
 BATCH = 1000
 
@@ -76,7 +76,7 @@ def _stepped_generic(p, jams, x, u, h, work, stages, n):
 
 @njit(cache=True)
 def _advanced(p, jams, x, u, h, work, stages, n):
-    """rt.lockstep.advance with the projection: the 3RRR's step and projection fused."""
+    """plant.stepping.advance with the projection: the 3RRR's step and projection fused."""
     t = 0.0
     for _ in range(n):
         advance(p, jams, t, x, u, h, METHOD_RK4, CORRECTION_PROJECTION, work, stages)

@@ -1,7 +1,7 @@
 """Packet-serial link timings (issue: serial drive link). Run: python bench/bench_serial.py [N]
 
 The emulated drives of configs/rig_serial.toml run in their own process
-(drivers.roboclaw_emulator.serve, free mode: the plant keeps real time at
+(devices.roboclaw_drive.serve, free mode: the plant keeps real time at
 sim.dt) behind a pty; the link opens the pty with pyserial. Prints median, p99
 and max of:
 - one command/response exchange: ReadEncM1 (2 bytes out, 7 back) through
@@ -27,13 +27,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controllers.factory import controller_from_config  # noqa: E402
-from controllers.law import command  # noqa: E402
-from drivers import roboclaw_codec as rc  # noqa: E402
-from drivers.link import Measurement  # noqa: E402
-from drivers.roboclaw_emulator import serve  # noqa: E402
-from drivers.serial_link import ExchangeTimeout, SerialLink  # noqa: E402
-from rt.config import load  # noqa: E402
+from hilrig.controllers.factory import controller_from_config  # noqa: E402
+from hilrig.controllers.law import command  # noqa: E402
+from hilrig.devices.roboclaw_drive import serve  # noqa: E402
+from hilrig.drivers import roboclaw_codec as rc  # noqa: E402
+from hilrig.drivers.link import Measurement  # noqa: E402
+from hilrig.drivers.serial_link import ExchangeTimeout, SerialLink  # noqa: E402
+from hilrig.rt.config import load  # noqa: E402
 
 
 def summary(name: str, seconds: np.ndarray) -> str:

@@ -2,7 +2,7 @@
 
     python bench/bench_telemetry.py [--seconds 1] [--blocks 10] [--fifo 50]
 
-1. Throughput: rows of the 3RRR layout (rt.telemetry.run_groups) written per second
+1. Throughput: rows of the 3RRR layout (telemetry.recorder.run_groups) written per second
    of writer CPU time, per chunk compression; file size per minute of run at 1 kHz
    and 5 kHz. The rows are a real 3RRR PD run (``hil sim``), so the compression
    ratios are those of smooth trajectories, not of noise.
@@ -34,11 +34,11 @@ from mcap.writer import Writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rt import telemetry  # noqa: E402
-from rt.config import load  # noqa: E402
-from rt.mcap_writer import McapWriter  # noqa: E402
-from rt.sim import simulate  # noqa: E402
-from rt.telemetry import Telemetry, run_groups, schema_text  # noqa: E402
+from hilrig.rt.config import load  # noqa: E402
+from hilrig.rt.sim import simulate  # noqa: E402
+from hilrig.telemetry import recorder as telemetry  # noqa: E402
+from hilrig.telemetry.mcap_writer import McapWriter  # noqa: E402
+from hilrig.telemetry.recorder import Telemetry, run_groups, schema_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PERIOD_NS = 1_000_000

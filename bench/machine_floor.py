@@ -12,10 +12,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-
-from plant.kernel import kernel
-from rt.clock import now_ns, timespec, wait_until_ns
-from rt.sched import apply_thread
+from hilrig.plant.kernel import kernel
+from hilrig.timing.clock import now_ns, timespec, wait_until_ns
+from hilrig.timing.sched import apply_thread
 
 
 @kernel

@@ -95,8 +95,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rt.config import load  # noqa: E402
-from rt.sim import SimulationError, simulate  # noqa: E402
+from hilrig.rt.config import load  # noqa: E402
+from hilrig.rt.sim import SimulationError, simulate  # noqa: E402
 
 SCENARIOS = (("rrr3_forward", "open loop, u = [5, -5, 5] V"),
              ("rrr3_pd", "PD to theta_d = [0.4, 0.8, 1.0] rad"))

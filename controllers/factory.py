@@ -4,14 +4,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from controllers.layout import make_ctrl
-from controllers.law import (FEEDFORWARD, OPEN_LOOP, OUT_DIRECT, OUT_GAIN, OUT_MOTOR_MODEL, PD,
-                             WORK_MODEL)
-from controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
-from plant.factory import motor_params, plant_from_config
-from plant.layout import work_shape
-from rt.config import actuated_joints
+from hilrig.controllers.law import (
+    FEEDFORWARD,
+    OPEN_LOOP,
+    OUT_DIRECT,
+    OUT_GAIN,
+    OUT_MOTOR_MODEL,
+    PD,
+    WORK_MODEL,
+)
+from hilrig.controllers.layout import make_ctrl
+from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
+from hilrig.plant.factory import actuated_joints, motor_params, plant_from_config
+from hilrig.plant.layout import work_shape
 
 KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
 REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}

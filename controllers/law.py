@@ -23,13 +23,25 @@ Layout of ``ctrl``: controllers.layout. ``work``: 2-D scratch, rows 0–2 hold
 r, r', r'' and rows from WORK_MODEL on are the model's work array
 (plant.layout.work_shape).
 """
-from controllers.layout import (B_KD, B_KP, B_MOTOR_EMF, B_MOTOR_FRICTION, B_MOTOR_INERTIA,
-                                B_MOTOR_RESISTANCE, B_SCALE, B_U_CONST, C_KIND, C_NACT,
-                                C_OUTPUT, C_REF, at)
-from controllers.reference import reference
-from plant import serial_arm
-from plant.kernel import kernel
-from plant.layout import H_NQ
+from hilrig.controllers.layout import (
+    B_KD,
+    B_KP,
+    B_MOTOR_EMF,
+    B_MOTOR_FRICTION,
+    B_MOTOR_INERTIA,
+    B_MOTOR_RESISTANCE,
+    B_SCALE,
+    B_U_CONST,
+    C_KIND,
+    C_NACT,
+    C_OUTPUT,
+    C_REF,
+    at,
+)
+from hilrig.controllers.reference import reference
+from hilrig.plant import serial_arm
+from hilrig.plant.kernel import kernel
+from hilrig.plant.layout import H_NQ
 
 OPEN_LOOP = 0
 PD = 1

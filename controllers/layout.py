@@ -4,8 +4,7 @@ A header (C_*; HEADER entries), then one block of n_act values per name in
 BLOCKS, in that order. ``at(ctrl, b, n, j)`` reads entry j of block b.
 """
 import numpy as np
-
-from plant.kernel import kernel
+from hilrig.plant.kernel import kernel
 
 C_KIND, C_NACT, C_REF, C_OUTPUT, C_T_START, C_DURATION, C_FREQUENCY = range(7)
 HEADER = 8

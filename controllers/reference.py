@@ -12,9 +12,18 @@ Units: rad, rad/s, rad/s², s, Hz.
 """
 import math
 
-from controllers.layout import (B_AMPLITUDE, B_PHASE, B_START, B_TARGET, C_DURATION, C_FREQUENCY,
-                                C_NACT, C_T_START, at)
-from plant.kernel import kernel
+from hilrig.controllers.layout import (
+    B_AMPLITUDE,
+    B_PHASE,
+    B_START,
+    B_TARGET,
+    C_DURATION,
+    C_FREQUENCY,
+    C_NACT,
+    C_T_START,
+    at,
+)
+from hilrig.plant.kernel import kernel
 
 HOLD = 0
 STEP = 1

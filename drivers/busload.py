@@ -10,7 +10,7 @@ sporadic and left to the margin.
 """
 from __future__ import annotations
 
-from drivers.cia402 import AXIS_PDO_BYTES
+from hilrig.drivers.cia402 import AXIS_PDO_BYTES
 
 
 def frame_bits(data_bytes: int, worst_case: bool = True) -> int:

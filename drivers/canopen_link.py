@@ -41,11 +41,10 @@ import can
 import canopen
 import numpy as np
 from canopen.sdo.exceptions import SdoAbortedError, SdoCommunicationError
-
-from drivers import cia402
-from drivers.cia402 import State
-from drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
-from plant.factory import motor_params
+from hilrig.drivers import cia402
+from hilrig.drivers.cia402 import State
+from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
+from hilrig.plant.factory import motor_params
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The CiA 402 drive profile over CANopen (CiA 301): one object model for both roles.
 
 What the master (drivers.canopen_link) and the emulated drive
-(drivers.cia402_emulator) share: object indices, the device state machine
+(devices.cia402_drive) share: object indices, the device state machine
 (states decoded from the statusword, controlword commands, the legal
 transitions), plain-language texts for EMCY / error codes (0x603F), and the
 object dictionary of a cyclic-synchronous-torque drive, built in code (it plays

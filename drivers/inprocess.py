@@ -2,7 +2,7 @@
 
 ``read`` samples the plant (joint positions and velocities of the actuated
 joints, motor currents); ``write`` holds the command over one step h and
-advances the plant (rt.packed: one compiled call with a single argument, the
+advances the plant (plant.packed: one compiled call with a single argument, the
 cheapest from Python). Neither allocates: both call compiled kernels on the
 plant's preallocated arrays. The same class is the plant behind the emulator
 and behind the emulated drives.
@@ -10,15 +10,14 @@ and behind the emulated drives.
 from __future__ import annotations
 
 import numpy as np
-
-from drivers.link import Link, LinkError, Measurement
-from plant.factory import correction_id, plant_from_config
-from plant.integrators import METHOD_RK4
-from plant.layout import DRIVE_TORQUE, H_DRIVE
-from plant.model import METHODS, Plant
-from plant.motor import currents
-from rt.lockstep import correct
-from rt.packed import PackedStep
+from hilrig.drivers.link import Link, LinkError, Measurement
+from hilrig.plant.factory import correction_id, plant_from_config
+from hilrig.plant.integrators import METHOD_RK4
+from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
+from hilrig.plant.model import METHODS, Plant
+from hilrig.plant.motor import currents
+from hilrig.plant.packed import PackedStep
+from hilrig.plant.stepping import correct
 
 
 class PlantLink(Link):

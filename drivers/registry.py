@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import importlib
 
-from drivers.link import Link
+from hilrig.drivers.link import Link
 
 LINKS = {
-    "inprocess": "drivers.inprocess:PlantLink",
-    "zmq": "drivers.zmq_link:ZmqLink",
-    "canopen": "drivers.canopen_link:CanopenLink",
-    "serial": "drivers.serial_link:SerialLink",
+    "inprocess": "hilrig.drivers.inprocess:PlantLink",
+    "zmq": "hilrig.drivers.zmq_link:ZmqLink",
+    "canopen": "hilrig.drivers.canopen_link:CanopenLink",
+    "serial": "hilrig.drivers.serial_link:SerialLink",
 }
 
 

@@ -21,7 +21,7 @@ import binascii
 import struct
 from dataclasses import dataclass
 
-from drivers.link import LinkError
+from hilrig.drivers.link import LinkError
 
 ACK = 0xFF
 DUTY_FULL = 32767           # duty value of +100 %

@@ -55,9 +55,8 @@ from time import perf_counter
 
 import numpy as np
 import serial
-
-from drivers import roboclaw_codec as rc
-from drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers import roboclaw_codec as rc
+from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``open``, s
 OPEN_ATTEMPTS = 3

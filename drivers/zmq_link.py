@@ -1,4 +1,4 @@
-"""The link to the plant emulator over ZeroMQ (rt.emulator, wire format rt.wire).
+"""The link to the plant emulator over ZeroMQ (devices.zmq_plant, wire format drivers.wire).
 
 A DEALER socket connects to the emulator's ROUTER. ``open`` says HELLO and
 waits for WELCOME (which tells the mode and the plant's size); ``read`` takes
@@ -13,11 +13,10 @@ import logging
 
 import numpy as np
 import zmq
-
-from controllers.factory import command_unit
-from drivers.link import Link, LinkError, LinkTimeout, Measurement
-from rt.config import actuated_joints
-from rt.wire import ERROR_TEXT, MessageType, WireError, decode, encode
+from hilrig.controllers.factory import command_unit
+from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.wire import ERROR_TEXT, MessageType, WireError, decode, encode
+from hilrig.plant.factory import actuated_joints
 
 log = logging.getLogger("hil.link.zmq")
 

@@ -9,10 +9,16 @@ solve for the 3RRR. A new model is one more branch here. The 3-link arm (the
 paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
 tests/test_fast_paths.py checks against the generic path.
 """
-from plant import jam, motor, rrr3, serial_arm
-from plant.kernel import kernel
-from plant.layout import (DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NQ, MODEL_RRR3,
-                          MODEL_SERIAL_ARM)
+from hilrig.plant import jam, motor, rrr3, serial_arm
+from hilrig.plant.kernel import kernel
+from hilrig.plant.layout import (
+    DRIVE_VOLTAGE_FULL,
+    H_DRIVE,
+    H_MODEL,
+    H_NQ,
+    MODEL_RRR3,
+    MODEL_SERIAL_ARM,
+)
 
 
 @kernel

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-
-from plant.model import Plant
-from plant.motor import MotorParams
-from plant.rrr3 import Rrr3Params
-from plant.serial_arm import SerialArmParams
+from hilrig.plant.model import Plant
+from hilrig.plant.motor import MotorParams
+from hilrig.plant.rrr3 import Rrr3Params
+from hilrig.plant.serial_arm import SerialArmParams
+from hilrig.plant.stepping import SCHEDULE_COLUMNS
 
 CORRECTIONS = {"none": 0, "post_adjust": 1, "projection": 2}
 
@@ -49,6 +49,20 @@ def plant_from_config(cfg: dict) -> Plant:
     plant = Plant.build(mechanism(cfg), drive, motors)
     plant.set_state(cfg["plant"]["q0"], cfg["plant"]["qd0"])
     return plant
+
+
+def actuated_joints(cfg: dict) -> int:
+    """Number of actuated joints of a config's plant: the 3RRR's three base joints, or
+    every joint of a serial arm (one per entry of plant.mass)."""
+    plant = cfg["plant"]
+    return 3 if plant["model"] == "rrr3" else len(plant["mass"])
+
+
+def jam_schedule(cfg: dict) -> np.ndarray:
+    """The config's jams (faults.jam) as rows [joint (0-based), t1 (s), duration (s), applied=0]
+    for plant.stepping.apply_schedule."""
+    rows = [[j["joint"] - 1, j["t1"], j["duration"], 0.0] for j in cfg["faults"]["jam"]]
+    return np.array(rows, dtype=float).reshape(-1, SCHEDULE_COLUMNS)
 
 
 def correction_id(cfg: dict) -> int:

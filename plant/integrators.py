@@ -13,12 +13,19 @@ i += h di/dt). RK4 runs fused, in scalars, for the 3-link arm
 states (plant.rrr3_scalar); every other plant, and a 3RRR step where
 Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 """
-from plant import rrr3_scalar
-from plant.dynamics import derivative, is_arm3
-from plant.jam import any_jamming, finish_jams, next_jam_end
-from plant.kernel import kernel
-from plant.layout import DRIVE_VOLTAGE_FULL, H_DRIVE, H_MODEL, H_NACT, H_NQ, MODEL_RRR3
-from plant.rk4_arm3 import rk4_arm3
+from hilrig.plant import rrr3_scalar
+from hilrig.plant.dynamics import derivative, is_arm3
+from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
+from hilrig.plant.kernel import kernel
+from hilrig.plant.layout import (
+    DRIVE_VOLTAGE_FULL,
+    H_DRIVE,
+    H_MODEL,
+    H_NACT,
+    H_NQ,
+    MODEL_RRR3,
+)
+from hilrig.plant.rk4_arm3 import rk4_arm3
 
 METHOD_RK4 = 0
 METHOD_EULER = 1

@@ -2,7 +2,7 @@
 
 Kernels stay plain functions over arrays (plant.integrators, plant.dynamics);
 this class is for construction, validation, fault events and inspection. The
-real-time loop packs its arrays into one block (rt.packed) and calls the
+real-time loop packs its arrays into one block (plant.packed) and calls the
 kernels directly.
 """
 from __future__ import annotations
@@ -10,16 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from plant import jam, rrr3
-from plant.dynamics import derivative
-from plant.integrators import METHOD_EULER, METHOD_RK4, step
-from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, DRIVE_VOLTAGE_FULL, H_BODY, H_DRIVE,
-                          H_MODEL, H_MOTOR, H_NACT, H_NQ, HEADER_SIZE, JAM_PHASE,
-                          MODEL_RRR3, MODEL_SERIAL_ARM, HEALTHY, work_shape)
-from plant.motor import MotorParams
-from plant.rrr3 import Rrr3Params
-from plant.serial_arm import SerialArmParams
+from hilrig.plant import jam, rrr3
+from hilrig.plant.dynamics import derivative
+from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4, step
+from hilrig.plant.layout import (
+    DRIVE_TORQUE,
+    DRIVE_VOLTAGE,
+    DRIVE_VOLTAGE_FULL,
+    H_BODY,
+    H_DRIVE,
+    H_MODEL,
+    H_MOTOR,
+    H_NACT,
+    H_NQ,
+    HEADER_SIZE,
+    HEALTHY,
+    JAM_PHASE,
+    MODEL_RRR3,
+    MODEL_SERIAL_ARM,
+    work_shape,
+)
+from hilrig.plant.motor import MotorParams
+from hilrig.plant.rrr3 import Rrr3Params
+from hilrig.plant.serial_arm import SerialArmParams
 
 DRIVES = {"torque": DRIVE_TORQUE, "voltage": DRIVE_VOLTAGE, "voltage_full": DRIVE_VOLTAGE_FULL}
 METHODS = {"rk4": METHOD_RK4, "euler": METHOD_EULER}

@@ -17,11 +17,23 @@ voltages V, currents A, joint torques N m.
 from dataclasses import dataclass
 
 import numpy as np
-
-from plant.kernel import kernel
-from plant.layout import (DRIVE_TORQUE, DRIVE_VOLTAGE, H_DRIVE, H_MOTOR, H_NACT, H_NQ,
-                          MOT_JM, MOT_KE, MOT_KM, MOT_DM, MOT_LA, MOT_RA, MOT_RATIO,
-                          MOTOR_STRIDE)
+from hilrig.plant.kernel import kernel
+from hilrig.plant.layout import (
+    DRIVE_TORQUE,
+    DRIVE_VOLTAGE,
+    H_DRIVE,
+    H_MOTOR,
+    H_NACT,
+    H_NQ,
+    MOT_DM,
+    MOT_JM,
+    MOT_KE,
+    MOT_KM,
+    MOT_LA,
+    MOT_RA,
+    MOT_RATIO,
+    MOTOR_STRIDE,
+)
 
 
 @dataclass(frozen=True)

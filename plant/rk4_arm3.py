@@ -18,11 +18,10 @@ Jam phases are constant over the step (plant.integrators.step splits a step
 where a jamming phase ends).
 """
 import numpy as np
-
-from plant.kernel import fused_kernel, inline_kernel
-from plant.motor import drive3
-from plant.serial_arm import accel3_scalar, body3, jams3, trig3
-from plant.trig import MAX_INCREMENT, moved
+from hilrig.plant.kernel import fused_kernel, inline_kernel
+from hilrig.plant.motor import drive3
+from hilrig.plant.serial_arm import accel3_scalar, body3, jams3, trig3
+from hilrig.plant.trig import MAX_INCREMENT, moved
 
 
 @inline_kernel

@@ -25,11 +25,17 @@ kernel switches to the pseudo-inverse of S. Passing the type-I/II singularities
 from dataclasses import dataclass
 
 import numpy as np
-
-from plant.kernel import kernel
-from plant.layout import (DRIVE_TORQUE, H_BODY, H_DRIVE, H_MOTOR, MOT_JM, MOT_RATIO,
-                          MOTOR_STRIDE)
-from plant.linalg import cholesky_solve, spd_solve_robust
+from hilrig.plant.kernel import kernel
+from hilrig.plant.layout import (
+    DRIVE_TORQUE,
+    H_BODY,
+    H_DRIVE,
+    H_MOTOR,
+    MOT_JM,
+    MOT_RATIO,
+    MOTOR_STRIDE,
+)
+from hilrig.plant.linalg import cholesky_solve, spd_solve_robust
 
 NQ = 6
 NACT = 3

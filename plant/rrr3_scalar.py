@@ -1,7 +1,7 @@
 """The 3RRR's per-step path in scalars: the fused RK4 step and the projection.
 
 plant.integrators.step takes ``rk4`` for a 3RRR without current states,
-rt.lockstep's projection correction takes ``project``, and rt.lockstep.advance
+plant.stepping's projection correction takes ``project``, and plant.stepping.advance
 takes the two fused (``rk4(..., projected=True)``), where the projection starts
 from the step's own sines and cosines. They compute what the generic kernels
 compute (rrr3.constrained_accel through plant.dynamics.derivative,
@@ -21,14 +21,29 @@ returns -1 for its caller to take the generic step, and the projection runs
 rrr3.project itself.
 """
 
-from plant import rrr3
-from plant.kernel import fused_kernel, inline_kernel, kernel
-from plant.linalg import sym3_solve
-from plant.layout import H_BODY
-from plant.motor import drive3, reflected_inertia3
-from plant.rrr3 import (R_B, R_BAUMGARTE, R_COS_ALPHA, R_DAMP, R_DELTA, R_ITERATIONS, R_L1,
-                        R_L2, R_MASS, R_OMEGA0, R_OX, R_OY, R_SIN_ALPHA, R_TOLERANCE, RANK_TOL)
-from plant.trig import MAX_INCREMENT, moved, sincos
+from hilrig.plant import rrr3
+from hilrig.plant.kernel import fused_kernel, inline_kernel, kernel
+from hilrig.plant.layout import H_BODY
+from hilrig.plant.linalg import sym3_solve
+from hilrig.plant.motor import drive3, reflected_inertia3
+from hilrig.plant.rrr3 import (
+    R_B,
+    R_BAUMGARTE,
+    R_COS_ALPHA,
+    R_DAMP,
+    R_DELTA,
+    R_ITERATIONS,
+    R_L1,
+    R_L2,
+    R_MASS,
+    R_OMEGA0,
+    R_OX,
+    R_OY,
+    R_SIN_ALPHA,
+    R_TOLERANCE,
+    RANK_TOL,
+)
+from hilrig.plant.trig import MAX_INCREMENT, moved, sincos
 
 
 # -- constants ------------------------------------------------------------------------

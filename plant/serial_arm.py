@@ -23,12 +23,11 @@ gt_j = g gc_j sin(phi_j). Cost: n sin/cos pairs and O(n^2) products.
 from dataclasses import dataclass
 
 import numpy as np
-
-from plant.kernel import inline_kernel, kernel
-from plant.linalg import sym3_solve
-from plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
-from plant.motor import drive3
-from plant.trig import sincos
+from hilrig.plant.kernel import inline_kernel, kernel
+from hilrig.plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
+from hilrig.plant.linalg import sym3_solve
+from hilrig.plant.motor import drive3
+from hilrig.plant.trig import sincos
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,7 @@ libm calls (bench/bench_plant.py).
 import math
 
 import numpy as np
-
-from plant.kernel import inline_kernel, kernel
+from hilrig.plant.kernel import inline_kernel, kernel
 
 MAX_INCREMENT = 0.1  # rad; 100 rad/s at h = 1 ms
 

@@ -1,1 +1,1 @@
-"""Real time: configs, the fixed-step loop, offline runs, telemetry and the ``hil`` CLI."""
+"""Run time: configs, the fixed-step loops, offline runs, live faults and the ``hil`` CLI."""

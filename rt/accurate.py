@@ -12,14 +12,13 @@ not applied: at rtol 1e-10 the drift stays at the tolerance level.
 from __future__ import annotations
 
 import numpy as np
+from hilrig.controllers.factory import Controller
+from hilrig.controllers.law import C_KIND, OPEN_LOOP, command
+from hilrig.plant.dynamics import derivative
+from hilrig.plant.jam import finish_jams, start_jam
+from hilrig.plant.layout import JAM_PHASE, JAM_T_END, JAMMING
+from hilrig.plant.model import Plant
 from scipy.integrate import solve_ivp
-
-from controllers.factory import Controller
-from controllers.law import C_KIND, OPEN_LOOP, command
-from plant.dynamics import derivative
-from plant.jam import finish_jams, start_jam
-from plant.layout import JAM_PHASE, JAM_T_END, JAMMING
-from plant.model import Plant
 
 
 def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_steps: int,

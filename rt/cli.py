@@ -19,13 +19,14 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-
-from rt.config import ConfigError, load
-from rt.signals import terminate_as_interrupt
+import hilrig
+from hilrig.rt.config import ConfigError, load
+from hilrig.timing.signals import terminate_as_interrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"hilrig {hilrig.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("sim", help="run a scenario offline, as fast as it can")
     sim.add_argument("config", help="TOML scenario (see configs/)")
@@ -124,8 +125,8 @@ def _default_log(args, suffix: str = "") -> Path:
 
 
 def _run(args) -> int:
-    from rt.session import Session
-    from rt.timing import format_summary
+    from hilrig.rt.session import Session
+    from hilrig.timing.summary import format_summary
 
     cfg = _load(args)
     log_path = Path(args.log) if args.log else _default_log(args)
@@ -145,7 +146,7 @@ def _run(args) -> int:
 
 
 def _emulate(args) -> int:
-    from rt.emulator import Emulator
+    from hilrig.devices.zmq_plant import Emulator
 
     extra = [f"emulator.mode={args.mode}"] if args.mode else []
     cfg = _load(args, extra)
@@ -171,13 +172,13 @@ def _emulate_drives(cfg: dict) -> int:
     stop = threading.Event()
     kind = cfg["link"]["type"]
     if kind == "canopen":
-        from drivers.cia402_emulator import serve
+        from hilrig.devices.cia402_drive import serve
 
         can = cfg["link"]["canopen"]
         where = f"CAN {can['interface']}:{can['channel']}"
         run = lambda: serve(cfg, stop_event=stop)          # noqa: E731
     else:
-        from drivers.roboclaw_emulator import serve
+        from hilrig.devices.roboclaw_drive import serve
 
         where = f"serial pty {cfg['link']['serial']['port']}"
         run = lambda: serve(cfg, cfg["link"]["serial"]["port"], stop)   # noqa: E731
@@ -191,9 +192,9 @@ def _emulate_drives(cfg: dict) -> int:
 
 
 def _control(args) -> int:
-    from drivers.registry import link_from_config
-    from rt.loop import LinkLoop
-    from rt.timing import format_summary
+    from hilrig.drivers.registry import link_from_config
+    from hilrig.rt.loop import LinkLoop
+    from hilrig.timing.summary import format_summary
 
     extra = []
     if args.connect:
@@ -212,7 +213,7 @@ def _control(args) -> int:
 
 
 def _fault(args) -> int:
-    from rt.fault import FaultError, send_fault
+    from hilrig.rt.fault import FaultError, send_fault
 
     try:
         ack = send_fault(args.connect, args.kind, args.joint, args.duration, args.timeout)
@@ -225,7 +226,7 @@ def _fault(args) -> int:
 
 
 def _estop(args) -> int:
-    from rt.fault import FaultError, send_estop
+    from hilrig.rt.fault import FaultError, send_estop
 
     try:
         tick = send_estop(args.connect, args.timeout)
@@ -238,7 +239,7 @@ def _estop(args) -> int:
 
 def _logs(args) -> int:
     """hil log export / hil plot: a missing or broken log exits 2 with the cause."""
-    from rt.logfile import LogError
+    from hilrig.telemetry.logfile import LogError
 
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -254,7 +255,7 @@ def _logs(args) -> int:
 
 
 def _export(args) -> int:
-    from rt.logfile import export_npz
+    from hilrig.telemetry.logfile import export_npz
 
     arrays = export_npz(args.log, args.out)
     t = arrays["t"]
@@ -271,8 +272,8 @@ def _plot(args) -> int:
 def _plot_log(log_path: Path, png) -> None:
     """Draw a telemetry log to ``png`` (default: the log's path with .png); LogError if
     it has nothing to plot."""
-    from rt.logfile import LogError, run_arrays
-    from rt.plot import LOG_GROUPS, plot_log
+    from hilrig.rt.plot import LOG_GROUPS, plot_log
+    from hilrig.telemetry.logfile import LogError, run_arrays
 
     arrays, events = run_arrays(log_path)
     missing = [name for name in LOG_GROUPS if name not in arrays]
@@ -286,8 +287,8 @@ def _plot_log(log_path: Path, png) -> None:
 
 
 def _sim(args) -> int:
-    from rt.plot import plot_run
-    from rt.sim import SimulationError, simulate
+    from hilrig.rt.plot import plot_run
+    from hilrig.rt.sim import SimulationError, simulate
 
     overrides = list(args.set)
     if args.duration is not None:

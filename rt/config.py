@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import json
 import math
 import sys
 from dataclasses import dataclass
@@ -571,7 +570,7 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
 
 
 def _check_canopen(cfg: dict, sizes: dict) -> None:
-    from drivers.busload import bus_load, max_axes
+    from hilrig.drivers.busload import bus_load, max_axes
 
     can, ctrl, sim = cfg["link"]["canopen"], cfg["controller"], cfg["sim"]
     name = "link.canopen."
@@ -601,7 +600,7 @@ def _check_canopen(cfg: dict, sizes: dict) -> None:
             f"stuffing); at most {max_axes(period, bitrate)} axes fit. Lengthen sim.dt, raise "
             "link.canopen.bitrate or split the axes over two buses (docs/CANOPEN.md)")
     try:
-        from drivers.cia402 import interpolation_period
+        from hilrig.drivers.cia402 import interpolation_period
         interpolation_period(period)
     except ValueError as exc:
         raise ConfigError(f"sim.dt: {exc}") from None
@@ -638,13 +637,3 @@ def _check_serial(cfg: dict, sizes: dict) -> None:
         raise ConfigError(f"link.serial.budget: a read and a write may take 2 x "
                           f"{serial['budget']} s, more than one tick (sim.dt = "
                           f"{cfg['sim']['dt']} s)")
-
-
-def actuated_joints(cfg: dict) -> int:
-    """Number of actuated joints of a resolved config's plant."""
-    return _sizes(cfg["plant"]["model"], cfg["plant"])["nact"]
-
-
-def to_json(cfg: dict) -> str:
-    """The resolved config as a JSON string (stored as ``meta``)."""
-    return json.dumps(cfg, sort_keys=True)

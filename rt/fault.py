@@ -1,6 +1,6 @@
 """Live fault injection and e-stop from another process: ``hil fault``, ``hil estop``.
 
-``send_fault`` sends one FAULT frame (rt.wire) to a running emulator and waits for
+``send_fault`` sends one FAULT frame (drivers.wire) to a running emulator and waits for
 its FAULT_ACK, which names the tick and plant time at which the fault took effect.
 ``send_estop`` stops a running ``hil control`` (drives disabled, writes blocked).
 """
@@ -9,8 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import zmq
-
-from rt.wire import ERROR_TEXT, FAULT_CLEAR, FAULT_JAM, MessageType, WireError, decode, encode
+from hilrig.drivers.wire import (
+    ERROR_TEXT,
+    FAULT_CLEAR,
+    FAULT_JAM,
+    MessageType,
+    WireError,
+    decode,
+    encode,
+)
 
 
 class FaultError(RuntimeError):

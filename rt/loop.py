@@ -17,17 +17,17 @@ from pathlib import Path
 
 import numpy as np
 import zmq
-
-from controllers.factory import controller_from_config
-from drivers.link import Link, LinkError, LinkTimeout, Measurement
-from rt import realtime as rtk
-from rt.clock import now_ns, spin_window_ns, timespec, wait_until_ns
-from rt.sched import FrozenGC, apply_thread, restore_thread
-from rt.session import SessionResult, command_limits
-from rt.telemetry import TIMING_GROUPS, Telemetry
-from rt.signals import deferred_signals
-from rt.timing import summarize
-from rt.wire import MessageType, WireError, decode, encode
+from hilrig.controllers.factory import controller_from_config
+from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.wire import MessageType, WireError, decode, encode
+from hilrig.rt import realtime as rtk
+from hilrig.rt.session import SessionResult, command_limits
+from hilrig.telemetry.recorder import TIMING_GROUPS, Telemetry
+from hilrig.telemetry.rows import fill_row, publish_row, row_columns
+from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
+from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
+from hilrig.timing.signals import deferred_signals
+from hilrig.timing.summary import summarize
 
 log = logging.getLogger("hil.loop")
 
@@ -64,7 +64,7 @@ class LinkLoop:
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.telemetry = Telemetry(log_path, link_groups(nact, cfg["plant"]["drive"]), cfg,
                                    capacity=max(4096, int(4.0 / self.h)))
-        self.cols = rtk.row_columns(self.telemetry.columns)
+        self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
         self.estop = None
@@ -100,7 +100,7 @@ class LinkLoop:
         self._control(0.0)
         self.held[:], self.u[:] = held, 0.0
         tel = self.telemetry
-        rtk._fill_row(np.zeros_like(tel.ring[:2]), np.zeros(1, np.int64), self.cols, 0, 0.0,
+        fill_row(np.zeros_like(tel.ring[:2]), np.zeros(1, np.int64), self.cols, 0, 0.0,
                       self.meas.buffer[1:], self.link.n_axes, self.held, self.meas.current)
         wait_until_ns(self.ts, 0, 0)
 
@@ -141,7 +141,7 @@ class LinkLoop:
                     t_control = now_ns(self.ts)
                     self.link.write(self.held)
                     t_write = now_ns(self.ts)
-                    rtk._fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
+                    fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
                                   self.held, self.meas.current)
                     timing = self.timings[k]
                     timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
@@ -149,7 +149,7 @@ class LinkLoop:
                     timing[2] = (t_control - t_read) * 1e-9
                     timing[3] = (t_write - t_control) * 1e-9
                     timing[4] = (t_write - wake) * 1e-9
-                    rtk._publish(ring, head, cols, timing)
+                    publish_row(ring, head, cols, timing)
                     k += 1
                     late = now_ns(self.ts) - (start + k * period)
                     if paced and late > 0:

@@ -1,5 +1,5 @@
 """Plots of a run: ``plot_run`` for the arrays of ``hil sim``, ``plot_log`` for a
-real-time run's telemetry (rt.logfile.run_arrays). What a user checks first."""
+real-time run's telemetry (telemetry.logfile.run_arrays). What a user checks first."""
 from __future__ import annotations
 
 import json
@@ -50,7 +50,7 @@ def plot_log(arrays: dict, events: list, path: str) -> None:
     """Draw a real-time run: coordinates, commands, compute time per tick over t, and
     the lateness histogram (log count); jams shaded, every other event a vertical line.
 
-    ``arrays`` as rt.logfile.run_arrays returns them (LOG_GROUPS, meta, jam_events);
+    ``arrays`` as telemetry.logfile.run_arrays returns them (LOG_GROUPS, meta, jam_events);
     lateness and compute times in s, drawn in us.
     """
     meta = json.loads(str(arrays["meta"]))

@@ -8,7 +8,7 @@ row. Python threads talk to it through two preallocated arrays read and
 written with atomics: ``mail`` (stop and fault requests, acknowledgements,
 progress) and ``events`` (fault, overrun and stop events for the telemetry).
 
-Telemetry row (rt.telemetry.run_groups; ``cols`` from ``row_columns``): the
+Telemetry row (telemetry.recorder.run_groups; ``cols`` from ``row_columns``): the
 loop writes t (plant time, s), q, qd (all coordinates), u (command, V or N m),
 i (motor currents, A), tick, lateness (wake-up time after the deadline, s),
 compute_read, compute_control, compute_write (the plant step) and compute_tick
@@ -21,14 +21,20 @@ Deadlines never drift: tick k is due at t0 + k·period (int64 ns), whatever
 happened before it.
 """
 import numpy as np
-
-from controllers.law import command
-from plant.jam import clear_jam, start_jam
-from plant.kernel import allocating_kernel, kernel
-from plant.layout import H_NACT, H_NQ
-from plant.motor import currents
-from rt.clock import atomic_load, atomic_store, now_ns, sleep_until_ns, wait_until_ns
-from rt.lockstep import advance, apply_schedule, correct
+from hilrig.controllers.law import command
+from hilrig.plant.jam import clear_jam, start_jam
+from hilrig.plant.kernel import allocating_kernel, kernel
+from hilrig.plant.layout import H_NACT, H_NQ
+from hilrig.plant.motor import currents
+from hilrig.plant.stepping import advance, apply_schedule, correct
+from hilrig.telemetry.rows import fill_row, publish_row
+from hilrig.timing.clock import (
+    atomic_load,
+    atomic_store,
+    now_ns,
+    sleep_until_ns,
+    wait_until_ns,
+)
 
 # mail slots
 M_STOP, M_REQ_SEQ, M_REQ_KIND, M_REQ_JOINT, M_REQ_DURATION, M_ACK_SEQ, M_ACK_TICK, \
@@ -52,28 +58,6 @@ POLICIES = {"skip": SKIP, "catch_up": CATCH_UP, "stop": STOP}
 L_MAX, L_SLEW = 0, 1
 
 
-# cols: where each group starts in a telemetry row
-COL_Q, COL_QD, COL_U, COL_I, COL_TICK, COL_TIMING = range(6)
-
-
-def row_columns(columns: dict) -> np.ndarray:
-    """Start columns of q, qd, u, i (-1: none), tick and lateness in a telemetry row.
-
-    ``columns``: rt.telemetry.Telemetry.columns of a ``run_groups`` layout; the
-    five timing groups (lateness, compute_read, compute_control, compute_write,
-    compute_tick, all s) must be adjacent, in that order.
-    """
-    def start(name):
-        c = columns.get(name, -1)
-        return c.start if isinstance(c, slice) else c
-    cols = np.array([start("q"), start("qd"), start("u"), start("i"), start("tick"),
-                     start("lateness")], dtype=np.int64)
-    names = ("lateness", "compute_read", "compute_control", "compute_write", "compute_tick")
-    if [start(n) for n in names] != list(range(cols[COL_TIMING], cols[COL_TIMING] + 5)):
-        raise ValueError(f"telemetry layout: {names} must be adjacent, in this order")
-    return cols
-
-
 def new_mail() -> np.ndarray:
     return np.zeros(MAIL_SIZE)
 
@@ -92,32 +76,8 @@ def _event(events, mail, kind, tick, t, a, b, c):
 
 
 @kernel
-def _fill_row(ring, head, cols, tick, t, x, nq, held, cur):
-    """Write t, tick, q, qd, u and i into the next row (not yet published)."""
-    row = ring[head[0] % ring.shape[0]]
-    row[0] = t
-    row[cols[COL_TICK]] = tick
-    for i in range(nq):
-        row[cols[COL_Q] + i] = x[i]
-        row[cols[COL_QD] + i] = x[nq + i]
-    for j in range(held.shape[0]):
-        row[cols[COL_U] + j] = held[j]
-        if cols[COL_I] >= 0:
-            row[cols[COL_I] + j] = cur[j]
-
-
-@kernel
-def _publish(ring, head, cols, timing):
-    """Write the 5 timing columns (s) of the next row and publish it by advancing head."""
-    slot = head[0] % ring.shape[0]
-    for k in range(5):
-        ring[slot, cols[COL_TIMING] + k] = timing[k]
-    atomic_store(head, 0, head[0] + 1)
-
-
-@kernel
 def _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, tick):
-    """Start the config's jams that are due (rt.lockstep.apply_schedule) and report each once.
+    """Start the config's jams that are due (plant.stepping.apply_schedule) and report each once.
 
     A reported row's applied flag goes from 1 to 2.
     """
@@ -203,7 +163,7 @@ def _request_correction(handoff, snap, x):
 def correction_worker(p, handoff, snap, delta, corrected, correction, work, poll_ns, ts):
     """Serve correction requests until handoff[W_STOP] is set (run it in its own thread).
 
-    Projects each snapshot onto the constraint manifolds (rt.lockstep.correct
+    Projects each snapshot onto the constraint manifolds (plant.stepping.correct
     with ``correction``) and publishes delta = P(snap) - snap. Sleeps ``poll_ns``
     between checks. Returns the number of corrections made.
     """
@@ -334,7 +294,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         # write: the plant steps under the command (the row holds the state before it
         # and the currents under the new command, as rt.lockstep rows do)
         currents(p, x, held, cur)
-        _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+        fill_row(ring, head, cols, k, t, x, nq, held, cur)
         ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
         if use_worker:
             _request_correction(handoff, snap, x)
@@ -345,7 +305,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         timing[2] = (t_control - t_read) * 1e-9
         timing[3] = (t_write - t_control) * 1e-9
         timing[4] = (t_write - wake) * 1e-9
-        _publish(ring, head, cols, timing)
+        publish_row(ring, head, cols, timing)
         k += 1
         atomic_store(mail, M_TICK, float(k))
         if not ok:
@@ -367,10 +327,10 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
                 t = k * h
                 _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
                 currents(p, x, held, cur)
-                _fill_row(ring, head, cols, k, t, x, nq, held, cur)
+                fill_row(ring, head, cols, k, t, x, nq, held, cur)
                 ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
                 timings[k, :] = np.nan
-                _publish(ring, head, cols, timings[k])
+                publish_row(ring, head, cols, timings[k])
                 k += 1
                 atomic_store(mail, M_TICK, float(k))
             if not ok:

@@ -15,20 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from controllers.factory import controller_from_config
-from drivers.link import Measurement
-from plant.factory import correction_id, plant_from_config
-from plant.model import METHODS
-from rt import realtime as rtk
-from rt.clock import spin_window_ns, timespec
-from rt.lockstep import correct
-from rt.sched import FrozenGC, apply_thread, restore_thread
-from rt.sim import jam_schedule
-from rt.derived import Diagnostics
-from rt.telemetry import Telemetry, run_groups
-from rt.signals import deferred_signals
-from rt.timing import summarize
+from hilrig.controllers.factory import controller_from_config
+from hilrig.drivers.link import Measurement
+from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
+from hilrig.plant.model import METHODS
+from hilrig.plant.stepping import correct
+from hilrig.rt import realtime as rtk
+from hilrig.telemetry.derived import Diagnostics
+from hilrig.telemetry.recorder import Telemetry, run_groups
+from hilrig.telemetry.rows import row_columns
+from hilrig.timing.clock import spin_window_ns, timespec
+from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
+from hilrig.timing.signals import deferred_signals
+from hilrig.timing.summary import summarize
 
 POLL_SECONDS = 0.02
 
@@ -85,7 +84,7 @@ class Session:
         capacity = max(4096, int(4.0 / self.h))
         self.telemetry = Telemetry(log_path, groups, cfg, capacity=capacity)
         self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
-        self.cols = rtk.row_columns(self.telemetry.columns)
+        self.cols = row_columns(self.telemetry.columns)
         self.mail = rtk.new_mail()
         self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
         self.timings = np.full((self.n_ticks, 5), np.nan)

@@ -12,15 +12,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from controllers.factory import controller_from_config
-from plant.factory import correction_id, plant_from_config
-from plant.integrators import METHOD_EULER, METHOD_RK4
-from plant.layout import MODEL_RRR3
-from rt import accurate, lockstep
-from rt.config import to_json
-
-INTEGRATORS = {"rk4": METHOD_RK4, "euler": METHOD_EULER}
+from hilrig.controllers.factory import controller_from_config
+from hilrig.plant import stepping
+from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
+from hilrig.plant.layout import MODEL_RRR3
+from hilrig.plant.model import METHODS
+from hilrig.rt import accurate, lockstep
+from hilrig.telemetry.recorder import to_json
 
 
 class SimulationError(RuntimeError):
@@ -40,12 +38,6 @@ class SimRun:
     startup_seconds: float = 0.0    # kernel compilation or cache load before the first step
 
 
-def jam_schedule(cfg: dict) -> np.ndarray:
-    """Scheduled jams as rows [joint (0-based), t1, duration, applied=0]."""
-    rows = [[j["joint"] - 1, j["t1"], j["duration"], 0.0] for j in cfg["faults"]["jam"]]
-    return np.array(rows, dtype=float).reshape(-1, lockstep.SCHEDULE_COLUMNS)
-
-
 def simulate(cfg: dict) -> SimRun:
     """Run the resolved config offline. Raises SimulationError on an invalid state."""
     sim = cfg["sim"]
@@ -55,7 +47,7 @@ def simulate(cfg: dict) -> SimRun:
     controller = controller_from_config(cfg)
     schedule = jam_schedule(cfg)
     correction = correction_id(cfg)
-    lockstep.correct(plant.params, plant.x, correction, plant.work)
+    stepping.correct(plant.params, plant.x, correction, plant.work)
     nx, nact = len(plant.x), plant.nact
     rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
@@ -67,7 +59,7 @@ def simulate(cfg: dict) -> SimRun:
                             sim["accurate_method"], rec, sim["control"] == "continuous")
         out.stepping_seconds = time.perf_counter() - started
     else:
-        method = INTEGRATORS[sim["integrator"]]
+        method = METHODS[sim["integrator"]]
         started = time.perf_counter()
         _warm_up(plant, controller, schedule, h, method, correction)
         out.startup_seconds = time.perf_counter() - started
@@ -77,7 +69,7 @@ def simulate(cfg: dict) -> SimRun:
                             0.0, h, n_steps, method, correction, plant.work, plant.stages,
                             rec["t"], rec["x"], rec["u"])
         out.stepping_seconds = time.perf_counter() - started
-    lockstep.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
+    stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
                            rec["diag"][:rows], plant.work)
     out.arrays = _named(cfg, plant, rec, rows, schedule)
     if rows < n_steps + 1:

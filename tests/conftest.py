@@ -3,8 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from rt.config import load, resolve
+from hilrig.rt.config import load, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"

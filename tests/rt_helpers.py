@@ -10,13 +10,13 @@ import uuid
 import warnings
 from pathlib import Path
 
-from rt.logfile import IncompleteLogWarning, read_log
+from hilrig.telemetry.logfile import IncompleteLogWarning, read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def hil(*args: str) -> list:
-    return [sys.executable, "-m", "rt.cli", *args]
+    return [sys.executable, "-m", "hilrig.rt.cli", *args]
 
 
 def endpoint(tmp_path: Path) -> str:

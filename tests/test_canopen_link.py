@@ -10,18 +10,18 @@ import can
 import canopen
 import numpy as np
 import pytest
+from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.law import command
+from hilrig.controllers.layout import B_TARGET, HEADER
+from hilrig.devices.cia402_drive import EmulatedDrives, serve
+from hilrig.drivers import cia402
+from hilrig.drivers.canopen_link import CanopenLink
+from hilrig.drivers.cia402 import State
+from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
+from hilrig.plant.factory import plant_from_config
+from hilrig.rt.config import ConfigError
 
-from controllers.factory import controller_from_config
-from controllers.law import command
-from controllers.layout import B_TARGET, HEADER
-from drivers import cia402
-from drivers.canopen_link import CanopenLink
-from drivers.cia402 import State
-from drivers.cia402_emulator import EmulatedDrives, serve
-from drivers.inprocess import PlantLink
-from drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
-from plant.factory import plant_from_config
-from rt.config import ConfigError
 from tests.conftest import config
 
 # the test loop is not real-time, and a loaded machine can stall a process for 100s of ms

@@ -3,10 +3,10 @@ and the same state machine, SDO reads and writes round-tripped through an emulat
 import canopen
 import pytest
 from canopen.sdo.exceptions import SdoAbortedError
+from hilrig.devices.cia402_drive import EmulatedDrives
+from hilrig.drivers import busload, cia402
+from hilrig.drivers.cia402 import State
 
-from drivers import busload, cia402
-from drivers.cia402 import State
-from drivers.cia402_emulator import EmulatedDrives
 from tests.conftest import config
 
 S = State

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from rt.config import ConfigError, apply_override, load, parse_value, resolve, to_json
+from hilrig.rt.config import ConfigError, apply_override, load, parse_value, resolve
+from hilrig.telemetry.recorder import to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

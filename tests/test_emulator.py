@@ -7,13 +7,22 @@ import time
 import numpy as np
 import pytest
 import zmq
-
 from conftest import config
-from drivers.zmq_link import ZmqLink
-from rt.loop import LinkLoop
-from rt.sim import simulate
-from rt.wire import (ERROR_SIZE, ERROR_TYPE, ERROR_VALUE, ERROR_VERSION, ERROR_MALFORMED,
-                     HEADER, MAGIC, MessageType, decode, encode)
+from hilrig.drivers.wire import (
+    ERROR_MALFORMED,
+    ERROR_SIZE,
+    ERROR_TYPE,
+    ERROR_VALUE,
+    ERROR_VERSION,
+    HEADER,
+    MAGIC,
+    MessageType,
+    decode,
+    encode,
+)
+from hilrig.drivers.zmq_link import ZmqLink
+from hilrig.rt.loop import LinkLoop
+from hilrig.rt.sim import simulate
 from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
 
 

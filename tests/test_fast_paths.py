@@ -10,17 +10,16 @@ along the paper's runs and where S is singular. They must agree to rounding
 """
 import numpy as np
 import pytest
-from numba import njit
-
 from conftest import arm_config, config
-from plant import rrr3, rrr3_scalar, serial_arm
-from plant.factory import plant_from_config
-from plant.integrators import METHOD_RK4, step
-from plant.jam import finish_jams, restructured_accel
-from plant.layout import BLOCKED, H_BODY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
-from plant.motor import apply_drive
-from plant.trig import MAX_INCREMENT, SINCOS_LIMIT, moved, sincos
-from rt.sim import simulate
+from hilrig.plant import rrr3, rrr3_scalar, serial_arm
+from hilrig.plant.factory import plant_from_config
+from hilrig.plant.integrators import METHOD_RK4, step
+from hilrig.plant.jam import finish_jams, restructured_accel
+from hilrig.plant.layout import BLOCKED, H_BODY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
+from hilrig.plant.motor import apply_drive
+from hilrig.plant.trig import MAX_INCREMENT, SINCOS_LIMIT, moved, sincos
+from hilrig.rt.sim import simulate
+from numba import njit
 
 MOTOR = {"rotor_inertia": [2e-4, 3e-4, 1e-4], "resistance": [2.0, 2.5, 3.0],
          "torque_constant": [0.5, 0.4, 0.3], "back_emf_constant": [0.4, 0.5, 0.3],

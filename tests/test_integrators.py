@@ -1,9 +1,8 @@
 """Fixed-step numba runs against the accurate path: agreement and order of convergence."""
 import numpy as np
 import pytest
-
 from conftest import config
-from rt.sim import simulate
+from hilrig.rt.sim import simulate
 
 SCENARIOS = ["serial3_free", "serial3_jam1", "serial3_jam2", "rrr3_forward", "rrr3_pd"]
 

@@ -2,11 +2,10 @@
 import numpy as np
 import pytest
 import sympy as sp
-
 from conftest import arm_config, config
-from plant.factory import plant_from_config
-from plant.layout import BLOCKED, HEALTHY, JAMMING
-from rt.sim import simulate
+from hilrig.plant.factory import plant_from_config
+from hilrig.plant.layout import BLOCKED, HEALTHY, JAMMING
+from hilrig.rt.sim import simulate
 
 PAPER_Q0 = [0.444134, -0.444134, 0.529083]
 

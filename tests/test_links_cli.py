@@ -8,7 +8,6 @@ import subprocess
 import uuid
 
 import numpy as np
-
 from conftest import config
 from rt_helpers import ROOT, hil, read_complete, wait_for
 
@@ -54,8 +53,8 @@ def test_hil_control_over_packet_serial_against_an_emulated_device_on_a_pty(tmp_
     target = np.array(meta["controller"]["target"])
     assert np.all(np.abs(arrays["q"][-1] - target) < np.abs(target) / 4)   # well on its way
     # next to the in-process run of the same config
-    from drivers.inprocess import PlantLink
-    from rt.loop import LinkLoop
+    from hilrig.drivers.inprocess import PlantLink
+    from hilrig.rt.loop import LinkLoop
     inproc = LinkLoop(cfg, PlantLink.from_config(cfg), tmp_path / "inproc.mcap").run()
     assert inproc.status == "ok"
     reference = read_complete(tmp_path / "inproc.mcap")[0]

@@ -1,13 +1,12 @@
 """DC motors and gears coupled to a mechanism (paper 003 §2.2-2.3)."""
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
-
 from conftest import arm_config
-from plant import serial_arm
-from plant.factory import motor_params, plant_from_config
-from plant.rrr3 import coupled_mass_diag
-from rt.sim import simulate
+from hilrig.plant import serial_arm
+from hilrig.plant.factory import motor_params, plant_from_config
+from hilrig.plant.rrr3 import coupled_mass_diag
+from hilrig.rt.sim import simulate
+from scipy.integrate import solve_ivp
 
 MOTOR = dict(rotor_inertia=[2e-4, 1.5e-4, 1e-4], resistance=[2.0, 2.5, 3.0],
              inductance=[2e-3, 1e-3, 5e-4], torque_constant=[0.5, 0.4, 0.3],

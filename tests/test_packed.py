@@ -1,13 +1,12 @@
-"""rt.packed: the one-argument step equals rt.lockstep.advance on separate arrays."""
+"""plant.packed: the one-argument step equals plant.stepping.advance on separate arrays."""
 import numpy as np
 import pytest
-
 from conftest import arm_config, config
-from plant.factory import correction_id, plant_from_config
-from plant.integrators import METHOD_EULER, METHOD_RK4
-from plant.layout import MODEL_SERIAL_ARM
-from rt.lockstep import advance
-from rt.packed import P_T, PackedStep
+from hilrig.plant.factory import correction_id, plant_from_config
+from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4
+from hilrig.plant.layout import MODEL_SERIAL_ARM
+from hilrig.plant.packed import P_T, PackedStep
+from hilrig.plant.stepping import advance
 
 MOTOR = {"rotor_inertia": 2e-4, "resistance": 2.0, "inductance": 2e-3, "torque_constant": 0.5,
          "back_emf_constant": 0.5, "gear_ratio": 50.0}
@@ -53,8 +52,8 @@ def test_packed_step_reports_an_invalid_state_and_keeps_the_time():
 
 def test_plant_link_steps_through_the_packed_call():
     """drivers.inprocess.PlantLink: write holds the command over h and advances the plant."""
-    from drivers.inprocess import PlantLink
-    from drivers.link import Measurement
+    from hilrig.drivers.inprocess import PlantLink
+    from hilrig.drivers.link import Measurement
     cfg = arm_config(q0=[0.4, -0.4, 0.5])
     plant, reference = plant_from_config(cfg), plant_from_config(cfg)
     link = PlantLink(plant, 1e-3)

@@ -5,12 +5,11 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import config
-from plant import rrr3
-from plant.factory import plant_from_config
-from rt.session import Session
-from rt.sim import simulate
+from hilrig.plant import rrr3
+from hilrig.plant.factory import plant_from_config
+from hilrig.rt.session import Session
+from hilrig.rt.sim import simulate
 from rt_helpers import ROOT, hil, read_complete, wait_for
 
 

@@ -2,8 +2,7 @@
 import struct
 
 import pytest
-
-from drivers import roboclaw_codec as rc
+from hilrig.drivers import roboclaw_codec as rc
 
 
 def crc16_bitwise(data: bytes) -> int:

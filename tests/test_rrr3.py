@@ -1,12 +1,11 @@
 """3RRR parallel robot with DC motors (paper 003 §3-5)."""
 import numpy as np
 import pytest
-
 from conftest import config
-from plant import rrr3
-from plant.factory import plant_from_config
-from plant.linalg import spd_solve_robust
-from rt.sim import simulate
+from hilrig.plant import rrr3
+from hilrig.plant.factory import plant_from_config
+from hilrig.plant.linalg import spd_solve_robust
+from hilrig.rt.sim import simulate
 
 PAPER_Q0 = np.array([-0.1259, 1.3727, 3.2675, 0.59363, 0.60145, 0.020707])
 SCRATCH = np.zeros((24, 18))

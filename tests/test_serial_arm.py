@@ -2,11 +2,10 @@
 import numpy as np
 import pytest
 import sympy as sp
-
 from conftest import arm_config
-from plant import serial_arm
-from plant.factory import plant_from_config
-from rt.sim import simulate
+from hilrig.plant import serial_arm
+from hilrig.plant.factory import plant_from_config
+from hilrig.rt.sim import simulate
 
 
 def sympy_model(mass, inertia, length, com, gravity):
@@ -136,8 +135,8 @@ def test_damping_dissipates_exactly_what_it_removes():
 def test_unrolled_three_link_path_equals_generic_path(drive, rng):
     """serial_arm.accel3 (the healthy 3-link fast path) against mass_and_bias +
     motor.apply_drive + the restructured solve, which serve every other arm."""
-    from plant.jam import restructured_accel
-    from plant.motor import apply_drive
+    from hilrig.plant.jam import restructured_accel
+    from hilrig.plant.motor import apply_drive
     motor = {"rotor_inertia": 2e-4, "resistance": 2.0, "torque_constant": 0.5,
              "back_emf_constant": 0.4, "viscous_friction": 1e-3, "gear_ratio": 50.0}
     plant = plant_from_config(arm_config(damping=[1.0, 2.0, 3.0], drive=drive, motor=motor))

@@ -15,16 +15,16 @@ import time
 import numpy as np
 import pytest
 import serial
+from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.law import command
+from hilrig.devices.roboclaw_drive import DEFAULT_MAX_CURRENT, RoboClawEmulator, serve
+from hilrig.drivers import roboclaw_codec as rc
+from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.serial_link import SerialLink
+from hilrig.plant.factory import plant_from_config
+from hilrig.rt.config import ConfigError
 
-from controllers.factory import controller_from_config
-from controllers.law import command
-from drivers import roboclaw_codec as rc
-from drivers.inprocess import PlantLink
-from drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
-from drivers.roboclaw_emulator import DEFAULT_MAX_CURRENT, RoboClawEmulator, serve
-from drivers.serial_link import SerialLink
-from plant.factory import plant_from_config
-from rt.config import ConfigError
 from tests.conftest import config
 
 LOCKSTEP = ("emulator.mode=lockstep",)

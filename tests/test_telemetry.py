@@ -13,16 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hilrig.rt.cli import main
+from hilrig.telemetry import recorder as telemetry
+from hilrig.telemetry.logfile import IncompleteLogWarning, LogError, read_log
+from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
 from mcap.reader import make_reader
 from mcap.records import Footer
 from mcap.stream_reader import StreamReader
 from mcap.writer import Writer
 from mcap_ros1.decoder import DecoderFactory
-
-from rt import telemetry
-from rt.cli import main
-from rt.logfile import IncompleteLogWarning, LogError, read_log
-from rt.telemetry import Telemetry, TelemetryError, run_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -160,7 +159,7 @@ def test_an_exception_leaving_the_with_block_is_an_event_and_the_file_is_finishe
 
 WRITER = """
 import sys, numpy as np
-from rt.telemetry import Telemetry
+from hilrig.telemetry.recorder import Telemetry
 tel = Telemetry(sys.argv[1], [("t", 1), ("x", (3,))], {{"run": "child"}}, period=0.005)
 def put(n):
     for _ in range(n):
@@ -197,7 +196,7 @@ def test_a_killed_writer_leaves_a_log_readable_up_to_its_last_chunk(tmp_path):
     path = tmp_path / "run.mcap"
     body = """
 import time, warnings
-from rt.logfile import read_log
+from hilrig.telemetry.logfile import read_log
 put(2000)
 warnings.simplefilter("ignore")
 while len(read_log(sys.argv[1])[0]["t"]) < 2000:  # until the rows are in the file
@@ -420,7 +419,7 @@ def test_subprocess_export_of_a_cut_log_warns_and_exits_0(tmp_path, chunked_log)
     cut = tmp_path / "cut.mcap"
     cut.write_bytes(path.read_bytes()[:chunks[2].chunk_start_offset + 30])
     out = tmp_path / "cut.npz"
-    proc = child(["-m", "rt.cli", "log", "export", cut, "--out", out])
+    proc = child(["-m", "hilrig.rt.cli", "log", "export", cut, "--out", out])
     assert proc.returncode == 0, proc.stderr
     assert "hil: warning:" in proc.stderr and "ends early" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -4,8 +4,7 @@ import os
 
 import can
 import pytest
-
-from drivers import zmqcan
+from hilrig.drivers import zmqcan
 
 
 @pytest.fixture

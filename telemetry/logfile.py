@@ -1,4 +1,4 @@
-"""Reading telemetry logs (MCAP files written by rt.telemetry) back into arrays.
+"""Reading telemetry logs (MCAP files written by telemetry.recorder) back into arrays.
 
 ``read_log`` decodes the tick rows in bulk: inside each decompressed chunk the
 tick messages follow one another with one fixed record size, so they are cut out
@@ -15,13 +15,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from hilrig.telemetry.mcap_writer import MAGIC, MESSAGE_HEADER
+from hilrig.telemetry.recorder import EVENT_TOPIC, TICK_TOPIC, to_json
 from mcap.opcode import Opcode
 from mcap.records import Channel, Chunk, Footer, Metadata, Schema
 from mcap.stream_reader import StreamReader, get_chunk_data_stream
-
-from rt.config import to_json
-from rt.mcap_writer import MAGIC, MESSAGE_HEADER
-from rt.telemetry import EVENT_TOPIC, TICK_TOPIC
 
 _RECORD = struct.Struct("<BQ")
 _CHANNEL = struct.Struct("<H")
@@ -94,7 +92,7 @@ def export_npz(path, out) -> dict:
 
 
 def parse_schema(text: str) -> list[tuple[str, int | tuple]]:
-    """Groups of a tick schema (rt.telemetry.schema_text): ``float64 name`` -> (name, 1),
+    """Groups of a tick schema (telemetry.recorder.schema_text): ``float64 name`` -> (name, 1),
     ``float64[n] name`` -> (name, (n,))."""
     groups = []
     for line in text.splitlines():

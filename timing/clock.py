@@ -14,11 +14,10 @@ the index that publishes it.
 import time
 
 import numpy as np
+from hilrig.plant.kernel import kernel
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
-
-from plant.kernel import kernel
 
 CLOCK_MONOTONIC = 1
 TIMER_ABSTIME = 1

@@ -58,13 +58,12 @@ from collections import deque
 from time import monotonic
 
 import numpy as np
-
-from drivers import roboclaw_codec as rc
-from drivers.inprocess import PlantLink
-from drivers.link import Measurement
-from plant.factory import correction_id, plant_from_config
-from rt import lockstep
-from rt.sim import INTEGRATORS, jam_schedule
+from hilrig.drivers import roboclaw_codec as rc
+from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import Measurement
+from hilrig.plant import stepping
+from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
+from hilrig.plant.model import METHODS
 
 PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
@@ -107,9 +106,9 @@ class RoboClawEmulator:
         if cfg["plant"]["drive"] == "torque":
             raise ValueError("the emulated RoboClaw drives DC motors: plant.drive must be "
                              "'voltage' or 'voltage_full'")
-        if sim["integrator"] not in INTEGRATORS:
+        if sim["integrator"] not in METHODS:
             raise ValueError(f"sim.integrator {sim['integrator']!r} is offline only; the "
-                             f"emulated drives step with one of {sorted(INTEGRATORS)}")
+                             f"emulated drives step with one of {sorted(METHODS)}")
         self.dt = sim["dt"]
         self.lockstep = cfg["emulator"]["mode"] == "lockstep"
         self.battery = emu["battery_voltage"]
@@ -155,8 +154,8 @@ class RoboClawEmulator:
     def _plant(cfg: dict) -> PlantLink:
         plant = plant_from_config(cfg)
         correction = correction_id(cfg)
-        lockstep.correct(plant.params, plant.x, correction, plant.work)
-        return PlantLink(plant, cfg["sim"]["dt"], INTEGRATORS[cfg["sim"]["integrator"]],
+        stepping.correct(plant.params, plant.x, correction, plant.work)
+        return PlantLink(plant, cfg["sim"]["dt"], METHODS[cfg["sim"]["integrator"]],
                          correction)
 
     def _warm_up(self, cfg: dict) -> None:
@@ -165,7 +164,7 @@ class RoboClawEmulator:
         spare.read(Measurement(spare.n_axes))
         spare.write(np.zeros(spare.n_axes))
         p = spare.plant
-        lockstep.apply_schedule(p.params, p.jams, jam_schedule(cfg), p.t, p.x, 0.0)
+        stepping.apply_schedule(p.params, p.jams, jam_schedule(cfg), p.t, p.x, 0.0)
 
     # -- running ------------------------------------------------------------------
 
@@ -391,7 +390,7 @@ class RoboClawEmulator:
             self._volts[j] = self.controllers[address].duty[channel - 1] * scale
         p = self.plant.plant
         if len(self.schedule):
-            lockstep.apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.dt)
+            stepping.apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.dt)
         self.plant.write(self._volts)
         self.stats["steps"] += 1
         self._sample()

@@ -12,7 +12,7 @@ numba kernels alike)::
 
 A writer thread wakes every ``period`` seconds; once ``CHUNK_ROWS`` rows are
 waiting, or ``CHUNK_PERIOD`` seconds have passed, it copies them out of the ring
-and writes them as MCAP chunks built with numpy (rt.mcap_writer), a few numpy
+and writes them as MCAP chunks built with numpy (telemetry.mcap_writer), a few numpy
 calls per chunk, so that it never keeps the GIL from the loop for long. If the
 loop laps the writer (overwrites rows not yet written) the lost rows are counted
 and a ``ring_overrun`` event says how many; the loop is never blocked.
@@ -34,9 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from rt.config import to_json
-from rt.mcap_writer import McapWriter
+from hilrig.telemetry.mcap_writer import McapWriter
 
 TICK_TOPIC = "/hil/tick"
 EVENT_TOPIC = "/hil/event"
@@ -55,6 +53,11 @@ COMPRESSION = "zstd"   # chunk compression (see docs/TELEMETRY.md for the measur
 TIMING_GROUPS = [("tick", 1), ("lateness", 1), ("compute_read", 1), ("compute_control", 1),
                  ("compute_write", 1), ("compute_tick", 1)]
 
+
+
+def to_json(cfg: dict) -> str:
+    """A resolved config as a JSON string, keys sorted: the ``meta`` of every log and result."""
+    return json.dumps(cfg, sort_keys=True)
 
 class TelemetryError(RuntimeError):
     """The telemetry file could not be written; names the cause."""
@@ -102,7 +105,7 @@ class Telemetry:
         period: writer wake-up period, s.
         derive: optional ``derive(rows)``, called by the writer thread on each block of
             copied rows (a (n, width) array) before they are written, to fill columns
-            the loop leaves to it (e.g. rt.derived.Diagnostics), off the critical path.
+            the loop leaves to it (e.g. telemetry.derived.Diagnostics), off the critical path.
 
     Attributes:
         ring: (capacity, width) float64; row k of the run goes to ``ring[k % capacity]``.

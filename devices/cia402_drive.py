@@ -50,15 +50,18 @@ import time
 import canopen
 import numpy as np
 from canopen.objectdictionary import SIGNED_TYPES
-
-from drivers import cia402
-from drivers.cia402 import State
-from drivers.inprocess import PlantLink
-from drivers.link import LinkError, Measurement
-from plant.factory import correction_id, motor_params, plant_from_config
-from plant.model import METHODS
-from rt.lockstep import apply_schedule
-from rt.sim import jam_schedule
+from hilrig.drivers import cia402
+from hilrig.drivers.cia402 import State
+from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import LinkError, Measurement
+from hilrig.plant.factory import (
+    correction_id,
+    jam_schedule,
+    motor_params,
+    plant_from_config,
+)
+from hilrig.plant.model import METHODS
+from hilrig.plant.stepping import apply_schedule
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The plant emulator as its own process: ``hil emulate CONFIG --bind ENDPOINT``.
 
 One ZeroMQ ROUTER socket serves every peer (controller, fault tool) with the
-frames of rt.wire. Two modes (``emulator.mode``):
+frames of drivers.wire. Two modes (``emulator.mode``):
 
 - **free**: the plant steps at the fixed rate in real time from the first HELLO
   on, holding the latest COMMAND; after every step it sends a STATE to the
@@ -24,21 +24,28 @@ from pathlib import Path
 
 import numpy as np
 import zmq
-
-from drivers.inprocess import PlantLink
-from drivers.link import LinkError, Measurement
-from plant.layout import DRIVE_TORQUE, H_DRIVE
-from plant.motor import currents
-from rt import realtime as rtk
-from rt.clock import now_ns, spin_window_ns, timespec, wait_until_ns
-from rt.lockstep import apply_schedule
-from rt.sim import jam_schedule
-from rt.derived import Diagnostics
-from rt.telemetry import Telemetry, run_groups
-from rt.signals import deferred_signals
-from rt.timing import summarize
-from rt.wire import (ERROR_STATE, ERROR_VALUE, FAULT_CLEAR, FAULT_JAM, MessageType, WireError,
-                     decode, encode)
+from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import LinkError, Measurement
+from hilrig.drivers.wire import (
+    ERROR_STATE,
+    ERROR_VALUE,
+    FAULT_CLEAR,
+    FAULT_JAM,
+    MessageType,
+    WireError,
+    decode,
+    encode,
+)
+from hilrig.plant.factory import jam_schedule
+from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
+from hilrig.plant.motor import currents
+from hilrig.plant.stepping import apply_schedule
+from hilrig.telemetry.derived import Diagnostics
+from hilrig.telemetry.recorder import Telemetry, run_groups
+from hilrig.telemetry.rows import fill_row, publish_row, row_columns
+from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
+from hilrig.timing.signals import deferred_signals
+from hilrig.timing.summary import summarize
 
 log = logging.getLogger("hil.emulator")
 
@@ -92,7 +99,7 @@ class Emulator:
             groups = run_groups(cfg["plant"]["model"], plant.nq, self.nact, cfg["plant"]["drive"])
             self.telemetry = Telemetry(log_path, groups, cfg, capacity=max(4096, int(4 / self.h)))
             self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
-            self.cols = rtk.row_columns(self.telemetry.columns)
+            self.cols = row_columns(self.telemetry.columns)
         self._measure()
         self._warm_up()
 
@@ -108,9 +115,9 @@ class Emulator:
         wait_until_ns(self.ts, 0, 0)
         if self.telemetry is not None:
             ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
-            rtk._fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command,
+            fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command,
                           self.meas.current)
-            rtk._publish(ring, head, self.cols, np.zeros(5))
+            publish_row(ring, head, self.cols, np.zeros(5))
 
     # -- plant ------------------------------------------------------------------------
     def _measure(self) -> None:
@@ -136,7 +143,7 @@ class Emulator:
         tel = self.telemetry
         if tel is not None:
             currents(self.plant.params, self.plant.x, self.command, self.meas.current)
-            rtk._fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
+            fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
                           self.plant.x, self.plant.nq, self.command, self.meas.current)
         started = now_ns(self.ts)
         self.link.write(self.command)
@@ -144,7 +151,7 @@ class Emulator:
         self.tick += 1
         self.plant.t = self.tick * self.h   # plant time is k h exactly, as in rt.realtime
         if tel is not None:
-            rtk._publish(tel.ring, tel.head, self.cols, timing)
+            publish_row(tel.ring, tel.head, self.cols, timing)
         self._measure()
 
     def _event(self, kind: str, **fields) -> None:

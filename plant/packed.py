@@ -1,7 +1,7 @@
 """One plant step per call from Python at the lowest call cost: every argument in one array.
 
 Calling a numba kernel from Python costs mostly the dispatch: numba types and
-unboxes every argument, ~100-150 ns per array (rt.lockstep.advance takes 10
+unboxes every argument, ~100-150 ns per array (plant.stepping.advance takes 10
 arguments, 6 of them arrays). ``PackedStep`` puts the plant's arrays, the held
 input, the time, the step and the method ids into one float64 block; its
 kernel ``advance_packed`` takes that block alone and rebuilds the arrays as
@@ -17,14 +17,13 @@ x, u (n_act), work, stages (5 x nx), each C-contiguous.
 from __future__ import annotations
 
 import numpy as np
+from hilrig.plant.kernel import kernel
+from hilrig.plant.model import Plant
+from hilrig.plant.stepping import advance
 from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
-
-from plant.kernel import kernel
-from plant.model import Plant
-from rt.lockstep import advance
 
 # header entries
 P_T = 0           # plant time, s (advanced by h by each valid step)
@@ -86,7 +85,7 @@ def _matrix(typingctx, block, start, rows, cols):
 
 @kernel
 def advance_packed(block):
-    """rt.lockstep.advance on the arrays packed in ``block`` (see module docstring);
+    """plant.stepping.advance on the arrays packed in ``block`` (see module docstring);
     advances block[P_T] by h. Returns False if the state became invalid."""
     op, n_p = int(block[P_PARAMS]), int(block[P_PARAMS + 1])
     oj, nq = int(block[P_JAMS]), int(block[P_JAMS + 1])

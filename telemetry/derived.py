@@ -3,15 +3,14 @@
 The real-time loop records q and qd only; the model's diagnostics (3RRR:
 residual max|f_i| in m², det Φθ, det Φx; serial arm: energy in J and the
 centre of mass x_C, y_C in m) are computed here, per block of rows, off the
-critical path, with the same kernel ``hil sim`` uses (rt.lockstep.diagnostics).
+critical path, with the same kernel ``hil sim`` uses (plant.stepping.diagnostics).
 """
 from __future__ import annotations
 
 import numpy as np
-
-from plant.factory import plant_from_config
-from plant.kernel import kernel
-from rt.lockstep import diagnostics
+from hilrig.plant.factory import plant_from_config
+from hilrig.plant.kernel import kernel
+from hilrig.plant.stepping import diagnostics
 
 
 @kernel
@@ -23,7 +22,7 @@ def _fill(p, rows, q_col, nq, diag_col, x, work):
 
 
 class Diagnostics:
-    """``derive`` callable for rt.telemetry.Telemetry with a ``run_groups`` layout."""
+    """``derive`` callable for telemetry.recorder.Telemetry with a ``run_groups`` layout."""
 
     def __init__(self, cfg: dict, columns: dict):
         plant = plant_from_config(cfg)

@@ -1,0 +1,60 @@
+"""The install: one top-level name (hilrig), the console script, the layer contract."""
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import hilrig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel built from this checkout (no build isolation: setuptools is installed)."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
+    (path,) = out.glob("hilrig-*.whl")
+    return path
+
+
+def test_wheel_installs_one_top_level_name(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    code = [n for n in names if ".dist-info/" not in n]
+    assert {n.split("/")[0] for n in code} == {"hilrig"}
+    for package in ("plant", "controllers", "drivers", "devices", "telemetry", "timing", "rt"):
+        assert f"hilrig/{package}/__init__.py" in names
+    assert not any(n.startswith("hilrig/tests/") or n.startswith("hilrig/bench/") for n in names)
+    top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+    assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["hilrig"]
+    entry_points = zipfile.ZipFile(wheel).read(
+        next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "hil = hilrig.rt.cli:main" in entry_points
+    assert "hilrig_zmq = hilrig.drivers.zmqcan:ZmqCanBus" in entry_points
+
+
+def test_version_matches_the_distribution():
+    proc = subprocess.run([sys.executable, "-m", "hilrig.rt.cli", "--version"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == f"hilrig {hilrig.__version__}"
+    assert hilrig.__version__[0].isdigit() and hilrig.__version__ != "0+unknown"
+
+
+def test_layer_contract_holds_and_catches_an_upward_import(tmp_path):
+    """lint-imports keeps the layers (pyproject.toml); an upward import breaks it."""
+    lint = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command;"
+            " sys.exit(lint_imports_command())"]
+    kept = subprocess.run(lint, cwd=ROOT, capture_output=True, text=True)
+    assert kept.returncode == 0, kept.stdout[-2000:]
+    probe = ROOT / "plant" / "_upward_import_probe.py"
+    probe.write_text("from hilrig.rt import config  # noqa: F401\n")
+    try:
+        broken = subprocess.run(lint, cwd=ROOT, capture_output=True, text=True)
+    finally:
+        probe.unlink()
+    assert broken.returncode != 0
+    assert "hilrig.plant is not allowed to import hilrig.rt" in broken.stdout
+    assert "hilrig.plant._upward_import_probe -> hilrig.rt.config" in broken.stdout
