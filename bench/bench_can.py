@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hilrig.controllers.factory import controller_from_config  # noqa: E402
-from hilrig.controllers.law import command  # noqa: E402
 from hilrig.devices.cia402_drive import EmulatedDrives, serve  # noqa: E402
 from hilrig.drivers.canopen_link import CanopenLink  # noqa: E402
 from hilrig.drivers.link import Measurement  # noqa: E402
@@ -43,7 +42,7 @@ def cycles(cfg: dict, n: int) -> tuple[np.ndarray, int, int]:
         for k in range(n):
             start = time.perf_counter()
             missed += not link.read(meas)
-            command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
+            gains(meas.t, meas.pos, meas.vel, meas.current, u)
             link.write(u)
             times[k] = time.perf_counter() - start
         return times, missed, link.stale_frames

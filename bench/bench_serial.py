@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hilrig.controllers.factory import controller_from_config  # noqa: E402
-from hilrig.controllers.law import command  # noqa: E402
 from hilrig.devices.roboclaw_drive import serve  # noqa: E402
 from hilrig.drivers import roboclaw_codec as rc  # noqa: E402
 from hilrig.drivers.link import Measurement  # noqa: E402
@@ -77,7 +76,7 @@ def main(n: int = 2000) -> None:
                 fresh = link.read(meas)
                 read = time.perf_counter() - started
                 if fresh:                  # a stale tick holds the previous command
-                    command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
+                    gains(meas.t, meas.pos, meas.vel, meas.current, u)
                 started = time.perf_counter()
                 link.write(u)
                 tick[k] = read + time.perf_counter() - started

@@ -1,38 +1,28 @@
-"""Build a controller (its ``ctrl`` array, model and scratch) from a resolved config."""
+"""The controller a config names: a registered builder (``controller.type``) or the
+user's own law (``controller.law = "package.module:function"``).
+
+Builders are found in the entry-point group ``hilrig.controllers`` (name -> a function
+``build(cfg, unit) -> Controller``); hilrig's own (open_loop, pd, feedforward) are
+registered there too (pyproject.toml). A law named by ``controller.law`` gets
+``controller.params`` as its params and ``controller.state_size`` zeros as its state.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any
 
 import numpy as np
-from hilrig.controllers.law import (
-    FEEDFORWARD,
-    OPEN_LOOP,
-    OUT_DIRECT,
-    OUT_GAIN,
-    OUT_MOTOR_MODEL,
-    PD,
-    WORK_MODEL,
-)
-from hilrig.controllers.layout import make_ctrl
-from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
-from hilrig.plant.factory import actuated_joints, motor_params, plant_from_config
-from hilrig.plant.layout import work_shape
+from hilrig.controllers.interface import Controller, compile_law
+from numba.core.ccallback import CFunc
+from numba.core.registry import CPUDispatcher
 
-KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
-REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
+GROUP = "hilrig.controllers"
 
 
-@dataclass
-class Controller:
-    """Arguments of ``controllers.law.command`` besides time and measurement.
-
-    ctrl: the law's flat array; model: params of the controller's own plant
-    model (feed-forward only; empty otherwise); work: its 2-D scratch.
-    """
-
-    ctrl: np.ndarray
-    model: np.ndarray
-    work: np.ndarray
+class ControllerError(ValueError):
+    """The configured controller cannot be found or built."""
 
 
 def command_unit(cfg: dict) -> str:
@@ -42,46 +32,57 @@ def command_unit(cfg: dict) -> str:
     return "N m" if torque_link else "V"
 
 
-def controller_from_config(cfg: dict, unit: str | None = None) -> Controller:
-    """The controller of ``cfg['controller']`` for a link that takes ``unit`` ("V" or "N m").
+@lru_cache(maxsize=None)
+def builders() -> dict[str, str]:
+    """Registered controller builders: name -> "module:attribute"."""
+    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
-    Default unit: ``command_unit(cfg)``. A law that computes torques (controller.output
-    = "torque") on a link that takes volts goes through controller.torque_to_voltage.
+
+def load_object(reference: str, key: str) -> Any:
+    """The object a "package.module:attribute" string names; ControllerError names ``key``."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ControllerError(f"{key}: expected 'package.module:function', got {reference!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ControllerError(f"{key}: cannot import {module_name!r}: {exc}") from None
+    try:
+        target = module
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except AttributeError:
+        raise ControllerError(f"{key}: module {module_name!r} has no {attribute!r}") from None
+    return target
+
+
+def controller_from_config(cfg: dict, unit: str | None = None,
+                           allow_python: bool = False) -> Controller:
+    """The controller of ``cfg['controller']`` for a link that takes ``unit`` ("V" or "N m";
+    default ``command_unit(cfg)``).
+
+    ``allow_python``: whether a plain Python law is acceptable (``hil control`` runs one;
+    the compiled loops of ``hil run`` and ``hil sim`` cannot).
     """
-    plant, c, inp = cfg["plant"], cfg["controller"], cfg["input"]
-    nact = actuated_joints(cfg)
     unit = command_unit(cfg) if unit is None else unit
-    voltage_driven = unit == "V"
-    if not voltage_driven and c["type"] != "open_loop" and c["output"] == "voltage":
-        raise ValueError("controller.output: 'voltage', but the link takes joint torques "
-                         "(N m); set controller.output = 'torque'")
-    model = np.zeros(0)
-    rows, cols = 3, nact
-    if c["type"] == "open_loop":
-        constant = inp["voltage"] if voltage_driven else inp["torque"]
-        ctrl = make_ctrl(OPEN_LOOP, nact, u_const=0.0 if constant is None else np.array(constant))
-        return Controller(ctrl, model, np.zeros((rows, cols)))
-    if c["type"] == "feedforward":
-        mechanical = dict(cfg, plant=dict(plant, drive="torque"))
-        model = plant_from_config(mechanical).params
-        shape = work_shape(nact)
-        rows, cols = WORK_MODEL + shape[0], max(cols, shape[1])
-    output, blocks = OUT_DIRECT, {}
-    if voltage_driven and c["output"] == "torque":
-        m = motor_params(cfg)
-        if c["torque_to_voltage"] == "gain":
-            output, blocks = OUT_GAIN, {"scale": 1.0 / m.torque_per_volt()}
-        else:
-            ratio = m.gear_ratio
-            output = OUT_MOTOR_MODEL
-            blocks = {"motor_resistance": m.resistance / (ratio * m.torque_constant),
-                      "motor_emf": m.back_emf_constant * ratio,
-                      "motor_inertia": ratio ** 2 * m.rotor_inertia,
-                      "motor_friction": ratio ** 2 * m.viscous_friction}
-    start = c["start"] if c["start"] is not None else plant["q0"][:nact]
-    ctrl = make_ctrl(KINDS[c["type"]], nact, REFERENCES[c["reference"]], output,
-                     t_start=c["t_start"], duration=c["duration"], frequency=c["frequency"],
-                     kp=np.array(c["kp"]), kd=np.array(c["kd"]), target=np.array(c["target"]),
-                     start=np.array(start), amplitude=np.array(c["amplitude"]),
-                     phase=np.array(c["phase"]), **blocks)
-    return Controller(ctrl, model, np.zeros((rows, cols)))
+    c = cfg["controller"]
+    if c["law"] is None:
+        if c["type"] not in builders():
+            raise ControllerError(f"controller.type: no controller {c['type']!r} is registered "
+                                  f"(known: {', '.join(sorted(builders()))})")
+        return load_object(builders()[c["type"]], "controller.type")(cfg, unit)
+    target = load_object(c["law"], "controller.law")
+    params = np.array(c["params"], dtype=float)
+    state = np.zeros(c["state_size"])
+    if isinstance(target, (CFunc, CPUDispatcher)):
+        return Controller(compile_law(target), params, state, name=c["law"])
+    if isinstance(target, type):       # a class: its instance is the law
+        target = target(params)
+    if not callable(target):
+        raise ControllerError(f"controller.law: {c['law']!r} is not callable")
+    if not allow_python:
+        raise ControllerError(
+            f"controller.law: {c['law']!r} is a plain Python callable; run it with `hil "
+            "control` (any link.type, inprocess included), or decorate it with @numba.njit "
+            "to run it in the compiled loop of `hil run` and `hil sim`")
+    return Controller(target, params, state, compiled=False, name=c["law"])

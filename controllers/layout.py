@@ -2,12 +2,17 @@
 
 A header (C_*; HEADER entries), then one block of n_act values per name in
 BLOCKS, in that order. ``at(ctrl, b, n, j)`` reads entry j of block b.
+
+As the ``params`` of the built-in law (controllers.builtin), ``ctrl`` is followed by the
+feed-forward model's plant params from offset ``ctrl[C_MODEL]`` on, and the law's
+``state`` is its 2-D scratch ``work`` with ``ctrl[C_WORK_COLS]`` columns, row-major.
 """
 import numpy as np
 from hilrig.plant.kernel import kernel
 
-C_KIND, C_NACT, C_REF, C_OUTPUT, C_T_START, C_DURATION, C_FREQUENCY = range(7)
-HEADER = 8
+C_KIND, C_NACT, C_REF, C_OUTPUT, C_T_START, C_DURATION, C_FREQUENCY, C_MODEL, \
+    C_WORK_COLS = range(9)
+HEADER = 9
 BLOCKS = ("kp", "kd", "target", "start", "amplitude", "phase", "scale", "u_const",
           "motor_resistance", "motor_emf", "motor_inertia", "motor_friction")
 B_KP, B_KD, B_TARGET, B_START, B_AMPLITUDE, B_PHASE, B_SCALE, B_U_CONST, \

@@ -5,10 +5,10 @@ unboxes every argument, ~100-150 ns per array (plant.stepping.advance takes 10
 arguments, 6 of them arrays). ``PackedStep`` puts the plant's arrays, the held
 input, the time, the step and the method ids into one float64 block; its
 kernel ``advance_packed`` takes that block alone and rebuilds the arrays as
-views inside numba (``_vector``, ``_matrix``). ``PackedStep.step`` then calls the compiled kernel
+views inside numba (``vector_view``, ``matrix_view``). ``PackedStep.step`` then calls the compiled kernel
 through its entry point for the one signature it can have (a 1-D C-contiguous
 float64 array), which skips numba's type dispatch as well (bench/bench_plant.py
-prints each variant's cost). The 2-D views are built by ``_matrix``: numba's
+prints each variant's cost). The 2-D views are built by ``matrix_view``: numba's
 reshape goes through a general routine that cost ~25 ns per view here.
 
 Block layout (float64): a header of HEADER entries, then params, jams (nq x 3),
@@ -64,7 +64,7 @@ def _is_flat(block):
 
 
 @intrinsic
-def _vector(typingctx, block, start, n):
+def vector_view(typingctx, block, start, n):
     """block[start:start + n] as a view that borrows the block's memory without a
     reference count. ``block``: 1-D C-contiguous, long enough (not checked); it is
     the caller's argument, alive throughout. (numba's slice costs ~10 ns here.)"""
@@ -74,9 +74,9 @@ def _vector(typingctx, block, start, n):
 
 
 @intrinsic
-def _matrix(typingctx, block, start, rows, cols):
+def matrix_view(typingctx, block, start, rows, cols):
     """The (rows, cols) C-contiguous view of block[start:start + rows * cols], borrowed
-    like _vector's. (numba's slice + reshape costs ~35 ns here.)"""
+    like vector_view's. (numba's slice + reshape costs ~35 ns here.)"""
     if not _is_flat(block):
         return None
     matrix = block.copy(ndim=2)
@@ -93,10 +93,10 @@ def advance_packed(block):
     ou, nact = int(block[P_U]), int(block[P_U + 1])
     ow, rows, cols = int(block[P_WORK]), int(block[P_WORK + 1]), int(block[P_WORK + 2])
     ost = int(block[P_STAGES])
-    ok = advance(_vector(block, op, n_p), _matrix(block, oj, nq, 3), block[P_T],
-                 _vector(block, ox, nx), _vector(block, ou, nact), block[P_H],
-                 int(block[P_METHOD]), int(block[P_CORRECTION]), _matrix(block, ow, rows, cols),
-                 _matrix(block, ost, 5, nx))
+    ok = advance(vector_view(block, op, n_p), matrix_view(block, oj, nq, 3), block[P_T],
+                 vector_view(block, ox, nx), vector_view(block, ou, nact), block[P_H],
+                 int(block[P_METHOD]), int(block[P_CORRECTION]), matrix_view(block, ow, rows, cols),
+                 matrix_view(block, ost, 5, nx))
     if ok:
         block[P_T] += block[P_H]
     return ok

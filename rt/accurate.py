@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 from hilrig.controllers.factory import Controller
-from hilrig.controllers.law import C_KIND, OPEN_LOOP, command
+from hilrig.drivers.link import Measurement
 from hilrig.plant.dynamics import derivative
 from hilrig.plant.jam import finish_jams, start_jam
 from hilrig.plant.layout import JAM_PHASE, JAM_T_END, JAMMING
 from hilrig.plant.model import Plant
+from hilrig.plant.motor import currents
 from scipy.integrate import solve_ivp
 
 
@@ -29,14 +30,23 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
     work = plant.work
     u = np.zeros(nact)
     c = controller
-    feedback = int(c.ctrl[C_KIND]) != OPEN_LOOP
+    feedback = c.feedback
+    meas = Measurement(nact)
+
+    def control(t, state, out):
+        """The law on what a tick measures: t, the actuated joints and the motor
+        currents under the command held so far (as rt.lockstep.run)."""
+        meas.pos[:] = state[:nact]
+        meas.vel[:] = state[nq:nq + nact]
+        currents(p, state, u, meas.current)
+        c(t, meas.pos, meas.vel, meas.current, out)
     t_final = n_steps * h
     tol = 1e-9 * h
 
     def rhs(t, state):
         dx = np.zeros(nx)
         if continuous:
-            command(c.ctrl, c.model, c.work, t, state[:nact], state[nq:nq + nact], u)
+            control(t, state, u)
         derivative(p, jams, t, state, u, dx, work)
         return dx
 
@@ -44,7 +54,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
         rec["t"][k] = k * h
         rec["x"][k] = state
         if feedback:
-            command(c.ctrl, c.model, c.work, k * h, state[:nact], state[nq:nq + nact], rec["u"][k])
+            control(k * h, state, rec["u"][k])
         else:
             rec["u"][k] = u
 
@@ -57,7 +67,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
 
     t = 0.0
     events_now(t, x)
-    command(c.ctrl, c.model, c.work, t, x[:nact], x[nq:nq + nact], u)
+    control(t, x, u)
     record(0, x)
     k_next = 1
     while k_next <= n_steps:
@@ -82,6 +92,6 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
         if at_row:
             record(k_next, x)
             if feedback:
-                command(c.ctrl, c.model, c.work, t, x[:nact], x[nq:nq + nact], u)
+                control(t, x, u)
             k_next += 1
     return n_steps + 1

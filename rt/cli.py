@@ -18,8 +18,8 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import hilrig
+import numpy as np
 from hilrig.rt.config import ConfigError, load
 from hilrig.timing.signals import terminate_as_interrupt
 

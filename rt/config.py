@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hilrig.controllers.factory import builders
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -82,9 +84,18 @@ SCHEMA: dict[str, Any] = {
         "torque": Key("floats", None, length="nact", scalar_ok=True, doc="constant joint torques, N m"),
     },
     "controller": {
-        "type": Key("str", "open_loop", choices=("open_loop", "pd", "feedforward"),
-                    doc="feedforward: computed-torque feed-forward from the model's inverse "
-                        "dynamics plus PD on the error (serial arms)"),
+        "type": Key("str", "open_loop",
+                    doc="a registered controller (entry-point group hilrig.controllers): "
+                        "open_loop, pd, feedforward (computed-torque feed-forward from the "
+                        "model's inverse dynamics plus PD on the error, serial arms), or a "
+                        "package's own"),
+        "law": Key("str", None,
+                   doc="the user's own law, 'package.module:function' "
+                       "(controllers/interface.py: law(t, pos, vel, cur, params, state, u)); "
+                       "replaces controller.type"),
+        "params": Key("floats", [], doc="controller.law's params array"),
+        "state_size": Key("int", 0, minimum=0,
+                          doc="length of controller.law's state array (zeros at the start)"),
         "kp": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad (V/rad or N m/rad)"),
         "kd": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad/s"),
         "target": Key("floats", None, length="nact", doc="joint targets, rad"),
@@ -543,6 +554,7 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if not voltage_driven and inp["voltage"] is not None:
         raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
                           "give input.torque or set plant.drive = 'voltage'")
+    _check_controller(ctrl, voltage_driven)
     if ctrl["type"] in ("pd", "feedforward"):
         if ctrl["target"] is None:
             raise ConfigError(f"controller.target: missing (needed by controller.type = "
@@ -567,6 +579,27 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
                               "step must stay below about 2.5 L_a/R_a). Use plant.drive = "
                               "'voltage' (L_a di/dt = 0), a smaller sim.dt, or "
                               "sim.integrator = 'accurate'")
+
+
+def _check_controller(ctrl: dict, voltage_driven: bool) -> None:
+    """controller.type names a registered builder; controller.law stands alone."""
+    known = sorted(builders())
+    if ctrl["type"] not in known:
+        hint = difflib.get_close_matches(ctrl["type"], known, n=1)
+        raise ConfigError(f"controller.type: no controller {ctrl['type']!r} is registered"
+                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                          + f"; known: {', '.join(known)}")
+    if ctrl["law"] is None:
+        if ctrl["params"] or ctrl["state_size"]:
+            raise ConfigError("controller.params: only for a law named by controller.law")
+        return
+    if ctrl["type"] != "open_loop":
+        raise ConfigError(f"controller.law: give controller.law or controller.type, not both "
+                          f"(controller.type = {ctrl['type']!r})")
+    if ctrl["output"] == ("torque" if voltage_driven else "voltage"):
+        raise ConfigError("controller.output: a law named by controller.law writes what the "
+                          f"link takes ({'V' if voltage_driven else 'N m'}); leave "
+                          "controller.output unset")
 
 
 def _check_canopen(cfg: dict, sizes: dict) -> None:

@@ -9,17 +9,22 @@ path: both cross the Python/numba boundary once per run, not once per step.
 Rows: row k holds the state at t_k = k h and the command computed from it
 (applied over [t_k, t_k + h)); there are n_steps + 1 rows, starting at t = 0.
 """
-from hilrig.controllers.law import command
 from hilrig.plant.integrators import state_size
 from hilrig.plant.kernel import kernel
 from hilrig.plant.layout import H_NACT, H_NQ
+from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
 
 
 @kernel
-def run(p, jams, ctrl, model, cwork, schedule, x, t0, h, n_steps, method, correction, work, stages,
-        rec_t, rec_x, rec_u):
+def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correction, work,
+        stages, meas, held, rec_t, rec_x, rec_u):
     """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows of t, x, u.
+
+    Per tick the law sees what a real-time tick measures (rt.realtime.run_loop): t in
+    ``meas[0]``, then copies of the actuated joints' positions and rates and the motor
+    currents under the command held so far (``held``, zeros at the start), in ``meas``
+    (a drivers.link.Measurement buffer).
 
     Returns the number of rows written: n_steps + 1, or fewer if the plant
     state became invalid (NaN, singular mass matrix): the last row written is
@@ -29,11 +34,21 @@ def run(p, jams, ctrl, model, cwork, schedule, x, t0, h, n_steps, method, correc
     nact = int(p[H_NACT])
     nx = state_size(p)
     tol = 1e-9 * h
+    pos = meas[1:1 + nact]
+    vel = meas[1 + nact:1 + 2 * nact]
+    cur = meas[1 + 2 * nact:1 + 3 * nact]
     for k in range(n_steps + 1):
         t = t0 + k * h
         apply_schedule(p, jams, schedule, t, x, tol)
+        meas[0] = t
+        for j in range(nact):
+            pos[j] = x[j]
+            vel[j] = x[nq + j]
+        currents(p, x, held, cur)
         u = rec_u[k]   # the command is recorded where it is computed
-        command(ctrl, model, cwork, t, x[:nact], x[nq:nq + nact], u)
+        law(t, pos, vel, cur, params, state, u)
+        for j in range(nact):
+            held[j] = u[j]
         rec_t[k] = t
         for i in range(nx):
             rec_x[k, i] = x[i]

@@ -90,9 +90,13 @@ class LinkLoop:
         raise EStopRequested
 
     def _control(self, t: float) -> bool:
-        c = self.controller
-        return rtk.control_tick(c.ctrl, c.model, c.work, self.limits, self.h, t, self.meas.pos,
-                                self.meas.vel, self.u, self.held)
+        """The law on this tick's measurement, then the limits; False on a non-finite command."""
+        c, m = self.controller, self.meas
+        if c.compiled:
+            return rtk.control_tick(c.law, c.params, c.state, self.limits, self.h, t, m.pos,
+                                    m.vel, m.current, self.u, self.held)
+        c.law(t, m.pos, m.vel, m.current, c.params, c.state, self.u)
+        return rtk.limit_tick(self.limits, self.h, self.u, self.held)
 
     def warm_up(self) -> None:
         """Compile or load the kernels before the first tick."""
@@ -116,7 +120,8 @@ class LinkLoop:
         scheduling = {}
         try:
             self.link.open()
-            self.controller = controller_from_config(self.cfg, self.link.command_unit)
+            self.controller = controller_from_config(self.cfg, self.link.command_unit,
+                                                     allow_python=True)
             paced = not getattr(self.link, "lockstep", False)
             self.warm_up()
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)

@@ -21,7 +21,6 @@ Deadlines never drift: tick k is due at t0 + k·period (int64 ns), whatever
 happened before it.
 """
 import numpy as np
-from hilrig.controllers.law import command
 from hilrig.plant.jam import clear_jam, start_jam
 from hilrig.plant.kernel import allocating_kernel, kernel
 from hilrig.plant.layout import H_NACT, H_NQ
@@ -184,12 +183,20 @@ def correction_worker(p, handoff, snap, delta, corrected, correction, work, poll
 
 
 @kernel
-def control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
-    """The controller, then the command limits; the result becomes ``held``.
+def control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
+    """The control law (controllers.interface), then the command limits; the result
+    becomes ``held``.
 
     Returns False (``held`` unchanged) if the controller produced a non-finite command.
     """
-    command(ctrl, model, cwork, t, pos, vel, u)
+    law(t, pos, vel, cur, params, state, u)
+    return limit_tick(limits, h, u, held)
+
+
+@kernel
+def limit_tick(limits, h, u, held):
+    """The command limits on a command u computed elsewhere (a Python law); the result
+    becomes ``held``. Returns False (``held`` unchanged) if u is not finite."""
     if not _limit(limits, h, u, held):
         return False
     for j in range(u.shape[0]):
@@ -198,8 +205,9 @@ def control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
 
 
 @kernel
-def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, method,
-              correction, scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas):
+def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, method,
+              correction, scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas,
+              scratch_state):
     """The tick's arithmetic (measure, control, limits, step, correction) on scratch copies.
 
     Run in the spin shortly before a deadline. After the sleep, the vCPU's caches,
@@ -208,7 +216,8 @@ def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, 
     ``loop.rehearse``). Rehearsing it
     moves those misses ahead of the deadline, so the real tick (and the command
     it sends) runs warm. The run's state, jams and commands are left untouched;
-    ``cwork``, ``work`` and ``stages`` are scratch that every tick overwrites.
+    The law runs on a copy of its state (``scratch_state``); ``work`` and ``stages``
+    are scratch that every tick overwrites.
     """
     nq = int(p[H_NQ])
     nact = held.shape[0]
@@ -219,6 +228,8 @@ def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, 
         scratch_x[i] = x[i]
     for j in range(nact):
         scratch_held[j] = held[j]
+    for i in range(state.shape[0]):
+        scratch_state[i] = state[i]
     pos = scratch_meas[1:1 + nact]
     vel = scratch_meas[1 + nact:1 + 2 * nact]
     cur = scratch_meas[1 + 2 * nact:1 + 3 * nact]
@@ -226,13 +237,14 @@ def _rehearse(p, jams, ctrl, model, cwork, limits, h, t, x, held, work, stages, 
         pos[j] = scratch_x[j]
         vel[j] = scratch_x[nq + j]
     currents(p, scratch_x, scratch_held, cur)
-    if control_tick(ctrl, model, cwork, limits, h, t, pos, vel, scratch_u, scratch_held):
+    if control_tick(law, params, scratch_state, limits, h, t, pos, vel, cur, scratch_u,
+                    scratch_held):
         advance(p, scratch_jams, t, scratch_x, scratch_held, h, method, correction, work,
                 stages)
 
 
 @allocating_kernel
-def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, correction, work,
+def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
              period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta):
     """Run up to n_ticks ticks (plant time t = k h at tick k); returns the tick count run.
@@ -260,6 +272,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
     rehearse_ns = min(rehearse_ns, spin_ns) if paced else 0
     scratch_jams, scratch_x = jams.copy(), x.copy()      # before the first tick
     scratch_u, scratch_held, scratch_meas = u.copy(), held.copy(), meas.copy()
+    scratch_state = state.copy()
     start = now_ns(ts) + period_ns
     k = 0
     while k < n_ticks:
@@ -270,9 +283,9 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         if rehearse_ns > 0:
             woke = wait_until_ns(ts, deadline - rehearse_ns, spin_ns - rehearse_ns)
             if woke < deadline - rehearse_ns // 2:      # not when already late
-                _rehearse(p, jams, ctrl, model, cwork, limits, h, k * h, x, held, work, stages,
+                _rehearse(p, jams, law, params, state, limits, h, k * h, x, held, work, stages,
                           method, correction, scratch_jams, scratch_x, scratch_u,
-                          scratch_held, scratch_meas)
+                          scratch_held, scratch_meas, scratch_state)
         wake = wait_until_ns(ts, deadline, spin_ns) if paced else now_ns(ts)
         t = k * h
         # read: a finished correction, faults due now, then the measurement
@@ -287,7 +300,7 @@ def run_loop(p, jams, ctrl, model, cwork, schedule, x, h, n_ticks, method, corre
         currents(p, x, held, cur)
         t_read = now_ns(ts)
         # control and safety limits
-        if not control_tick(ctrl, model, cwork, limits, h, t, pos, vel, u, held):
+        if not control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
             reason = R_BAD_COMMAND
             break
         t_control = now_ns(ts)

@@ -94,12 +94,12 @@ class Session:
         self.finished = threading.Event()
 
     # -- the loop thread -----------------------------------------------------------
-    def _call(self, plant, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
+    def _call(self, plant, state, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
               handoff):
         loop = self.cfg["loop"]
         c = self.controller
         return rtk.run_loop(
-            plant.params, plant.jams, c.ctrl, c.model, c.work, schedule, plant.x, self.h, n_ticks,
+            plant.params, plant.jams, c.law, c.params, state, schedule, plant.x, self.h, n_ticks,
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop["spin"], self.h),
@@ -116,8 +116,9 @@ class Session:
         p = self.plant
         copy = type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(), p.stages.copy(), p.t)
         ring = np.zeros_like(self.telemetry.ring[:4])
-        self._call(copy, self.schedule.copy(), 2, True, ring, np.zeros(1, np.int64), rtk.new_mail(),
-                   np.zeros_like(self.events), np.zeros((2, 5)), timespec(), self.handoff.copy())
+        self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
+                   np.zeros(1, np.int64), rtk.new_mail(), np.zeros_like(self.events),
+                   np.zeros((2, 5)), timespec(), self.handoff.copy())
         if self.use_worker:
             stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
             self._worker(stopped)
@@ -128,7 +129,7 @@ class Session:
         loop = self.cfg["loop"]
         self.scheduling = apply_thread(loop["cpu"], 0 if self.fast else loop["fifo_priority"])
         try:
-            self._call(self.plant, self.schedule, self.n_ticks, not self.fast,
+            self._call(self.plant, self.controller.state, self.schedule, self.n_ticks, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
                        self.timings, timespec(), self.handoff)
         finally:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
+from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.layout import MODEL_RRR3
@@ -65,9 +66,10 @@ def simulate(cfg: dict) -> SimRun:
         out.startup_seconds = time.perf_counter() - started
         started = time.perf_counter()
         c = controller
-        rows = lockstep.run(plant.params, plant.jams, c.ctrl, c.model, c.work, schedule, plant.x,
-                            0.0, h, n_steps, method, correction, plant.work, plant.stages,
-                            rec["t"], rec["x"], rec["u"])
+        rows = lockstep.run(plant.params, plant.jams, c.law, c.params, c.state, schedule,
+                            plant.x, 0.0, h, n_steps, method, correction, plant.work,
+                            plant.stages, Measurement(nact).buffer, np.zeros(nact), rec["t"],
+                            rec["x"], rec["u"])
         out.stepping_seconds = time.perf_counter() - started
     stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
                            rec["diag"][:rows], plant.work)
@@ -83,10 +85,10 @@ def _warm_up(plant, controller, schedule, h, method, correction) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
     nx, nact = len(plant.x), plant.nact
     c = controller
-    lockstep.run(plant.params, plant.jams.copy(), c.ctrl, c.model, c.work.copy(),
+    lockstep.run(plant.params, plant.jams.copy(), c.law, c.params, c.state.copy(),
                  schedule.copy(), plant.x.copy(), 0.0, h, 1, method, correction,
-                 plant.work.copy(), plant.stages.copy(), np.zeros(2), np.zeros((2, nx)),
-                 np.zeros((2, nact)))
+                 plant.work.copy(), plant.stages.copy(), Measurement(nact).buffer,
+                 np.zeros(nact), np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)))
 
 
 def _named(cfg, plant, rec, rows, schedule) -> dict:

@@ -11,7 +11,6 @@ import canopen
 import numpy as np
 import pytest
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.law import command
 from hilrig.controllers.layout import B_TARGET, HEADER
 from hilrig.devices.cia402_drive import EmulatedDrives, serve
 from hilrig.drivers import cia402
@@ -59,7 +58,7 @@ def loop(cfg, link, cycles, meas=None, gains=None):
     q = np.zeros((cycles, link.n_axes))
     for k in range(cycles):
         assert link.read(meas)
-        command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
+        gains(meas.t, meas.pos, meas.vel, meas.current, u)
         link.write(u)
         q[k] = meas.pos
     return q
@@ -256,7 +255,7 @@ def test_jam_behind_the_drive_trips_its_i2t_protection():
         meas = Measurement(3)
         loop(cfg, link, 50, meas, gains)        # holding near the target: no trip
         emu.jam(2, duration=0.02)
-        gains.ctrl[HEADER + B_TARGET * 3 + 1] += 0.3   # the reference of joint 2 moves by 0.3 rad:
+        gains.params[HEADER + B_TARGET * 3 + 1] += 0.3   # the reference of joint 2 moves by 0.3 rad:
         # 150 N m at the joint, 5 A in the motor (rated 4 A): I2t trips after about 0.18 s
         positions = []
         with pytest.raises(DriveFault) as fault:

@@ -4,9 +4,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 import hilrig
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import serial
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.law import command
 from hilrig.devices.roboclaw_drive import DEFAULT_MAX_CURRENT, RoboClawEmulator, serve
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.inprocess import PlantLink
@@ -75,7 +74,7 @@ def pd_loop(link, cfg: dict, ticks: int, before_tick=None, record=None) -> np.nd
         if before_tick is not None:
             before_tick(k)
         assert link.read(meas)
-        command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
+        gains(meas.t, meas.pos, meas.vel, meas.current, u)
         link.write(u)
         q[k] = meas.pos
     return q
@@ -117,7 +116,7 @@ def test_pd_in_free_mode_moves_every_joint_towards_its_target():
             while fresh < 50:
                 if link.read(meas):
                     fresh += 1
-                    command(gains.ctrl, gains.model, gains.work, meas.t, meas.pos, meas.vel, u)
+                    gains(meas.t, meas.pos, meas.vel, meas.current, u)
                 link.write(u)
                 time.sleep(cfg["sim"]["dt"])
         steps = emu.stats["steps"]

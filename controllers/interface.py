@@ -1,0 +1,104 @@
+"""The one interface of a control law, built-in or the user's, and how the loops call it.
+
+A compiled law is a function of this signature (numba-compilable, no allocation)::
+
+    law(t, pos, vel, cur, params, state, u) -> None
+
+    t       float64      time of the measurement, s (plant time for an emulated plant)
+    pos     float64[::1] joint positions of the n actuated joints, rad (m for a prismatic one)
+    vel     float64[::1] joint rates, rad/s (m/s)
+    cur     float64[::1] motor currents, A (NaN where the link cannot measure them)
+    params  float64[::1] the law's parameters (controller.params in the config), read only
+    state   float64[::1] the law's own memory across ticks (controller.state_size values,
+                         zeros at the start): integrators, filters, previous samples
+    u       float64[::1] out: one command per joint in the link's unit, V (voltage-driven
+                         motors) or N m (joint torques)
+
+The loops call it through a function pointer (``LAW_SIGNATURE``, numba's first-class
+function type), so the compiled real-time loop, the offline runs and ``hil control``
+are compiled and cached once for every law: a new law costs only its own compilation.
+``compile_law`` turns a plain function or an ``@numba.njit`` one into that form.
+
+A Python controller (anything callable with the same arguments: a neural network, a call
+into another library) runs through ``hil control`` only, where each tick leaves the
+compiled code anyway.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from hilrig.plant.kernel import kernel
+from numba import cfunc, types
+from numba.core.ccallback import CFunc
+from numba.core.registry import CPUDispatcher
+
+ARRAY = types.float64[::1]
+LAW_SIGNATURE = types.void(types.float64, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY)
+
+
+class LawError(TypeError):
+    """A function cannot serve as a compiled control law."""
+
+
+def compile_law(function: Callable) -> CFunc:
+    """The law as a compiled function of ``LAW_SIGNATURE`` (cached next to its source).
+
+    ``function``: a numba cfunc of that signature (returned as it is), an ``@numba.njit``
+    function or a plain Python function that numba can compile in nopython mode.
+    Raises LawError naming the function and numba's reason when it cannot compile.
+    """
+    if isinstance(function, CFunc):
+        if function._sig != LAW_SIGNATURE:
+            raise LawError(f"{_name(function)}: compiled with signature {function._sig}, "
+                           f"a law needs {LAW_SIGNATURE}")
+        return function
+    python = function.py_func if isinstance(function, CPUDispatcher) else function
+    source = getattr(getattr(python, "__code__", None), "co_filename", "")
+    try:   # cached beside its source file; a function typed in a shell has none
+        return cfunc(LAW_SIGNATURE, cache=os.path.isfile(source), error_model="numpy")(python)
+    except Exception as exc:   # numba's typing and lowering errors have no common base
+        lines = [line.strip() for line in str(exc).splitlines()
+                 if line.strip() and not line.startswith("Failed in")]
+        first = lines[0] if lines else type(exc).__name__
+        raise LawError(f"{_name(function)} does not compile as a law "
+                       f"law(t, pos, vel, cur, params, state, u): {first}") from exc
+
+
+def _name(function: Any) -> str:
+    module = getattr(function, "__module__", None) or "?"
+    return f"{module}:{getattr(function, '__qualname__', getattr(function, '__name__', function))}"
+
+
+@dataclass
+class Controller:
+    """A law with its arrays, as every loop takes it.
+
+    law: a compiled law (``compile_law``), or any callable of the same arguments when
+    ``compiled`` is False. params: its parameters; state: its memory (both float64, 1-D).
+    feedback: False when u depends on nothing but time and params (open loop), which lets
+    the accurate offline integrator take long steps. name: what the config named.
+    """
+
+    law: Any
+    params: np.ndarray
+    state: np.ndarray
+    compiled: bool = True
+    feedback: bool = True
+    name: str = ""
+
+    def __call__(self, t: float, pos: np.ndarray, vel: np.ndarray, cur: np.ndarray,
+                 u: np.ndarray) -> None:
+        """One command into ``u`` from Python (tests, the accurate offline path)."""
+        if self.compiled:
+            call_law(self.law, t, pos, vel, cur, self.params, self.state, u)
+        else:
+            self.law(t, pos, vel, cur, self.params, self.state, u)
+
+
+@kernel
+def call_law(law, t, pos, vel, cur, params, state, u):
+    """law(t, pos, vel, cur, params, state, u) from Python (compiled once for every law)."""
+    law(t, pos, vel, cur, params, state, u)
