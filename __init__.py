@@ -13,3 +13,10 @@ try:
     __version__ = _version("hilrig")
 except PackageNotFoundError:   # a source tree that was never installed
     __version__ = "0+unknown"
+
+
+def connect(endpoint: str = "ipc:///tmp/hilrig-emulator", timeout: float = 1.0):
+    """A client of the ``hil emulate`` at ``endpoint``: read, write, jam, clear, estop
+    (hilrig.rt.client). Imported on first use, so ``import hilrig`` stays light."""
+    from hilrig.rt.client import connect as _connect
+    return _connect(endpoint, timeout)

@@ -9,6 +9,8 @@ registered there too (pyproject.toml). A law named by ``controller.law`` gets
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
@@ -38,13 +40,25 @@ def builders() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=GROUP)}
 
 
+def _import_here(module_name: str):
+    """Import a module from the installed packages or, as ``python -m`` would, from the
+    current directory (a user's law beside their config)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
+            raise
+    sys.path.insert(0, os.getcwd())
+    return importlib.import_module(module_name)
+
+
 def load_object(reference: str, key: str) -> Any:
     """The object a "package.module:attribute" string names; ControllerError names ``key``."""
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise ControllerError(f"{key}: expected 'package.module:function', got {reference!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_here(module_name)
     except ImportError as exc:
         raise ControllerError(f"{key}: cannot import {module_name!r}: {exc}") from None
     try:

@@ -191,7 +191,7 @@ class Emulator:
             self._reject(peer, str(exc), exc.code)
             return False
         if kind == MessageType.HELLO:
-            if int(values[0]) != self.nact:
+            if int(values[0]) not in (0, self.nact):   # 0: a client that asks the plant's size
                 self._reject(peer, f"HELLO for {int(values[0])} axes, this plant has "
                                    f"{self.nact}", ERROR_VALUE)
                 return False

@@ -32,7 +32,8 @@ class ZmqLink(Link):
 
     Args:
         endpoint: the emulator's endpoint, e.g. ipc:///tmp/hilrig-emulator.
-        n_axes: actuated joints the controller drives.
+        n_axes: actuated joints the controller drives; 0 takes the plant's number from
+            the emulator's WELCOME at open.
         timeout: s to wait for WELCOME and (lockstep) for each STATE.
     """
 
@@ -69,7 +70,10 @@ class ZmqLink(Link):
         if kind != MessageType.WELCOME:
             raise LinkError(f"emulator at {self.endpoint} answered HELLO with {kind.name}")
         mode, n_axes, _, voltage = values
-        if int(n_axes) != self.n_axes:
+        if self.n_axes == 0:     # asked for the plant's size (HELLO [0])
+            self.n_axes = int(n_axes)
+            self.expected[MessageType.STATE] = 1 + 3 * self.n_axes
+        elif int(n_axes) != self.n_axes:
             raise LinkError(f"emulator plant has {int(n_axes)} axes, the controller "
                             f"{self.n_axes}: are both started with the same config?")
         self.lockstep = int(mode) == 1
