@@ -11,7 +11,7 @@ The loop runs back to back (no sleeping), so each cycle's time is the round trip
 the real-time loop would see. Prints the median, p99 and max in µs, the number of
 cycles that missed their TPDOs within the 0.5 s test timeout, and the stale frames.
 Timings on a shared 2-core VM vary by tens of percent between runs, and single
-stalls of tens of ms happen (see docs/PROTOCOLS.md §7).
+stalls of tens of ms happen (see docs/PROTOCOLS.md §6).
 """
 from __future__ import annotations
 

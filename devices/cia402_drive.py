@@ -54,6 +54,7 @@ from hilrig.drivers import cia402
 from hilrig.drivers.cia402 import State
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, Measurement
+from hilrig.errors import ConfigError
 from hilrig.plant.factory import (
     correction_id,
     jam_schedule,
@@ -161,8 +162,8 @@ class EmulatedDrives:
     def __init__(self, cfg: dict, bus_config: dict | None = None):
         integrator = cfg["sim"]["integrator"]
         if integrator not in METHODS:
-            raise ValueError(f"sim.integrator: the emulated drives step with a fixed-step "
-                             f"integrator ({sorted(METHODS)}), got {integrator!r}")
+            raise ConfigError(f"sim.integrator: the emulated drives step with a fixed-step "
+                              f"integrator ({sorted(METHODS)}), got {integrator!r}")
         can_cfg, emu = cfg["link"]["canopen"], cfg["emulator"]["canopen"]
         self.h = cfg["sim"]["dt"]
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],

@@ -31,7 +31,7 @@ sampled after every step (and at start):
   cmds 133/134). The emulator flags over-current but does not regulate it.
 Noise is Gaussian (``emulator.serial.*_noise``), seeded by ``emulator.serial.seed``.
 
-Device behaviour, as the manual describes it (PROTOCOLS.md §5): a write with a
+Device behaviour, as the manual describes it (docs/PROTOCOLS.md §5): a write with a
 bad CRC is dropped without reply; a partial packet is discarded after
 PACKET_GAP of silence; bytes for unmapped addresses and unknown commands get no
 reply; with a serial timeout set (cmd 14) a controller zeroes its duties when no
@@ -61,6 +61,7 @@ import numpy as np
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
+from hilrig.errors import ConfigError
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.model import METHODS
@@ -104,11 +105,11 @@ class RoboClawEmulator:
     def __init__(self, cfg: dict, master_fd: int | None = None):
         sim, serial_cfg, emu = cfg["sim"], cfg["link"]["serial"], cfg["emulator"]["serial"]
         if cfg["plant"]["drive"] == "torque":
-            raise ValueError("the emulated RoboClaw drives DC motors: plant.drive must be "
-                             "'voltage' or 'voltage_full'")
+            raise ConfigError("the emulated RoboClaw drives DC motors: plant.drive must be "
+                              "'voltage' or 'voltage_full'")
         if sim["integrator"] not in METHODS:
-            raise ValueError(f"sim.integrator {sim['integrator']!r} is offline only; the "
-                             f"emulated drives step with one of {sorted(METHODS)}")
+            raise ConfigError(f"sim.integrator {sim['integrator']!r} is offline only; the "
+                              f"emulated drives step with one of {sorted(METHODS)}")
         self.dt = sim["dt"]
         self.lockstep = cfg["emulator"]["mode"] == "lockstep"
         self.battery = emu["battery_voltage"]

@@ -36,6 +36,7 @@ from hilrig.drivers.wire import (
     decode,
     encode,
 )
+from hilrig.errors import ConfigError
 from hilrig.plant.factory import jam_schedule
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
@@ -57,7 +58,7 @@ MAX_MESSAGES_PER_TICK = 64    # a flooding peer cannot starve the plant
 def check_endpoint(endpoint: str) -> None:
     """Refuse endpoints that are not ipc, inproc or tcp; warn when tcp is not loopback."""
     if not endpoint.startswith(("ipc://", "tcp://", "inproc://")):
-        raise ValueError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
+        raise ConfigError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
     if endpoint.startswith("tcp://") and not endpoint.startswith(("tcp://127.", "tcp://localhost")):
         log.warning("binding %s: reachable from other machines (the default is loopback)",
                     endpoint)

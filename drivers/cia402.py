@@ -85,7 +85,7 @@ class State(enum.IntEnum):
         return self.name.replace("_", " ")
 
 
-# (mask, value) on statusword bits 6..0, tested in this order (PROTOCOLS.md §2.1)
+# (mask, value) on statusword bits 6..0, tested in this order (docs/PROTOCOLS.md §2.1)
 _DECODE = ((0x4F, 0x00, State.NOT_READY_TO_SWITCH_ON), (0x4F, 0x40, State.SWITCH_ON_DISABLED),
            (0x6F, 0x21, State.READY_TO_SWITCH_ON), (0x6F, 0x23, State.SWITCHED_ON),
            (0x6F, 0x27, State.OPERATION_ENABLED), (0x6F, 0x07, State.QUICK_STOP_ACTIVE),
@@ -119,7 +119,7 @@ def statusword(state: State, follows_command: bool = False) -> int:
     return word
 
 
-# -- controlword commands (PROTOCOLS.md §2.2) ---------------------------------------
+# -- controlword commands (docs/PROTOCOLS.md §2.2) ----------------------------------
 CW_SHUTDOWN = 0x0006
 CW_SWITCH_ON = 0x0007            # also "disable operation" from OPERATION ENABLED
 CW_ENABLE_OPERATION = 0x000F

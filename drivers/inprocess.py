@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from hilrig.drivers.link import Link, LinkError, Measurement
+from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, plant_from_config
 from hilrig.plant.integrators import METHOD_RK4
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
@@ -48,8 +49,8 @@ class PlantLink(Link):
         correct(plant.params, plant.x, correction, plant.work)
         integrator = cfg["sim"]["integrator"]
         if integrator not in METHODS:
-            raise ValueError(f"sim.integrator: {integrator!r} cannot step in real time "
-                             f"(one of {sorted(METHODS)})")
+            raise ConfigError(f"sim.integrator: {integrator!r} cannot step in real time "
+                              f"(one of {sorted(METHODS)})")
         return cls(plant, cfg["sim"]["dt"], METHODS[integrator], correction)
 
     def open(self) -> None:

@@ -1,6 +1,6 @@
 """RoboClaw packet serial: frames, CRC16 and the commands this project uses.
 
-Frames (PROTOCOLS.md §5.1; all multi-byte fields big-endian, CRC high byte first):
+Frames (docs/PROTOCOLS.md §5.1; all multi-byte fields big-endian, CRC high byte first):
 
 - write request ``[address, command, data..., crc_hi, crc_lo]``, CRC over address,
   command and data; the reply is one byte ``0xFF`` (ACK) if the packet was valid,
@@ -66,7 +66,7 @@ def _command(code: int, name: str, request: str, reply: str | None) -> Command:
                    None if reply is None else struct.Struct(">" + reply))
 
 
-# Units (PROTOCOLS.md §5.2): counts, counts/s, duty ±32767 = ±100 %, currents in
+# Units (docs/PROTOCOLS.md §5.2): counts, counts/s, duty ±32767 = ±100 %, currents in
 # 10 mA, voltages in 0.1 V, serial timeout in 100 ms. Status byte of 16/17:
 # bit0 underflow, bit1 backwards, bit2 overflow; of 18/19: 1 = backwards.
 SET_SERIAL_TIMEOUT = _command(14, "SetSerialTimeout", "B", None)

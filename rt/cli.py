@@ -9,6 +9,11 @@
     hil estop [--connect ENDPOINT]
     hil log export LOG --out run.npz
     hil plot LOG [--out run.png]
+    hil configs [--show NAME]
+
+CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
+A mistake in what was asked (a config, an option) is one line on stderr and exit code
+2; anything else is a bug and shows its traceback.
 """
 from __future__ import annotations
 
@@ -24,12 +29,15 @@ from hilrig.rt.config import ConfigError, load
 from hilrig.timing.signals import terminate_as_interrupt
 
 
+CONFIG_HELP = "TOML scenario: a file, or the name of a built-in config (hil configs)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hil", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"hilrig {hilrig.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("sim", help="run a scenario offline, as fast as it can")
-    sim.add_argument("config", help="TOML scenario (see configs/)")
+    sim.add_argument("config", help=CONFIG_HELP)
     sim.add_argument("--duration", type=float, help="override sim.duration, s")
     sim.add_argument("--dt", type=float, help="override sim.dt (fixed step), s")
     sim.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -90,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="the controller's --estop-endpoint")
     estop.add_argument("--timeout", type=float, default=2.0, help="s to wait for the ack")
     estop.set_defaults(handler=_estop)
+    configs = sub.add_parser("configs", help="list the built-in configs (`hil run NAME` runs one)")
+    configs.add_argument("--show", metavar="NAME", help="print this config's TOML text")
+    configs.set_defaults(handler=_configs)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
@@ -99,13 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hil: config error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"hil: {exc}", file=sys.stderr)
-        return 2
 
 
 def _common(parser) -> None:
-    parser.add_argument("config", help="TOML scenario (see configs/)")
+    parser.add_argument("config", help=CONFIG_HELP)
     parser.add_argument("--duration", type=float, help="override sim.duration, s")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key")
@@ -284,6 +292,22 @@ def _plot_log(log_path: Path, png) -> None:
     out = Path(png) if png else log_path.with_suffix(".png")
     plot_log(arrays, events, out)
     print(f"wrote {out}")
+
+
+def _configs(args) -> int:
+    """hil configs: the built-in configs, one per line with its description, and where
+    they are; with --show NAME, that config's text (to copy and edit)."""
+    from hilrig.rt import builtin_configs
+
+    if args.show:
+        print(builtin_configs.text(args.show), end="")
+        return 0
+    names = builtin_configs.names()
+    width = max(map(len, names))
+    for name in names:
+        print(f"{name:<{width}}  {builtin_configs.description(name)}")
+    print(f"(files in {builtin_configs.directory()}; `hil configs --show NAME` prints one)")
+    return 0
 
 
 def _sim(args) -> int:

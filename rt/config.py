@@ -14,7 +14,13 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from hilrig.errors import ConfigError
+from hilrig.rt import builtin_configs
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 from hilrig.controllers.factory import builders
 
@@ -22,10 +28,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """A config key is unknown, of the wrong type or length, or out of range."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ SCHEMA: dict[str, Any] = {
         "command_timeout": Key("float", 0.02, positive=True,
                                doc="free mode: a command older than this puts the plant in its "
                                    "safe state (zero input), s"),
-        "canopen": {   # the emulated CiA 402 drives (drivers/cia402_emulator.py)
+        "canopen": {   # the emulated CiA 402 drives (devices/cia402_drive.py)
             "latency": Key("float", 0.0, minimum=0.0,
                            doc="the drives send their TPDOs this long after SYNC, s"),
             "position_noise": Key("float", 0.0, minimum=0.0,
@@ -247,7 +249,7 @@ SCHEMA: dict[str, Any] = {
                             doc="I2t protection: fault 0x2310 when the integral of i^2 - "
                                 "i_rated^2 exceeds i_rated^2 * i2t_time (0: off), s"),
         },
-        "serial": {  # the emulated packet-serial drives (drivers/roboclaw_emulator.py)
+        "serial": {  # the emulated packet-serial drives (devices/roboclaw_drive.py)
             "battery_voltage": Key("float", 24.0, positive=True,
                                    doc="main battery, V: motor voltage = duty x battery"),
             "latency": Key("float", 0.0, minimum=0.0,
@@ -307,13 +309,15 @@ MODEL_KEYS = {"serial_arm": SERIAL_ARM_KEYS, "rrr3": RRR3_KEYS}
 
 # -- loading ----------------------------------------------------------------------
 
-def load(path: str | Path, overrides: list[str] = ()) -> dict:
-    """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults."""
-    path = Path(path)
+def load(config: str | Path, overrides: list[str] = ()) -> dict:
+    """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults.
+
+    ``config`` is a file, or the name of a built-in config (``hil configs``) when no
+    file of that name exists.
+    """
+    path = locate(config)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -321,6 +325,19 @@ def load(path: str | Path, overrides: list[str] = ()) -> dict:
     for item in overrides:
         apply_override(raw, item)
     return resolve(raw)
+
+
+def locate(config: str | Path) -> Path | Traversable:
+    """The file a config argument names: the path if it exists, else the built-in config of
+    that name; ConfigError naming the closest built-in configs if neither exists."""
+    path = Path(config)
+    if path.exists():
+        return path
+    builtin = builtin_configs.find(str(config))
+    if builtin is not None:
+        return builtin
+    raise ConfigError(f"config not found: {config} is neither a file nor a built-in config; "
+                      f"{builtin_configs.suggestion(str(config))}")
 
 
 def parse_value(text: str) -> Any:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
 from hilrig.drivers.link import Measurement
+from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
@@ -63,8 +64,8 @@ class Session:
         self.h = sim["dt"]
         self.n_ticks = int(round(sim["duration"] / self.h))
         if sim["integrator"] == "accurate":
-            raise ValueError("sim.integrator: 'accurate' is for offline runs (hil sim); "
-                             "a real-time run needs 'rk4' or 'euler'")
+            raise ConfigError("sim.integrator: 'accurate' is for offline runs (hil sim); "
+                              "a real-time run needs 'rk4' or 'euler'")
         self.method = METHODS[sim["integrator"]]
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)

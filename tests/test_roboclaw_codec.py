@@ -28,7 +28,7 @@ def test_crc16_equals_the_manuals_bitwise_algorithm(rng):
 
 
 def test_duty_m1m2_matches_the_worked_example():
-    # PROTOCOLS.md 5.2: DutyM1M2(+50 %, -50 %) at 0x80
+    # docs/PROTOCOLS.md §5.2: DutyM1M2(+50 %, -50 %) at 0x80
     frame = rc.encode_request(0x80, rc.DUTY_M1M2, 16384, -16384)
     assert frame == bytes.fromhex("80 22 40 00 C0 00 E0 DF")
     assert rc.decode_request(frame) == (0x80, rc.DUTY_M1M2, (16384, -16384))
