@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 from hilrig.controllers.interface import Controller, compile_law
+from hilrig.errors import ConfigError
 from numba.core.ccallback import CFunc
 from numba.core.registry import CPUDispatcher
 
 GROUP = "hilrig.controllers"
 
 
-class ControllerError(ValueError):
+class ControllerError(ConfigError):
     """The configured controller cannot be found or built."""
 
 

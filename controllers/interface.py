@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+from hilrig.errors import ConfigError
 from hilrig.plant.kernel import kernel
 from numba import cfunc, types
 from numba.core.ccallback import CFunc
@@ -39,7 +40,7 @@ ARRAY = types.float64[::1]
 LAW_SIGNATURE = types.void(types.float64, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY)
 
 
-class LawError(TypeError):
+class LawError(ConfigError):
     """A function cannot serve as a compiled control law."""
 
 

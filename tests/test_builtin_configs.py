@@ -139,7 +139,8 @@ def tracked_files(*patterns: str) -> list[Path]:
 
 
 def test_every_cited_doc_is_in_the_repository():
-    """docs/X.md paths, and bare X.md names (README.md, PROTOCOLS.md §2.1, ...)."""
+    """Paths under docs/ and bare upper-case names of Markdown files (README.md,
+    PROTOCOLS.md §2.1, ...) name files that exist."""
     missing = []
     for path in tracked_files("*.py", "*.md"):
         text = path.read_text(encoding="utf-8")
