@@ -168,6 +168,7 @@ class EmulatedDrives:
         self.h = cfg["sim"]["dt"]
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
                                correction_id(cfg))
+        self.plant.open()                       # the drives' power stages decide the input
         self.schedule = jam_schedule(cfg)       # faults.jam, started at plant time t1
         n = self.plant.n_axes
         self.meas = Measurement(n)

@@ -156,8 +156,9 @@ class RoboClawEmulator:
         plant = plant_from_config(cfg)
         correction = correction_id(cfg)
         stepping.correct(plant.params, plant.x, correction, plant.work)
-        return PlantLink(plant, cfg["sim"]["dt"], METHODS[cfg["sim"]["integrator"]],
-                         correction)
+        link = PlantLink(plant, cfg["sim"]["dt"], METHODS[cfg["sim"]["integrator"]], correction)
+        link.open()                               # the duties decide the input
+        return link
 
     def _warm_up(self, cfg: dict) -> None:
         """Compile (or load from the numba cache) the step, current and jam kernels on a copy."""

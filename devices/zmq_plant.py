@@ -74,6 +74,7 @@ class Emulator:
         self.mode = cfg["emulator"]["mode"]
         self.h = cfg["sim"]["dt"]
         self.link = PlantLink.from_config(cfg)
+        self.link.open()                  # the emulator itself holds zero until a COMMAND
         plant = self.plant = self.link.plant
         self.nact = plant.nact
         self.voltage = int(plant.params[H_DRIVE]) != DRIVE_TORQUE
@@ -110,6 +111,7 @@ class Emulator:
         twin = PlantLink(type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(),
                                  p.stages.copy(), p.t), self.h, self.link.method,
                          self.link.correction)
+        twin.open()
         twin.write(self.command)
         twin.read(Measurement(self.nact))
         currents(p.params, p.x, self.command, self.meas.current.copy())

@@ -4,6 +4,12 @@ Any python-can interface works (socketcan, pcan, kvaser, virtual, hilrig_zmq,
 ...). The ``canopen`` package does the configuration (SDO, PDO mapping, NMT);
 the cycle is written by hand (docs/CANOPEN.md):
 
+``configure``: boot, SDO configuration, PDO mapping, NMT start, every drive in
+SWITCH ON DISABLED (power stage off): ``read`` works, ``write`` raises.
+``activate``: shutdown, switch on, enable operation, all drives step by step
+together, each step confirmed by the statusword; ``enabled_at_ns`` is the
+first statusword showing OPERATION ENABLED.
+
 ``read``: send SYNC, wait at most ``tpdo_timeout`` for TPDO1 (statusword,
 position) and TPDO2 (velocity, current) of every axis, convert to joint units.
 ``write``: one RPDO1 per axis (controlword "enable operation", target torque in
@@ -21,7 +27,7 @@ Documented reactions (each names the axis, its node-id and the cause):
   a row raise ``LinkTimeout``.
 - EMCY with an error code, or a statusword showing FAULT: ``DriveFault`` with the
   drive's code and a plain-language text (cia402.describe_error).
-- A drive no longer OPERATION ENABLED (quick stop, disabled): ``LinkError``.
+- A drive no longer OPERATION ENABLED (quick stop, disabled) once active: ``LinkError``.
 - No heartbeat from a drive for ``heartbeat_timeout``: ``LinkTimeout``; a
   heartbeat showing another NMT state (reset, stopped): ``LinkError``.
 - A command that is not finite: ``LinkError`` (nothing is sent).
@@ -43,7 +49,15 @@ import numpy as np
 from canopen.sdo.exceptions import SdoAbortedError, SdoCommunicationError
 from hilrig.drivers import cia402
 from hilrig.drivers.cia402 import State
-from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.link import (
+    DriveFault,
+    Link,
+    LinkError,
+    LinkTimeout,
+    Measurement,
+    not_active,
+    not_configured,
+)
 from hilrig.plant.factory import motor_params
 
 log = logging.getLogger(__name__)
@@ -102,6 +116,8 @@ class CanopenLink(Link):
         self.boot_timeout = float(boot_timeout)
         self.network: canopen.Network | None = None
         self.nodes: list[canopen.RemoteNode] = []
+        self.configured = False
+        self.active = False
         self.stopped = False
         self.syncs = 0
         self.missed = 0
@@ -137,17 +153,19 @@ class CanopenLink(Link):
         return f"axis {axis + 1} (node {self.node_ids[axis]})"
 
     # -- bring-up -----------------------------------------------------------------------
-    def open(self) -> None:
-        """Boot, configure and enable every drive; LinkError (or a subclass) names any cause.
+    def configure(self) -> None:
+        """Boot and configure every drive, leave it in SWITCH ON DISABLED; LinkError (or a
+        subclass) names any cause, and the bus is released again.
 
         Sequence per drive: NMT reset communication, wait for boot-up; check the device
         type (CiA 402); SDO configuration (heartbeat producer 0x1017 and consumer of the
         controller 0x1016, cycle period 0x1006, interpolation period 0x60C2, max torque
         0x6072, mode 0x6060 = CST confirmed by 0x6061, target torque 0); PDO mapping
         (RPDO1, TPDO1, TPDO2 synchronous, the others disabled); NMT start; the state
-        machine to OPERATION ENABLED over SDO (fault reset if needed).
+        machine to SWITCH ON DISABLED over SDO (fault reset, or disable voltage, if needed).
         """
-        self.stopped = False
+        self.configured = self.active = self.stopped = False
+        self.enabled_at_ns = None
         try:
             net = canopen.Network()
             net.NOTIFIER_CYCLE = 0.05
@@ -172,13 +190,29 @@ class CanopenLink(Link):
             for node in self.nodes:
                 node.nmt.state = "OPERATIONAL"
             for axis in range(self.n_axes):
-                self._enable(axis)
+                self._disable(axis)
         except BaseException:
             self.close()
             raise
         self._events = queue.SimpleQueue()   # bring-up heartbeats (boot-up, PRE-OPERATIONAL)
         self._last_heartbeat[:] = time.monotonic()
         self.missed = 0
+        self.configured = True
+
+    def activate(self) -> None:
+        """Shutdown, switch on, enable operation: each on every drive, then confirmed.
+
+        Sets ``enabled_at_ns`` to the first statusword showing OPERATION ENABLED. Raises
+        LinkError (DriveFault, LinkTimeout) naming the drive and the step that failed; the
+        caller then calls ``safe_stop`` and ``close``, as after any link error.
+        """
+        if not self.configured or self.network is None:
+            raise not_configured("CANopen link")
+        self._transition(cia402.CW_SHUTDOWN, State.READY_TO_SWITCH_ON, "shutdown")
+        self._transition(cia402.CW_SWITCH_ON, State.SWITCHED_ON, "switch on")
+        self.enabled_at_ns = self._transition(cia402.CW_ENABLE_OPERATION,
+                                              State.OPERATION_ENABLED, "enable operation")
+        self.active, self.stopped = True, False
 
     def _on_frame(self, can_id: int, data: bytearray, timestamp: float) -> None:
         """Notifier thread: hand cycle frames to ``read`` (boot-ups also signal ``open``)."""
@@ -236,28 +270,38 @@ class CanopenLink(Link):
         except (SdoAbortedError, SdoCommunicationError) as exc:
             raise LinkError(f"{self._name(axis)}: PDO mapping rejected: {exc}") from exc
 
-    def _enable(self, axis: int) -> None:
-        """Drive the CiA 402 state machine to OPERATION ENABLED over SDO."""
+    def _disable(self, axis: int) -> None:
+        """Bring the drive to SWITCH ON DISABLED over SDO (fault reset if it is in FAULT)."""
         state = self._state(axis)
+        if state == State.SWITCH_ON_DISABLED:
+            return
+        self._sdo_write(axis, cia402.CONTROLWORD, 0, cia402.CW_DISABLE_VOLTAGE)
         if state in (State.FAULT, State.FAULT_REACTION_ACTIVE):
-            self._sdo_write(axis, cia402.CONTROLWORD, 0, cia402.CW_DISABLE_VOLTAGE)
-            self._command(axis, cia402.CW_FAULT_RESET, State.SWITCH_ON_DISABLED, "fault reset")
-        elif state == State.QUICK_STOP_ACTIVE:
-            self._command(axis, cia402.CW_DISABLE_VOLTAGE, State.SWITCH_ON_DISABLED,
-                          "disable voltage")
-        self._command(axis, cia402.CW_SHUTDOWN, State.READY_TO_SWITCH_ON, "shutdown")
-        self._command(axis, cia402.CW_SWITCH_ON, State.SWITCHED_ON, "switch on")
-        self._command(axis, cia402.CW_ENABLE_OPERATION, State.OPERATION_ENABLED,
-                      "enable operation")
+            self._sdo_write(axis, cia402.CONTROLWORD, 0, cia402.CW_FAULT_RESET)
+        self._await(axis, State.SWITCH_ON_DISABLED, "fault reset" if state in (
+            State.FAULT, State.FAULT_REACTION_ACTIVE) else "disable voltage")
 
-    def _command(self, axis: int, word: int, expected: State, name: str) -> None:
-        self._sdo_write(axis, cia402.CONTROLWORD, 0, word)
+    def _transition(self, word: int, expected: State, name: str) -> int:
+        """Write ``word`` to every drive's controlword, then wait until each shows ``expected``.
+
+        Returns the ``time.monotonic_ns()`` of the first statusword showing ``expected``.
+        """
+        for axis in range(self.n_axes):
+            self._sdo_write(axis, cia402.CONTROLWORD, 0, word)
+        return min(self._await(axis, expected, name) for axis in range(self.n_axes))
+
+    def _await(self, axis: int, expected: State, name: str) -> int:
+        """Poll the statusword over SDO until it shows ``expected`` (``boot_timeout`` at most).
+
+        Returns the ``time.monotonic_ns()`` at which it did.
+        """
         deadline = time.monotonic() + self.boot_timeout
         while True:
             sw = self._sdo_read(axis, cia402.STATUSWORD)
+            seen_ns = time.monotonic_ns()
             state = cia402.decode_state(sw)
             if state == expected:
-                return
+                return seen_ns
             if state == State.FAULT:
                 code = self._sdo_read(axis, cia402.ERROR_CODE)
                 raise DriveFault(axis + 1, code, f"{cia402.describe_error(code)} (during "
@@ -302,7 +346,7 @@ class CanopenLink(Link):
     def read(self, meas: Measurement) -> bool:
         """SYNC, then the TPDOs of every axis within ``tpdo_timeout``; see the module docstring."""
         if self.stopped or self.network is None:
-            raise LinkError("CANopen link is stopped (safe_stop) or not open")
+            raise LinkError("CANopen link is stopped (safe_stop) or not configured")
         self.stale_frames += self._drain_events()
         self._fresh[:] = False
         try:
@@ -390,6 +434,7 @@ class CanopenLink(Link):
                               "is gone")
 
     def _check_states(self) -> None:
+        """A drive in FAULT: DriveFault; once active, a drive not OPERATION ENABLED: LinkError."""
         for axis in range(self.n_axes):
             sw = int(self._statusword[axis])
             state = cia402.decode_state(sw)
@@ -400,14 +445,18 @@ class CanopenLink(Link):
                 text = cia402.describe_error(code) if code else \
                     "the statusword shows FAULT (no EMCY received; see 0x603F)"
                 raise DriveFault(axis + 1, code, text)
+            if not self.active:
+                continue
             label = state.label if state is not None else "an undecodable state"
             raise LinkError(f"{self._name(axis)}: the drive left OPERATION ENABLED: now "
                             f"{label} (statusword 0x{sw:04X})")
 
     def write(self, command: np.ndarray) -> None:
         """RPDO1 per axis: enable operation, target torque = command (N m at the joint)."""
-        if self.stopped or self.network is None:
+        if self.stopped:
             return
+        if not self.active:
+            raise not_active("CANopen link")
         for axis in range(self.n_axes):
             tau = float(command[axis])
             if not math.isfinite(tau):
@@ -445,6 +494,7 @@ class CanopenLink(Link):
     def close(self) -> None:
         """Stop the controller heartbeat and leave the bus. Idempotent; never raises."""
         net, self.network = self.network, None
+        self.configured = self.active = False
         if net is None:
             return
         try:

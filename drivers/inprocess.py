@@ -6,11 +6,17 @@ advances the plant (plant.packed: one compiled call with a single argument, the
 cheapest from Python). Neither allocates: both call compiled kernels on the
 plant's preallocated arrays. The same class is the plant behind the emulator
 and behind the emulated drives.
+
+Lifecycle: ``configure`` makes the plant readable (and loads the current
+kernel ``read`` calls); ``activate`` lets ``write`` step it. The plant does not
+advance before ``activate``: its clock is ``write``.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
-from hilrig.drivers.link import Link, LinkError, Measurement
+from hilrig.drivers.link import Link, LinkError, Measurement, not_active, not_configured
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, plant_from_config
 from hilrig.plant.integrators import METHOD_RK4
@@ -39,6 +45,8 @@ class PlantLink(Link):
         self.method, self.correction = int(method), int(correction)
         self.stepper = PackedStep(plant, h, method, correction)
         self.held = self.stepper.u
+        self.configured = False
+        self.active = False
         self.stopped = False
 
     @classmethod
@@ -53,8 +61,17 @@ class PlantLink(Link):
                               f"(one of {sorted(METHODS)})")
         return cls(plant, cfg["sim"]["dt"], METHODS[integrator], correction)
 
-    def open(self) -> None:
-        self.stopped = False
+    def configure(self) -> None:
+        """Zero the held command and load the current kernel (one read into scratch)."""
+        self.held[:] = 0.0
+        self.read(Measurement(self.n_axes))
+        self.configured, self.active, self.stopped = True, False, False
+
+    def activate(self) -> None:
+        if not self.configured:
+            raise not_configured("in-process plant")
+        self.active, self.stopped = True, False
+        self.enabled_at_ns = time.monotonic_ns()
 
     def read(self, meas: Measurement) -> bool:
         p = self.plant
@@ -66,6 +83,9 @@ class PlantLink(Link):
         return True
 
     def write(self, command: np.ndarray) -> None:
+        """Hold ``command`` over one step h and advance the plant (zero after ``safe_stop``)."""
+        if not self.active:
+            raise not_active("in-process plant")
         if not self.stopped:
             self.held[:] = command
         if not self.stepper.step():

@@ -1,8 +1,19 @@
 """The one interface between a controller and a plant, emulated or real.
 
-A link is opened once, then exchanges one command for one measurement per
-tick, and can always be brought to a safe state. The real-time loop calls, per
-tick: ``read`` (the read phase), the controller, ``write`` (the write phase).
+A link goes through two steps before its first command, as ros2_control's
+lifecycle does: ``configure`` (communication up, states readable, the drives
+not powered) and ``activate`` (the drives enabled: from here ``write`` moves
+the motors). ``open`` does both, for callers with nothing to do in between;
+``hil control`` (rt.loop) configures, compiles and warms its kernels, then
+activates and ticks at once, so no drive sits powered while numba compiles.
+Then it exchanges one command for one measurement per tick, and can always be
+brought to a safe state. The real-time loop calls, per tick: ``read`` (the read
+phase), the controller, ``write`` (the write phase).
+
+Order: ``activate`` before ``configure`` and ``write`` before ``activate`` raise
+``LinkError``; ``write`` after ``safe_stop`` sends nothing (or zero) and does
+not raise. ``enabled_at_ns`` is the ``time.monotonic_ns()`` at which the link
+saw its drives enabled (rt.loop reports the time from it to the first command).
 
 Units, whatever the wire carries: positions in rad and velocities in rad/s at
 the joint (after the gear), currents in A, commands in the controller's output
@@ -33,6 +44,18 @@ class DriveFault(LinkError):
     def __init__(self, axis: int, code: int, message: str):
         super().__init__(f"axis {axis}: drive fault 0x{code:04X}: {message}")
         self.axis, self.code, self.message = axis, code, message
+
+
+def not_configured(where: str) -> LinkError:
+    """The error of ``activate`` called on a link that is not configured."""
+    return LinkError(f"{where}: activate() before configure(): the link is not configured "
+                     "(call configure() first, or open())")
+
+
+def not_active(where: str) -> LinkError:
+    """The error of ``write`` called before ``activate``."""
+    return LinkError(f"{where}: write() before activate(): the drives are not enabled, "
+                     "commands are not accepted yet")
 
 
 class Measurement:
@@ -66,14 +89,41 @@ class Link(abc.ABC):
     Attributes:
         n_axes: number of actuated joints.
         command_unit: "V" or "N m", what ``write`` takes.
+        enabled_at_ns: ``time.monotonic_ns()`` when ``activate`` saw the drives enabled
+            (CANopen: the first statusword showing OPERATION ENABLED); None before.
     """
 
     n_axes: int
     command_unit: str
+    enabled_at_ns: int | None = None
 
     @abc.abstractmethod
+    def configure(self) -> None:
+        """Connect and make the states readable, the drives NOT powered.
+
+        After it ``read`` works and ``write`` raises LinkError. On failure it releases
+        what it took and raises LinkError; ``close`` afterwards does not raise.
+        """
+
+    @abc.abstractmethod
+    def activate(self) -> None:
+        """Power the drives (enable them); from here ``write`` moves the motors.
+
+        Sets ``enabled_at_ns``. Raises LinkError if the link is not configured.
+        """
+
     def open(self) -> None:
-        """Connect and bring the drives (or the emulated plant) to operation."""
+        """``configure`` then ``activate``: for callers with nothing to prepare in between.
+
+        If ``activate`` fails, the link is stopped and closed before the error propagates.
+        """
+        self.configure()
+        try:
+            self.activate()
+        except BaseException:
+            self.safe_stop()
+            self.close()
+            raise
 
     @abc.abstractmethod
     def read(self, meas: Measurement) -> bool:
@@ -85,7 +135,10 @@ class Link(abc.ABC):
 
     @abc.abstractmethod
     def write(self, command: np.ndarray) -> None:
-        """Send one command per axis (``command_unit``) for the coming period."""
+        """Send one command per axis (``command_unit``) for the coming period.
+
+        Raises LinkError before ``activate``; sends nothing (or zero) after ``safe_stop``.
+        """
 
     @abc.abstractmethod
     def safe_stop(self) -> None:

@@ -16,7 +16,7 @@ Units: joint angle q = count * 2 pi / (counts_per_rev * gear_ratio) rad, joint
 rate from the drive's speed (counts/s) the same way, currents A (10 mA steps),
 commands V: duty = round(u / supply * 32767), clamped to +-32767 (+-100 %),
 where supply is ``supply_voltage`` or, when that is 0, each controller's main
-battery voltage read once at ``open``. Encoder counts are decoded as uint32 and
+battery voltage read once at ``configure``. Encoder counts are decoded as uint32 and
 unwrapped (the first reading taken as int32), so they never wrap.
 
 Timing: a reply is awaited at most ``timeout`` s and never past the call's
@@ -44,6 +44,13 @@ Reactions (documented, tested):
 - the port failing (peer gone, device unplugged): LinkError.
 ``safe_stop`` sends zero duty to every motor; from then on ``write`` sends zero
 duty whatever it is given (the drives stay fed, the command is blocked).
+
+Lifecycle: ``configure`` opens the port, checks every controller answers (main
+battery), sets its serial timeout and current limits and sends zero duty to
+every motor; ``read`` works from then on. ``activate`` lets ``write`` send
+duties (a packet-serial drive has no enable of its own: the zero duty is the
+off state) and restarts the ``lost_after`` clocks, so a long warm-up between
+the two is not taken for a lost link.
 Joints in DriveFault are numbered from 1, as in the configs.
 """
 from __future__ import annotations
@@ -51,14 +58,23 @@ from __future__ import annotations
 import math
 import os
 import select
+import time
 from time import perf_counter
 
 import numpy as np
 import serial
 from hilrig.drivers import roboclaw_codec as rc
-from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.link import (
+    DriveFault,
+    Link,
+    LinkError,
+    LinkTimeout,
+    Measurement,
+    not_active,
+    not_configured,
+)
 
-OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``open``, s
+OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
 OPEN_ATTEMPTS = 3
 
 
@@ -75,13 +91,14 @@ class SerialLink(Link):
         counts_per_rev: encoder counts per motor revolution, per joint.
         gear_ratio: motor angle / joint angle, per joint.
         baud: bit/s.
-        supply_voltage: V; 0 = read each controller's main battery at ``open``.
+        supply_voltage: V; 0 = read each controller's main battery at ``configure``.
         timeout: longest wait for one reply, s.
         retries: repeats of a failed exchange within one call.
         budget: longest one ``read`` or one ``write`` may take, s.
         lost_after: no complete read or acknowledged write for this long: LinkTimeout, s.
-        drive_timeout: drive-side serial timeout set at ``open`` (cmd 14), s; 0 = off.
-        max_current: per joint, A, written at ``open`` (cmds 133/134); 0 = keep the drive's.
+        drive_timeout: drive-side serial timeout set at ``configure`` (cmd 14), s; 0 = off.
+        max_current: per joint, A, written at ``configure`` (cmds 133/134); 0 = keep the
+            drive's.
         overcurrent_ticks: consecutive over-current warnings that make a DriveFault; 0 = never.
     """
 
@@ -123,7 +140,7 @@ class SerialLink(Link):
                        for a, _ in self.controllers
                        for cmd in (rc.READ_ENC_M1, rc.READ_ENC_M2, rc.READ_SPEED_M1,
                                    rc.READ_SPEED_M2, rc.READ_CURRENTS, rc.READ_STATUS)}
-        self.supply = np.zeros(n)           # V per joint, set by open
+        self.supply = np.zeros(n)           # V per joint, set by configure
         self.status = {a: 0 for a, _ in self.controllers}   # last status word per address
         self.last_error = ""                # the latest failed exchange attempt, and why
         self.failed_exchanges = 0           # failed attempts (each retried while time allows)
@@ -136,6 +153,7 @@ class SerialLink(Link):
         self._serial: serial.Serial | None = None
         self._fd = -1
         self._dirty = False
+        self._active = False
         self._stopped = False
         self._t0 = self._last_fresh = self._last_ack = 0.0
 
@@ -151,11 +169,13 @@ class SerialLink(Link):
 
     # -- Link ---------------------------------------------------------------------
 
-    def open(self) -> None:
+    def configure(self) -> None:
         """Open the port, check every controller answers, configure it, zero its duties.
 
-        Raises LinkError naming the port, the address and the cause.
+        Raises LinkError naming the port, the address and the cause (the port is then
+        closed again).
         """
+        self._active = False
         if self._serial is None:
             try:
                 self._serial = serial.Serial(self.port, self.baud, timeout=0)
@@ -174,8 +194,16 @@ class SerialLink(Link):
         self._stopped = False
         self._t0 = self._last_fresh = self._last_ack = perf_counter()
 
+    def activate(self) -> None:
+        """Accept duty commands from now on; the ``lost_after`` clocks start again."""
+        if self._serial is None:
+            raise not_configured(f"serial link {self.port}")
+        self._active, self._stopped = True, False
+        self._last_fresh = self._last_ack = perf_counter()
+        self.enabled_at_ns = time.monotonic_ns()
+
     def read(self, meas: Measurement) -> bool:
-        """Fill ``meas`` (t: s since ``open``, rad, rad/s, A); False if an exchange failed."""
+        """Fill ``meas`` (t: s since ``configure``, rad, rad/s, A); False if an exchange failed."""
         start = perf_counter()
         deadline = start + self.budget
         try:
@@ -199,6 +227,8 @@ class SerialLink(Link):
 
     def write(self, command: np.ndarray) -> None:
         """Send one duty per motor for ``command`` (V per joint); zero after ``safe_stop``."""
+        if not self._active:
+            raise not_active(f"serial link {self.port}")
         duty = [0] * self.n_axes
         if not self._stopped:
             for j in range(self.n_axes):
@@ -248,6 +278,7 @@ class SerialLink(Link):
             except Exception:  # noqa: BLE001 - close must not raise
                 pass
         self._serial, self._fd = None, -1
+        self._active = False
 
     # -- one exchange -------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """The link to the plant emulator over ZeroMQ (devices.zmq_plant, wire format drivers.wire).
 
-A DEALER socket connects to the emulator's ROUTER. ``open`` says HELLO and
-waits for WELCOME (which tells the mode and the plant's size); ``read`` takes
+A DEALER socket connects to the emulator's ROUTER. ``configure`` says HELLO and
+waits for WELCOME (which tells the mode and the plant's size); the emulator then
+sends STATEs but holds its safe zero input until the first COMMAND, which
+``write`` sends only after ``activate``. ``read`` takes
 the newest STATE (free mode: whatever arrived since the last tick, never
 waiting; lockstep: waits for the answer to the last COMMAND, up to
 ``link.timeout``); ``write`` sends a COMMAND; ``safe_stop`` sends BYE, so the
@@ -10,11 +12,19 @@ emulator puts its plant in the safe state, and blocks further writes.
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import zmq
 from hilrig.controllers.factory import command_unit
-from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.link import (
+    Link,
+    LinkError,
+    LinkTimeout,
+    Measurement,
+    not_active,
+    not_configured,
+)
 from hilrig.drivers.wire import ERROR_TEXT, MessageType, WireError, decode, encode
 from hilrig.plant.factory import actuated_joints
 
@@ -33,7 +43,7 @@ class ZmqLink(Link):
     Args:
         endpoint: the emulator's endpoint, e.g. ipc:///tmp/hilrig-emulator.
         n_axes: actuated joints the controller drives; 0 takes the plant's number from
-            the emulator's WELCOME at open.
+            the emulator's WELCOME at configure.
         timeout: s to wait for WELCOME and (lockstep) for each STATE.
     """
 
@@ -48,6 +58,7 @@ class ZmqLink(Link):
         self.command_unit = "V"
         self.seq = 0
         self.state_seq = -1
+        self.active = False
         self.stopped = False
         self.expected = {MessageType.STATE: 1 + 3 * n_axes, MessageType.ERROR: 1,
                          MessageType.WELCOME: 4}
@@ -55,12 +66,36 @@ class ZmqLink(Link):
     @classmethod
     def from_config(cls, cfg: dict) -> "ZmqLink":
         link = cls(cfg["link"]["endpoint"], actuated_joints(cfg), cfg["link"]["timeout"])
-        link.command_unit = command_unit(cfg)     # confirmed by WELCOME at open
+        link.command_unit = command_unit(cfg)     # confirmed by WELCOME at configure
         return link
 
-    def open(self) -> None:
+    def configure(self) -> None:
+        """HELLO, then WELCOME within max(timeout, 1 s): mode, axes and command unit.
+
+        Sends no COMMAND: the emulator's plant stays at zero input. On failure the socket
+        is closed and LinkError (LinkTimeout when nobody answers) raised.
+        """
+        self.active = False
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, LINGER_MS)
+        try:
+            mode, n_axes, _, voltage = self._hello()
+        except BaseException:
+            self.close()
+            raise
+        if self.n_axes == 0:     # asked for the plant's size (HELLO [0])
+            self.n_axes = int(n_axes)
+            self.expected[MessageType.STATE] = 1 + 3 * self.n_axes
+        elif int(n_axes) != self.n_axes:
+            self.close()
+            raise LinkError(f"emulator plant has {int(n_axes)} axes, the controller "
+                            f"{self.n_axes}: are both started with the same config?")
+        self.lockstep = int(mode) == 1
+        self.command_unit = "V" if voltage else "N m"
+        self.stopped = False
+
+    def _hello(self) -> np.ndarray:
+        """Say HELLO; the WELCOME's values [mode, n_axes, dt, voltage]."""
         self.socket.connect(self.endpoint)
         self.socket.send(encode(MessageType.HELLO, 0, 0.0, [self.n_axes]))
         if not self.socket.poll(max(self.timeout_ms, 1000)):
@@ -69,16 +104,14 @@ class ZmqLink(Link):
         kind, _, _, values = self._decode(self.socket.recv())
         if kind != MessageType.WELCOME:
             raise LinkError(f"emulator at {self.endpoint} answered HELLO with {kind.name}")
-        mode, n_axes, _, voltage = values
-        if self.n_axes == 0:     # asked for the plant's size (HELLO [0])
-            self.n_axes = int(n_axes)
-            self.expected[MessageType.STATE] = 1 + 3 * self.n_axes
-        elif int(n_axes) != self.n_axes:
-            raise LinkError(f"emulator plant has {int(n_axes)} axes, the controller "
-                            f"{self.n_axes}: are both started with the same config?")
-        self.lockstep = int(mode) == 1
-        self.command_unit = "V" if voltage else "N m"
-        self.stopped = False
+        return values
+
+    def activate(self) -> None:
+        """Accept commands: the first ``write`` takes the plant out of its safe state."""
+        if self.socket is None:
+            raise not_configured(f"emulator link {self.endpoint}")
+        self.active = True
+        self.enabled_at_ns = time.monotonic_ns()
 
     def _decode(self, frame: bytes):
         try:
@@ -109,6 +142,9 @@ class ZmqLink(Link):
                     return True
 
     def write(self, command: np.ndarray) -> None:
+        """One COMMAND; nothing after ``safe_stop``."""
+        if not self.active:
+            raise not_active(f"emulator link {self.endpoint}")
         if self.stopped:
             return
         self.seq += 1
@@ -127,3 +163,4 @@ class ZmqLink(Link):
         if self.socket is not None:
             self.socket.close()
             self.socket = None
+        self.active = False

@@ -1,6 +1,13 @@
 """The fixed-step loop of a controller that talks to its plant through a link.
 
-``hil control``: per tick, wait for the absolute deadline t0 + k·period (or,
+``hil control``: bring-up as ros2_control's lifecycle: configure the link
+(communication up, the drives not powered), build the controller, compile or
+load and run once every kernel of the tick and of its telemetry, then activate
+the link (the drives enabled) and tick at once: no drive waits powered while
+numba compiles. The summary gives the bring-up times (``lifecycle_summary``),
+among them ``enable_to_first_command_s``.
+
+Then per tick, wait for the absolute deadline t0 + k·period (or,
 in lockstep, for the emulator's answer), then read (link), control (one
 compiled call: controller and command limits), write (link), record. The
 controller's time is its own tick clock, t = k·h. A watchdog stops the run
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +75,7 @@ class LinkLoop:
         self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
+        self.configured_at_ns = self.warmed_at_ns = self.first_command_ns = None
         self.estop = None
         if estop_endpoint is not None:
             self.estop = zmq.Context.instance().socket(zmq.ROUTER)
@@ -99,14 +108,32 @@ class LinkLoop:
         return rtk.limit_tick(self.limits, self.h, self.u, self.held)
 
     def warm_up(self) -> None:
-        """Compile or load the kernels before the first tick."""
-        held = self.held.copy()
-        self._control(0.0)
-        self.held[:], self.u[:] = held, 0.0
+        """Compile or load the kernels before the first tick (link configured, not active).
+
+        A compiled law runs once on a copy of its state; a Python law has nothing to
+        compile and is not called before the first tick.
+        """
+        c = self.controller
+        if c.compiled:
+            rtk.control_tick(c.law, c.params, c.state.copy(), self.limits, self.h, 0.0,
+                             self.meas.pos, self.meas.vel, self.meas.current, self.u,
+                             self.held.copy())
+        rtk.limit_tick(self.limits, self.h, self.u, self.held.copy())
+        self.u[:] = 0.0
         tel = self.telemetry
         fill_row(np.zeros_like(tel.ring[:2]), np.zeros(1, np.int64), self.cols, 0, 0.0,
-                      self.meas.buffer[1:], self.link.n_axes, self.held, self.meas.current)
+                 self.meas.buffer[1:], self.link.n_axes, self.held, self.meas.current)
         wait_until_ns(self.ts, 0, 0)
+
+    def lifecycle_summary(self) -> dict:
+        """Bring-up times in s, as far as the run got: ``warm_up_s`` (link configured to
+        kernels warm), ``warm_to_enable_s`` (to the drives enabled, ``link.enabled_at_ns``),
+        ``enable_to_first_command_s`` (to the first command written)."""
+        marks = (self.configured_at_ns, self.warmed_at_ns, self.link.enabled_at_ns,
+                 self.first_command_ns)
+        names = ("warm_up_s", "warm_to_enable_s", "enable_to_first_command_s")
+        return {name: (marks[i + 1] - marks[i]) * 1e-9 for i, name in enumerate(names)
+                if marks[i] is not None and marks[i + 1] is not None}
 
     def run(self) -> SessionResult:
         loop, safety = self.cfg["loop"], self.cfg["safety"]
@@ -119,15 +146,18 @@ class LinkLoop:
         reason, status, overruns, stale, k = "done", "ok", 0, 0, 0
         scheduling = {}
         try:
-            self.link.open()
+            self.link.configure()
+            self.configured_at_ns = time.monotonic_ns()
             self.controller = controller_from_config(self.cfg, self.link.command_unit,
                                                      allow_python=True)
             paced = not getattr(self.link, "lockstep", False)
             self.warm_up()
+            self.warmed_at_ns = time.monotonic_ns()
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
             scheduling = apply_thread(loop["cpu"], loop["fifo_priority"] if paced else 0)
             with FrozenGC(loop["gc_freeze"]):
-                start = now_ns(self.ts) + period
+                self.link.activate()
+                start = now_ns(self.ts)     # tick 0 right after the enable
                 while k < self.n_ticks:
                     deadline = start + k * period
                     wake = wait_until_ns(self.ts, deadline, spin) if paced else now_ns(self.ts)
@@ -146,6 +176,8 @@ class LinkLoop:
                     t_control = now_ns(self.ts)
                     self.link.write(self.held)
                     t_write = now_ns(self.ts)
+                    if k == 0:
+                        self.first_command_ns = t_write
                     fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
                                   self.held, self.meas.current)
                     timing = self.timings[k]
@@ -183,7 +215,7 @@ class LinkLoop:
             ran = self.timings[:k]
             summary = summarize(ran, overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
-                           policy=loop["overrun"])
+                           policy=loop["overrun"], **self.lifecycle_summary())
             with deferred_signals():
                 tel.close(summary)
             tel.path.with_suffix(".timing.json").write_text(json.dumps(summary, indent=1))

@@ -71,7 +71,8 @@ def test_pd_tracks_reference_over_can_like_in_process():
     n = round(cfg["sim"]["duration"] / cfg["sim"]["dt"])
     with EmulatedDrives(cfg), CanopenLink.from_config(cfg) as link:
         q_can = loop(cfg, link, n)
-    q_ref = loop(cfg, PlantLink(plant_from_config(cfg), cfg["sim"]["dt"]), n)
+    with PlantLink(plant_from_config(cfg), cfg["sim"]["dt"]) as inprocess:
+        q_ref = loop(cfg, inprocess, n)
     target = np.array(cfg["controller"]["target"])
     last_second = slice(n - round(1.0 / cfg["sim"]["dt"]), n)
     assert np.abs(q_can - q_ref).max() < TRACKING_BOUND

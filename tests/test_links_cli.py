@@ -6,13 +6,15 @@ and against packet-serial drives on a pseudo-terminal.
 """
 import subprocess
 import uuid
+from pathlib import Path
 
 import numpy as np
 from conftest import config
 from rt_helpers import ROOT, hil, read_complete, wait_for
 
 
-def _emulate_and_control(name, sets, tmp_path):
+def _emulate_and_control(name, sets, tmp_path, ready: Path):
+    """``hil emulate`` then, once ``ready`` exists (the drives are up), ``hil control``."""
     config_path = str(ROOT / "configs" / f"{name}.toml")
     args = [a for s in sets for a in ("--set", s)]
     emu = subprocess.Popen(hil("emulate", config_path, *args), cwd=ROOT, stdout=subprocess.PIPE,
@@ -20,6 +22,7 @@ def _emulate_and_control(name, sets, tmp_path):
     try:
         banner = emu.stdout.readline()
         assert banner.startswith("emulating"), banner + emu.stderr.read()
+        wait_for(ready.exists, 120, f"the emulated drives ({ready})")
         ctl = subprocess.run(hil("control", config_path, *args, "--log",
                                  str(tmp_path / "ctl.mcap")), cwd=ROOT, capture_output=True,
                              text=True, timeout=120)
@@ -35,9 +38,11 @@ def test_hil_control_over_canopen_against_emulated_drives_in_another_process(tmp
     sets = ["link.canopen.interface='hilrig_zmq'", f"link.canopen.channel='{channel}'",
             "link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0",
             "safety.watchdog_ticks=1000"]
-    arrays, _, meta, summary = _emulate_and_control("rig_canopen", sets, tmp_path)
+    arrays, _, meta, summary = _emulate_and_control("rig_canopen", sets, tmp_path,
+                                                    Path(channel[len("ipc://"):] + ".up"))
     target = np.array(meta["controller"]["target"])
     assert summary["status"] == "ok"
+    assert summary["warm_to_enable_s"] > 0 and summary["enable_to_first_command_s"] > 0
     assert np.abs(arrays["q"][-1] - target).max() < 0.1      # PD with gravity droop
     assert np.all(np.abs(arrays["u"]) > 0)
 
@@ -47,9 +52,10 @@ def test_hil_control_over_packet_serial_against_an_emulated_device_on_a_pty(tmp_
     sets = [f"link.serial.port='{port}'", "emulator.mode='lockstep'", "link.serial.timeout=0.5",
             "link.serial.budget=1.0", "link.timeout=5.0", "safety.watchdog_ticks=1000",
             "loop.overrun='catch_up'"]   # every tick runs: the lockstep device steps once per tick
-    arrays, _, meta, summary = _emulate_and_control("rig_serial", sets, tmp_path)
+    arrays, _, meta, summary = _emulate_and_control("rig_serial", sets, tmp_path, Path(port))
     cfg = config("rig_serial", *sets, "link.type='inprocess'")
     assert summary["status"] == "ok"
+    assert summary["warm_to_enable_s"] > 0 and summary["enable_to_first_command_s"] > 0
     target = np.array(meta["controller"]["target"])
     assert np.all(np.abs(arrays["q"][-1] - target) < np.abs(target) / 4)   # well on its way
     # next to the in-process run of the same config

@@ -57,6 +57,7 @@ def test_plant_link_steps_through_the_packed_call():
     cfg = arm_config(q0=[0.4, -0.4, 0.5])
     plant, reference = plant_from_config(cfg), plant_from_config(cfg)
     link = PlantLink(plant, 1e-3)
+    link.open()
     meas = Measurement(3)
     for k in range(50):
         u = np.array([1.0, -2.0, 0.5]) * np.sin(0.1 * k)

@@ -40,6 +40,10 @@ def format_summary(summary: dict) -> str:
         if s:
             lines.append(f"  {name:<16} median {s['median']:9.2f} µs  p99 {s['p99']:9.2f}  "
                          f"p99.9 {s['p99.9']:9.2f}  max {s['max']:10.2f}")
+    if "enable_to_first_command_s" in summary:
+        lines.append(f"  bring-up: warm-up {summary['warm_up_s']:.3f} s, then drives enabled, "
+                     f"first command {summary['enable_to_first_command_s'] * 1e3:.3f} ms "
+                     "after the enable")
     sched = summary.get("scheduling")
     if sched:
         lines.append("  scheduling: " + ", ".join(f"{k}={v}" for k, v in sched.items()))
