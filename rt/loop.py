@@ -104,14 +104,19 @@ class LinkLoop:
                                 self.meas.vel, self.u, self.held)
 
     def warm_up(self) -> None:
-        """Compile or load the kernels before the first tick (link configured, not active)."""
+        """Compile or load, and call once, every kernel the tick calls from Python (the link
+        configured, not active). Each has its own entry: loading ``wait_until_ns`` from the
+        numba cache does not load ``now_ns`` for Python callers, which would otherwise cost
+        the first tick milliseconds."""
         held = self.held.copy()
         self._control(0.0)
         self.held[:], self.u[:] = held, 0.0
-        tel = self.telemetry
-        fill_row(np.zeros_like(tel.ring[:2]), np.zeros(1, np.int64), self.cols, 0, 0.0,
-                      self.meas.buffer[1:], self.link.n_axes, self.held, self.meas.current)
+        ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
+        fill_row(ring, head, self.cols, 0, 0.0, self.meas.buffer[1:], self.link.n_axes,
+                 self.held, self.meas.current)
+        publish_row(ring, head, self.cols, np.zeros(5))
         wait_until_ns(self.ts, 0, 0)
+        now_ns(self.ts)
 
     def lifecycle_summary(self) -> dict:
         """Bring-up times in s, as far as the run got: ``warm_up_s`` (link configured to
