@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from hilrig.rt.config import load
 from hilrig.rt.session import Session
 from hilrig.timing.summary import summarize

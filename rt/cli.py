@@ -28,7 +28,6 @@ import numpy as np
 from hilrig.rt.config import ConfigError, load
 from hilrig.timing.signals import terminate_as_interrupt
 
-
 CONFIG_HELP = "TOML scenario: a file, or the name of a built-in config (hil configs)"
 
 

@@ -108,10 +108,11 @@ class LinkLoop:
         return rtk.limit_tick(self.limits, self.h, self.u, self.held)
 
     def warm_up(self) -> None:
-        """Compile or load the kernels before the first tick (link configured, not active).
-
-        A compiled law runs once on a copy of its state; a Python law has nothing to
-        compile and is not called before the first tick.
+        """Compile or load, and call once, every kernel the tick calls from Python (the link
+        configured, not active). Each has its own entry: loading ``wait_until_ns`` from the
+        numba cache does not load ``now_ns`` for Python callers, which would otherwise cost
+        the first tick milliseconds. A compiled law runs once on a copy of its state; a
+        Python law has nothing to compile and is not called before the first tick.
         """
         c = self.controller
         if c.compiled:
@@ -120,10 +121,12 @@ class LinkLoop:
                              self.held.copy())
         rtk.limit_tick(self.limits, self.h, self.u, self.held.copy())
         self.u[:] = 0.0
-        tel = self.telemetry
-        fill_row(np.zeros_like(tel.ring[:2]), np.zeros(1, np.int64), self.cols, 0, 0.0,
-                 self.meas.buffer[1:], self.link.n_axes, self.held, self.meas.current)
+        ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
+        fill_row(ring, head, self.cols, 0, 0.0, self.meas.buffer[1:], self.link.n_axes,
+                 self.held, self.meas.current)
+        publish_row(ring, head, self.cols, np.zeros(5))
         wait_until_ns(self.ts, 0, 0)
+        now_ns(self.ts)
 
     def lifecycle_summary(self) -> dict:
         """Bring-up times in s, as far as the run got: ``warm_up_s`` (link configured to
@@ -144,6 +147,7 @@ class LinkLoop:
         tel, ring, head, cols = self.telemetry, self.telemetry.ring, self.telemetry.head, self.cols
         nact = self.link.n_axes
         reason, status, overruns, stale, k = "done", "ok", 0, 0, 0
+        measured = False     # no fresh measurement yet: the controller is not run on NaN
         scheduling = {}
         try:
             self.link.configure()
@@ -170,7 +174,8 @@ class LinkLoop:
                         raise LinkTimeout(f"watchdog: no fresh measurement for {stale} ticks "
                                           f"({stale * self.h * 1e3:.0f} ms): link lost")
                     t = k * self.h
-                    if not self._control(t):
+                    measured = measured or fresh
+                    if measured and not self._control(t):   # before any: hold zero
                         reason, status = "controller produced a non-finite command", "error"
                         break
                     t_control = now_ns(self.ts)
@@ -179,7 +184,7 @@ class LinkLoop:
                     if k == 0:
                         self.first_command_ns = t_write
                     fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
-                                  self.held, self.meas.current)
+                             self.held, self.meas.current)
                     timing = self.timings[k]
                     timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
                     timing[1] = (t_read - wake) * 1e-9
