@@ -8,16 +8,12 @@ registered there too (pyproject.toml). A law named by ``controller.law`` gets
 """
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from functools import lru_cache
-from importlib.metadata import entry_points
-from typing import Any
 
 import numpy as np
 from hilrig.controllers.interface import Controller, compile_law
 from hilrig.errors import ConfigError
+from hilrig.plugins import load_object, registered
 from numba.core.ccallback import CFunc
 from numba.core.registry import CPUDispatcher
 
@@ -38,37 +34,7 @@ def command_unit(cfg: dict) -> str:
 @lru_cache(maxsize=None)
 def builders() -> dict[str, str]:
     """Registered controller builders: name -> "module:attribute"."""
-    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
-
-
-def _import_here(module_name: str):
-    """Import a module from the installed packages or, as ``python -m`` would, from the
-    current directory (a user's law beside their config)."""
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
-            raise
-    sys.path.insert(0, os.getcwd())
-    return importlib.import_module(module_name)
-
-
-def load_object(reference: str, key: str) -> Any:
-    """The object a "package.module:attribute" string names; ControllerError names ``key``."""
-    module_name, sep, attribute = reference.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ControllerError(f"{key}: expected 'package.module:function', got {reference!r}")
-    try:
-        module = _import_here(module_name)
-    except ImportError as exc:
-        raise ControllerError(f"{key}: cannot import {module_name!r}: {exc}") from None
-    try:
-        target = module
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except AttributeError:
-        raise ControllerError(f"{key}: module {module_name!r} has no {attribute!r}") from None
-    return target
+    return registered(GROUP)
 
 
 def controller_from_config(cfg: dict, unit: str | None = None,

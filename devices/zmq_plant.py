@@ -109,7 +109,7 @@ class Emulator:
         """Load every kernel the tick calls (on copies), so the first tick pays nothing."""
         p = self.plant
         twin = PlantLink(type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(),
-                                 p.stages.copy(), p.t), self.h, self.link.method,
+                                 p.stages.copy(), p.t, p.mechanism), self.h, self.link.method,
                          self.link.correction)
         twin.open()
         twin.write(self.command)

@@ -5,17 +5,21 @@
 The mechanism gives M and bias, the drives (plant.motor) add rotor inertia,
 motor damping and the drive force, and the model's solver turns them into
 accelerations: the jam-restructured solve for serial chains, the constrained
-solve for the 3RRR. A new model is one more branch here. The 3-link arm (the
+solve for the 3RRR; a user's chain gives M and bias through its mechanism
+(plant.interface) and takes the serial chains' solve. The 3-link arm (the
 paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
 tests/test_fast_paths.py checks against the generic path.
 """
+import numpy as np
 from hilrig.plant import jam, motor, rrr3, serial_arm
 from hilrig.plant.kernel import kernel
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
+    H_BODY,
     H_DRIVE,
     H_MODEL,
     H_NQ,
+    MODEL_CHAIN,
     MODEL_RRR3,
     MODEL_SERIAL_ARM,
 )
@@ -29,12 +33,24 @@ def is_arm3(p):
 
 
 @kernel
-def derivative(p, jams, t, x, u, dx, work):
+def chain_mechanism(p, q, qd, mass, bias, mech):
+    """M(q) and bias of a user's chain from its mechanism; returns its potential energy (J),
+    or NaN when the plant has no mechanism (mech None, or not a chain)."""
+    if mech is not None:
+        if int(p[H_MODEL]) == MODEL_CHAIN:
+            return mech(q, qd, p[int(p[H_BODY]):], mass, bias)
+    return np.nan
+
+
+@kernel
+def derivative(p, jams, t, x, u, dx, work, mech=None):
     """dx/dt at time t (s) for input u (N m or V). ``work``: plant.layout.work_shape(nq).
+    ``mech``: a user's chain's mechanism (plant.interface; None for the built-in models:
+    numba then compiles the chain branch out).
 
     Returns a health figure: the smallest Cholesky pivot of the free joints'
-    mass matrix (serial chains) or the rank of Phi M^-1 Phi^T (3RRR); <= 0 means
-    the accelerations are invalid.
+    mass matrix (serial chains, a user's chain) or the rank of Phi M^-1 Phi^T (3RRR);
+    <= 0 means the accelerations are invalid.
     """
     nq = int(p[H_NQ])
     model = int(p[H_MODEL])
@@ -54,8 +70,10 @@ def derivative(p, jams, t, x, u, dx, work):
         serial_arm.mass_and_bias(p, q, qd, mass, bias, scratch)
     elif model == MODEL_RRR3:
         rrr3.mass_and_bias(p, q, qd, mass, bias)
+    elif np.isnan(chain_mechanism(p, q, qd, mass, bias, mech)):
+        return -1.0     # a chain without its mechanism, or one that gave NaN
     motor.apply_drive(p, x, u, mass, bias, force, dcurrent)
-    if model == MODEL_SERIAL_ARM:
+    if model == MODEL_SERIAL_ARM or model == MODEL_CHAIN:
         health = jam.restructured_accel(mass, bias, force, jams, qdd, scratch)
     elif model == MODEL_RRR3:
         health = float(rrr3.constrained_accel(p, q, qd, mass, bias, force, qdd, scratch))

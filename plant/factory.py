@@ -1,13 +1,21 @@
-"""Build a Plant from a resolved config (rt.config)."""
+"""Plants from a resolved config (rt.config): the model registry, the Plant in its initial
+state, the config's motors and jam schedule."""
 from __future__ import annotations
 
+import difflib
+from functools import lru_cache
+
 import numpy as np
+from hilrig.errors import ConfigError
+from hilrig.plant.interface import ChainModel, PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
 from hilrig.plant.motor import MotorParams
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
 from hilrig.plant.stepping import SCHEDULE_COLUMNS
+from hilrig.plugins import load_object, registered
 
+GROUP = "hilrig.plants"
 CORRECTIONS = {"none": 0, "post_adjust": 1, "projection": 2}
 
 
@@ -16,46 +24,58 @@ def motor_params(cfg: dict) -> MotorParams:
     return MotorParams(**{k: np.asarray(v, dtype=float) for k, v in m.items()})
 
 
-def mechanism(cfg: dict) -> SerialArmParams | Rrr3Params:
-    """The mechanism's parameters from ``cfg['plant']``."""
-    p = cfg["plant"]
-    if p["model"] == "serial_arm":
-        return SerialArmParams(mass=np.array(p["mass"]), inertia=np.array(p["inertia"]),
-                               length=np.array(p["length"]), com=np.array(p["com"]),
-                               damping=np.array(p["damping"]), gravity=p["gravity"])
-    l1, m1, m2 = p["l1"], p["m1"], p["m2"]
-    b = p["platform_side"] / np.sqrt(3.0)
-    side = p["base_side"]
-    leg = p["inertia1"] + 0.25 * m1 * l1 ** 2 + 0.5 * m2 * l1 ** 2
-    platform = p["platform_mass"] + 1.5 * m2
-    return Rrr3Params(
-        l1=l1, l2=p["l2"], platform_radius=b,
-        base=np.array([[0.0, 0.0], [side, 0.0], [0.5 * side, 0.5 * np.sqrt(3.0) * side]]),
-        alpha=np.array([7 * np.pi / 6, -np.pi / 6, np.pi / 2]),
-        mass_diag=np.array([leg, leg, leg, platform, platform,
-                            p["platform_inertia"] + 1.5 * m2 * b ** 2]),
-        damping_diag=np.zeros(6),
-        baumgarte=p["baumgarte"], baumgarte_delta=p["baumgarte_delta"],
-        baumgarte_omega0=p["baumgarte_omega0"],
-        post_adjust_weight=p["post_adjust_weight"], post_adjust_penalty=p["post_adjust_penalty"],
-        correction_iterations=p["correction_iterations"],
-        correction_tolerance=p["correction_tolerance"])
+@lru_cache(maxsize=None)
+def models() -> dict[str, str]:
+    """Registered plant models (entry-point group hilrig.plants): name -> "module:attribute"."""
+    return registered(GROUP)
+
+
+@lru_cache(maxsize=None)
+def plant_model(name: str) -> PlantModel:
+    """The model ``plant.model`` names: a registered name or "package.module:attribute"
+    (a PlantModel or a ChainModel). Raises ConfigError naming the known models."""
+    if name not in models() and ":" not in name:
+        hint = difflib.get_close_matches(name, list(models()), n=1)
+        raise ConfigError(f"plant.model: no model {name!r} is registered"
+                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                          + f"; known: {', '.join(sorted(models()))}, or 'package.module:MODEL'")
+    target = load_object(models().get(name, name), "plant.model")
+    if isinstance(target, ChainModel):
+        mechanism = compile_mechanism(target.mechanism)
+        return PlantModel(target.name, target.keys, lambda plant: (target.nq, target.nact),
+                          lambda cfg: _chain(cfg, target, mechanism), jams=True)
+    if not isinstance(target, PlantModel):
+        raise ConfigError(f"plant.model: {name!r} is a {type(target).__name__}, not a "
+                          "hilrig.plant.interface.PlantModel or ChainModel")
+    return target
 
 
 def plant_from_config(cfg: dict) -> Plant:
-    """A Plant in its initial state (q0, qd0, zero currents) at t = 0."""
+    """A Plant of the model ``plant.model`` names, in its initial state (q0, qd0, zero
+    currents) at t = 0."""
+    return plant_model(cfg["plant"]["model"]).build(cfg)
+
+
+def built_plant(cfg: dict, body: SerialArmParams | Rrr3Params) -> Plant:
+    """A built-in mechanism with the config's drives, in its initial state."""
     drive = cfg["plant"]["drive"]
-    motors = motor_params(cfg) if drive != "torque" else None
-    plant = Plant.build(mechanism(cfg), drive, motors)
+    plant = Plant.build(body, drive, motor_params(cfg) if drive != "torque" else None)
+    plant.set_state(cfg["plant"]["q0"], cfg["plant"]["qd0"])
+    return plant
+
+
+def _chain(cfg: dict, chain: ChainModel, mechanism) -> Plant:
+    """A user's chain with the config's drives, in its initial state."""
+    drive = cfg["plant"]["drive"]
+    plant = Plant.chain(mechanism, chain.nq, chain.nact, chain.params(cfg["plant"]), drive,
+                        motor_params(cfg) if drive != "torque" else None)
     plant.set_state(cfg["plant"]["q0"], cfg["plant"]["qd0"])
     return plant
 
 
 def actuated_joints(cfg: dict) -> int:
-    """Number of actuated joints of a config's plant: the 3RRR's three base joints, or
-    every joint of a serial arm (one per entry of plant.mass)."""
-    plant = cfg["plant"]
-    return 3 if plant["model"] == "rrr3" else len(plant["mass"])
+    """Number of actuated joints of a config's plant (its model's sizes)."""
+    return plant_model(cfg["plant"]["model"]).sizes(cfg["plant"])[1]
 
 
 def jam_schedule(cfg: dict) -> np.ndarray:

@@ -49,22 +49,22 @@ def is_fused_rrr3(p, method):
 
 
 @kernel
-def _rk4(p, jams, t, x, u, h, work, stages, nx):
+def _rk4(p, jams, t, x, u, h, work, stages, nx, mech=None):
     k1 = stages[0]
     k2 = stages[1]
     k3 = stages[2]
     k4 = stages[3]
     xs = stages[4]
-    health = derivative(p, jams, t, x, u, k1, work)
+    health = derivative(p, jams, t, x, u, k1, work, mech)
     for i in range(nx):
         xs[i] = x[i] + 0.5 * h * k1[i]
-    health = min(health, derivative(p, jams, t + 0.5 * h, xs, u, k2, work))
+    health = min(health, derivative(p, jams, t + 0.5 * h, xs, u, k2, work, mech))
     for i in range(nx):
         xs[i] = x[i] + 0.5 * h * k2[i]
-    health = min(health, derivative(p, jams, t + 0.5 * h, xs, u, k3, work))
+    health = min(health, derivative(p, jams, t + 0.5 * h, xs, u, k3, work, mech))
     for i in range(nx):
         xs[i] = x[i] + h * k3[i]
-    health = min(health, derivative(p, jams, t + h, xs, u, k4, work))
+    health = min(health, derivative(p, jams, t + h, xs, u, k4, work, mech))
     sixth = h / 6.0
     for i in range(nx):
         x[i] += sixth * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i])
@@ -72,10 +72,10 @@ def _rk4(p, jams, t, x, u, h, work, stages, nx):
 
 
 @kernel
-def _euler(p, jams, t, x, u, h, work, stages, nx):
+def _euler(p, jams, t, x, u, h, work, stages, nx, mech=None):
     nq = int(p[H_NQ])
     dx = stages[0]
-    health = derivative(p, jams, t, x, u, dx, work)
+    health = derivative(p, jams, t, x, u, dx, work, mech)
     for i in range(nq):
         x[nq + i] += h * dx[nq + i]
         x[i] += h * x[nq + i]
@@ -85,10 +85,11 @@ def _euler(p, jams, t, x, u, h, work, stages, nx):
 
 
 @kernel
-def step(p, jams, t, x, u, h, work, stages, method):
+def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     """Advance x from t to t + h (s). ``work``: plant.layout.work_shape(nq);
     ``stages``: (5, len(x)). Returns the worst health figure of the evaluations
-    (see plant.dynamics.derivative; <= 0 means invalid)."""
+    (see plant.dynamics.derivative; <= 0 means invalid). ``mech``: a user's chain's
+    mechanism (None for the built-in models)."""
     fused_arm3 = method == METHOD_RK4 and is_arm3(p)
     if fused_arm3 and not any_jamming(jams):   # no jamming phase can end inside the step
         return rk4_arm3(p, jams, x, u, h)
@@ -108,9 +109,9 @@ def step(p, jams, t, x, u, h, work, stages, method):
         elif fused_rrr3 and rrr3_scalar.rk4(p, x, u, tn - ts, work, False) > 0.0:
             sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
         elif method == METHOD_RK4:
-            sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx)
+            sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx, mech)
         else:
-            sub = _euler(p, jams, ts, x, u, tn - ts, work, stages, nx)
+            sub = _euler(p, jams, ts, x, u, tn - ts, work, stages, nx, mech)
         health = min(health, sub)
         finish_jams(jams, x, nq, tn, tol)
         if tn >= t_end - tol:

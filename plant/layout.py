@@ -15,6 +15,7 @@ deceleration until ``t_end``, s) or ``BLOCKED``.
 # model ids (header entry H_MODEL)
 MODEL_SERIAL_ARM = 1
 MODEL_RRR3 = 2
+MODEL_CHAIN = 3         # a user's chain: M and bias from its mechanism (plant.interface)
 
 # how the actuated coordinates are driven (header entry H_DRIVE)
 DRIVE_TORQUE = 0          # input u is the joint torque, N m

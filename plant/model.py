@@ -8,6 +8,7 @@ kernels directly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from hilrig.plant import jam, rrr3
@@ -26,6 +27,7 @@ from hilrig.plant.layout import (
     HEADER_SIZE,
     HEALTHY,
     JAM_PHASE,
+    MODEL_CHAIN,
     MODEL_RRR3,
     MODEL_SERIAL_ARM,
     work_shape,
@@ -60,17 +62,33 @@ class Plant:
     work: np.ndarray
     stages: np.ndarray
     t: float = 0.0
+    mechanism: Any = None
 
     @staticmethod
     def build(body: SerialArmParams | Rrr3Params, drive: str = "torque",
               motors: MotorParams | None = None) -> "Plant":
-        """Assemble the arrays for a mechanism and its drives."""
+        """Assemble the arrays for a built-in mechanism and its drives."""
         if isinstance(body, SerialArmParams):
-            model, nq, nact = MODEL_SERIAL_ARM, body.n, body.n
-        elif isinstance(body, Rrr3Params):
-            model, nq, nact = MODEL_RRR3, rrr3.NQ, rrr3.NACT
-        else:
-            raise TypeError(f"unknown mechanism {type(body).__name__}")
+            return Plant.assemble(MODEL_SERIAL_ARM, body.n, body.n, body.block(), drive, motors)
+        if isinstance(body, Rrr3Params):
+            return Plant.assemble(MODEL_RRR3, rrr3.NQ, rrr3.NACT, body.block(), drive, motors)
+        raise TypeError(f"unknown mechanism {type(body).__name__}")
+
+    @staticmethod
+    def chain(mechanism: Any, nq: int, nact: int, body: np.ndarray, drive: str = "torque",
+              motors: MotorParams | None = None) -> "Plant":
+        """A user's chain (plant.interface): ``mechanism`` a compiled function of
+        MECHANISM_SIGNATURE, ``body`` the params array it reads."""
+        if not 1 <= nact <= nq:
+            raise ValueError(f"a chain needs 1 <= nact <= nq, got nact {nact}, nq {nq}")
+        return Plant.assemble(MODEL_CHAIN, nq, nact, np.asarray(body, dtype=float), drive,
+                              motors, mechanism)
+
+    @staticmethod
+    def assemble(model: int, nq: int, nact: int, body: np.ndarray, drive: str,
+                 motors: MotorParams | None, mechanism: Any = None) -> "Plant":
+        """The arrays of plant.layout for a model id, its sizes, its params block and its
+        drives; ``mechanism`` for a chain."""
         if drive not in DRIVES:
             raise ValueError(f"drive must be one of {sorted(DRIVES)}, got {drive!r}")
         if drive != "torque" and motors is None:
@@ -81,12 +99,12 @@ class Plant:
         header[H_DRIVE] = DRIVES[drive]
         header[H_MOTOR] = HEADER_SIZE
         header[H_BODY] = HEADER_SIZE + len(motor_block)
-        params = np.concatenate([header, motor_block, body.block()])
+        params = np.concatenate([header, motor_block, body])
         jams = np.zeros((nq, 3))
         jams[:, 1] = np.inf
         nx = 2 * nq + (nact if drive == "voltage_full" else 0)
         return Plant(params=params, jams=jams, x=np.zeros(nx), work=np.zeros(work_shape(nq)),
-                     stages=np.zeros((5, nx)))
+                     stages=np.zeros((5, nx)), mechanism=mechanism)
 
     # -- sizes -------------------------------------------------------------------
     @property
@@ -124,13 +142,14 @@ class Plant:
         x = self.x if x is None else np.asarray(x, dtype=float)
         u = np.zeros(self.nact) if u is None else np.asarray(u, dtype=float)
         dx = np.zeros(len(x))
-        derivative(self.params, self.jams, self.t if t is None else t, x, u, dx, self.work)
+        derivative(self.params, self.jams, self.t if t is None else t, x, u, dx, self.work,
+                   self.mechanism)
         return dx
 
     def step(self, u, h: float, method: str = "rk4") -> None:
         """Advance by h seconds with input u held (N m or V); raises PlantError on NaN."""
         health = step(self.params, self.jams, self.t, self.x, np.asarray(u, dtype=float), h,
-                      self.work, self.stages, METHODS[method])
+                      self.work, self.stages, METHODS[method], self.mechanism)
         self.t += h
         if not (health > 0.0) or not np.all(np.isfinite(self.x)):
             raise PlantError(f"plant state invalid at t = {self.t:.6f} s "
@@ -151,8 +170,8 @@ class Plant:
         return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] != HEALTHY]
 
     def _joint_index(self, joint: int) -> int:
-        if self.model != MODEL_SERIAL_ARM:
-            raise ValueError("jams are modelled for serial arms only")
+        if self.model == MODEL_RRR3:
+            raise ValueError("jams are modelled for chains only (serial arms, a user's chain)")
         if not 1 <= joint <= self.nact:
             raise ValueError(f"joint must be 1..{self.nact}, got {joint}")
         return joint - 1

@@ -16,6 +16,8 @@ x, u (n_act), work, stages (5 x nx), each C-contiguous.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from hilrig.plant.kernel import kernel
 from hilrig.plant.model import Plant
@@ -87,6 +89,13 @@ def matrix_view(typingctx, block, start, rows, cols):
 def advance_packed(block):
     """plant.stepping.advance on the arrays packed in ``block`` (see module docstring);
     advances block[P_T] by h. Returns False if the state became invalid."""
+    return advance_packed_chain(block, None)
+
+
+@kernel
+def advance_packed_chain(block, mech):
+    """advance_packed for a user's chain, with its mechanism (plant.interface); the
+    built-in models pass None."""
     op, n_p = int(block[P_PARAMS]), int(block[P_PARAMS + 1])
     oj, nq = int(block[P_JAMS]), int(block[P_JAMS + 1])
     ox, nx = int(block[P_X]), int(block[P_X + 1])
@@ -96,7 +105,7 @@ def advance_packed(block):
     ok = advance(vector_view(block, op, n_p), matrix_view(block, oj, nq, 3), block[P_T],
                  vector_view(block, ox, nx), vector_view(block, ou, nact), block[P_H],
                  int(block[P_METHOD]), int(block[P_CORRECTION]), matrix_view(block, ow, rows, cols),
-                 matrix_view(block, ost, 5, nx))
+                 matrix_view(block, ost, 5, nx), mech)
     if ok:
         block[P_T] += block[P_H]
     return ok
@@ -142,8 +151,11 @@ class PackedStep:
         header[P_STAGES] = offsets[5]
         self.plant = plant
         self.h = float(h)
-        advance_packed.compile(SIGNATURE)
-        self.call = advance_packed.get_overload(SIGNATURE)
+        if plant.mechanism is None:
+            advance_packed.compile(SIGNATURE)
+            self.call = advance_packed.get_overload(SIGNATURE)
+        else:   # a user's chain: its mechanism goes with every call
+            self.call = functools.partial(advance_packed_chain, mech=plant.mechanism)
 
     def step(self) -> bool:
         """One step from plant.t with ``u`` held. Returns False (the state is then

@@ -6,10 +6,12 @@ Every loop that steps a plant calls these: the offline and ``--fast`` runs
 (devices/). Nothing here knows about controllers, links or time.
 
 Diagnostics per row (3 columns): 3RRR: residual max|f_i| (m^2), det Phi_theta,
-det Phi_x; serial arm: total energy (J), x_C, y_C of the overall centre of mass (m).
+det Phi_x; serial arm: total energy (J), x_C, y_C of the overall centre of mass (m);
+a user's chain: total energy (J) from its mechanism, NaN, NaN.
 """
 import numpy as np
 from hilrig.plant import rrr3, rrr3_scalar, serial_arm
+from hilrig.plant.dynamics import chain_mechanism
 from hilrig.plant.integrators import is_fused_rrr3, step
 from hilrig.plant.jam import start_jam
 from hilrig.plant.kernel import kernel
@@ -37,19 +39,20 @@ def correct(p, x, correction, work):
 
 
 @kernel
-def advance(p, jams, t, x, u, h, method, correction, work, stages):
+def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     """One plant step from t with u held over h, then the constraint correction
     (the 3RRR's RK4 step and projection fused in one call where it can: no jams
     on a 3RRR, so nothing of plant.integrators.step's jam handling is skipped).
 
     Returns False (x then holds the invalid state) if the state became invalid:
-    NaN or a singular mass matrix.
+    NaN or a singular mass matrix. ``mech``: a user's chain's mechanism (plant.interface;
+    None for the built-in models).
     """
     if correction == CORRECTION_PROJECTION and is_fused_rrr3(p, method) \
             and rrr3_scalar.rk4(p, x, u, h, work, True) > 0.0:
         health = 3.0   # the rank of S, as plant.integrators.step reports it
     else:
-        health = step(p, jams, t, x, u, h, work, stages, method)
+        health = step(p, jams, t, x, u, h, work, stages, method, mech)
         correct(p, x, correction, work)
     if not health > 0.0:
         return False
@@ -70,7 +73,7 @@ def apply_schedule(p, jams, schedule, t, x, tol):
 
 
 @kernel
-def diagnostics(p, x, out, work):
+def diagnostics(p, x, out, work, mech=None):
     """Fill out[0:3] with the model's diagnostics (see module docstring).
 
     ``work``: a plant's work array (its matrix and scratch rows are overwritten).
@@ -82,23 +85,29 @@ def diagnostics(p, x, out, work):
         out[0] = rrr3.residual(p, x, scratch)
         out[1] = rrr3.det_phi_theta(p, x)
         out[2] = rrr3.det_phi_x(p, x, scratch)
-    elif model == MODEL_SERIAL_ARM:
+    else:
         mass = work[:nq, :nq]
         bias = work[nq, :nq]
-        serial_arm.mass_and_bias(p, x[:nq], x[nq:2 * nq], mass, bias, scratch)
+        if model == MODEL_SERIAL_ARM:
+            serial_arm.mass_and_bias(p, x[:nq], x[nq:2 * nq], mass, bias, scratch)
+            potential = serial_arm.potential_energy(p, x)
+            serial_arm.centre_of_mass(p, x, out[1:3])
+        else:   # a user's chain: its mechanism's potential energy, no centre of mass
+            potential = chain_mechanism(p, x[:nq], x[nq:2 * nq], mass, bias, mech)
+            out[1] = np.nan
+            out[2] = np.nan
         kinetic = 0.0
         for i in range(nq):
             for j in range(nq):
                 kinetic += 0.5 * x[nq + i] * mass[i, j] * x[nq + j]
-        out[0] = kinetic + serial_arm.potential_energy(p, x)
-        serial_arm.centre_of_mass(p, x, out[1:3])
+        out[0] = kinetic + potential
 
 
 @kernel
-def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work):
+def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work, mech=None):
     """Currents and diagnostics of recorded rows, computed after a run (off the stepping path)."""
     for k in range(rec_x.shape[0]):
         currents(p, rec_x[k], rec_u[k], rec_i[k])
-        diagnostics(p, rec_x[k], rec_diag[k], work)
+        diagnostics(p, rec_x[k], rec_diag[k], work, mech)
 
 

@@ -47,7 +47,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
         dx = np.zeros(nx)
         if continuous:
             control(t, state, u)
-        derivative(p, jams, t, state, u, dx, work)
+        derivative(p, jams, t, state, u, dx, work, plant.mechanism)
         return dx
 
     def record(k, state):

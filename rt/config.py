@@ -12,12 +12,14 @@ import copy
 import difflib
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hilrig.errors import ConfigError
+from hilrig.plant.factory import models, plant_model
+from hilrig.plant.interface import PlantModel
 from hilrig.rt import builtin_configs
+from hilrig.schema import Key
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -30,28 +32,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-@dataclass(frozen=True)
-class Key:
-    """Declaration of one config key.
 
-    kind: "float", "int", "bool", "str", "floats" (list of numbers, or one
-    number broadcast when ``scalar_ok``). length: None, an int, or the name of a
-    size resolved from the plant ("nq" coordinates, "nact" actuated joints).
-    """
-
-    kind: str
-    default: Any = None
-    length: Any = None
-    choices: tuple = ()
-    minimum: float | None = None
-    positive: bool = False
-    scalar_ok: bool = False
-    required: bool = False
-    doc: str = ""
-
-
-PAPER_ARM = {"mass": [9.0, 7.0, 5.0], "inertia": [1.5, 1.0, 0.6],
-             "length": [0.8, 0.7, 0.6], "com": [0.4, 0.35, 0.3]}
 
 SCHEMA: dict[str, Any] = {
     "sim": {
@@ -66,7 +47,9 @@ SCHEMA: dict[str, Any] = {
                            "continuous: evaluated at every instant (accurate path only)"),
     },
     "plant": {
-        "model": Key("str", required=True, choices=("serial_arm", "rrr3")),
+        "model": Key("str", required=True,
+                     doc="a registered plant model (entry-point group hilrig.plants): "
+                         "serial_arm, rrr3, or a package's own; or 'package.module:MODEL'"),
         "drive": Key("str", None, choices=("torque", "voltage", "voltage_full"),
                      doc="torque-driven joints, or DC motors (voltage_full: current as a state)"),
         "q0": Key("floats", None, length="nq", doc="initial coordinates, rad (m for x_C, y_C)"),
@@ -273,38 +256,8 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
-SERIAL_ARM_KEYS = {
-    "mass": Key("floats", PAPER_ARM["mass"], positive=True, doc="link masses, kg"),
-    "inertia": Key("floats", PAPER_ARM["inertia"], positive=True, doc="J_C, kg m^2"),
-    "length": Key("floats", PAPER_ARM["length"], positive=True, doc="link lengths, m"),
-    "com": Key("floats", PAPER_ARM["com"], minimum=0.0, doc="joint to centre of mass, m"),
-    "damping": Key("floats", 0.0, length="nq", scalar_ok=True, minimum=0.0,
-                   doc="viscous joint damping b_i, N m s/rad"),
-    "gravity": Key("float", 9.81, minimum=0.0, doc="m/s^2 along +x (down)"),
-}
 
-RRR3_KEYS = {
-    "l1": Key("float", 0.581, positive=True, doc="base link O_iA_i, m"),
-    "l2": Key("float", 0.620, positive=True, doc="coupler A_iB_i, m"),
-    "m1": Key("float", 2.072, positive=True, doc="base link mass, kg"),
-    "m2": Key("float", 0.750, positive=True, doc="coupler mass, kg (two end particles)"),
-    "inertia1": Key("float", 0.13, positive=True, doc="J_C1 of the base link, kg m^2"),
-    "base_side": Key("float", 1.2, positive=True, doc="L0, edge of the base triangle, m"),
-    "platform_side": Key("float", 0.2, positive=True, doc="L1, edge of the platform triangle, m"),
-    "platform_mass": Key("float", 0.978, positive=True, doc="m7, kg"),
-    "platform_inertia": Key("float", 0.007, positive=True, doc="J_C7, kg m^2"),
-    "baumgarte": Key("bool", True),
-    "baumgarte_delta": Key("float", 1.0, minimum=0.0),
-    "baumgarte_omega0": Key("float", 100.0 * math.sqrt(2.0), minimum=0.0, doc="rad/s"),
-    "correction": Key("str", "projection", choices=("none", "post_adjust", "projection"),
-                      doc="applied after every step and to the initial state"),
-    "post_adjust_weight": Key("float", 0.1, positive=True, doc="paper's M = w I"),
-    "post_adjust_penalty": Key("float", 100.0, positive=True, doc="paper's A = a I"),
-    "correction_iterations": Key("int", 10, minimum=1),
-    "correction_tolerance": Key("float", 1e-14, positive=True),
-}
 
-MODEL_KEYS = {"serial_arm": SERIAL_ARM_KEYS, "rrr3": RRR3_KEYS}
 
 
 # -- loading ----------------------------------------------------------------------
@@ -376,40 +329,25 @@ def resolve(raw: dict) -> dict:
     if not isinstance(plant_raw, dict):
         raise ConfigError("plant: expected a table")
     model = plant_raw.get("model")
+    known = ", ".join(repr(name) for name in sorted(models()))
     if model is None:
-        raise ConfigError("plant.model: missing (one of 'serial_arm', 'rrr3')")
-    if not isinstance(model, str) or model not in MODEL_KEYS:
-        raise ConfigError(f"plant.model: must be one of ['rrr3', 'serial_arm'], got {model!r}")
+        raise ConfigError(f"plant.model: missing (one of {known}, or 'package.module:MODEL')")
+    if not isinstance(model, str):
+        raise ConfigError(f"plant.model: must be one of {known} or 'package.module:MODEL', "
+                          f"got {model!r}")
+    spec = plant_model(model)
     schema = copy.deepcopy(SCHEMA)
-    schema["plant"].update(MODEL_KEYS[model])
-    sizes = _sizes(model, plant_raw)
+    schema["plant"].update(spec.keys)
+    nq, nact = spec.sizes(plant_raw)
+    sizes = {"nq": nq, "nact": nact}
     out = _check_table(raw, schema, "", sizes)
     listed = isinstance(raw.get("faults", {}).get("jam"), list)
-    _check_jams(out, sizes, listed)
-    _fill_model_defaults(out, sizes)
+    _check_jams(out, sizes, listed, spec)
+    _fill_model_defaults(out, sizes, spec)
     _check_consistency(out, sizes)
     _check_serial(out, sizes)
     return out
 
-
-def _sizes(model: str, plant_raw: dict) -> dict:
-    if model == "rrr3":
-        return {"nq": 6, "nact": 3}
-    mass = plant_raw.get("mass", PAPER_ARM["mass"])
-    if not isinstance(mass, list) or not mass:
-        raise ConfigError("plant.mass: expected a non-empty list of link masses, kg")
-    n = len(mass)
-    for name in ("inertia", "length", "com"):
-        if name not in plant_raw:
-            if n != len(PAPER_ARM[name]):
-                raise ConfigError(f"plant.{name}: missing; the default is for the 3-link arm, "
-                                  f"give {n} values (one per link, as plant.mass)")
-            continue
-        value = plant_raw[name]
-        if isinstance(value, list) and len(value) != n:
-            raise ConfigError(f"plant.{name}: expected {n} values (one per link, as plant.mass), "
-                              f"got {len(value)}")
-    return {"nq": n, "nact": n}
 
 
 def _check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
@@ -524,19 +462,20 @@ def _check_range(value: float, spec: Key, name: str) -> None:
         raise ConfigError(f"{name}: must be >= {spec.minimum}, got {value}")
 
 
-def _check_jams(cfg: dict, sizes: dict, listed: bool) -> None:
+def _check_jams(cfg: dict, sizes: dict, listed: bool, spec: PlantModel) -> None:
     for i, jam in enumerate(cfg["faults"]["jam"]):
         name = f"faults.jam[{i}]" if listed else "faults.jam"
         if not 1 <= jam["joint"] <= sizes["nact"]:
             raise ConfigError(f"{name}.joint: must be 1..{sizes['nact']}, got {jam['joint']}")
-    if cfg["faults"]["jam"] and cfg["plant"]["model"] != "serial_arm":
-        raise ConfigError("faults.jam: jams are modelled for serial arms only")
+    if cfg["faults"]["jam"] and not spec.jams:
+        raise ConfigError(f"faults.jam: jams are modelled for chains (serial arms, a user's "
+                          f"chain), not for plant.model = {cfg['plant']['model']!r}")
 
 
-def _fill_model_defaults(cfg: dict, sizes: dict) -> None:
+def _fill_model_defaults(cfg: dict, sizes: dict, spec: PlantModel) -> None:
     plant = cfg["plant"]
     if plant["drive"] is None:
-        plant["drive"] = "voltage" if plant["model"] == "rrr3" else "torque"
+        plant["drive"] = spec.default_drive
     if plant["q0"] is None:
         plant["q0"] = [0.0] * sizes["nq"]
     if plant["qd0"] is None:

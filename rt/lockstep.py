@@ -18,13 +18,14 @@ from hilrig.plant.stepping import advance, apply_schedule
 
 @kernel
 def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correction, work,
-        stages, meas, held, rec_t, rec_x, rec_u):
+        stages, meas, held, rec_t, rec_x, rec_u, mech=None):
     """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows of t, x, u.
 
     Per tick the law sees what a real-time tick measures (rt.realtime.run_loop): t in
     ``meas[0]``, then copies of the actuated joints' positions and rates and the motor
     currents under the command held so far (``held``, zeros at the start), in ``meas``
-    (a drivers.link.Measurement buffer).
+    (a drivers.link.Measurement buffer). ``mech``: a user's chain's mechanism (None for
+    the built-in models).
 
     Returns the number of rows written: n_steps + 1, or fewer if the plant
     state became invalid (NaN, singular mass matrix): the last row written is
@@ -54,6 +55,6 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
             rec_x[k, i] = x[i]
         if k == n_steps:
             break
-        if not advance(p, jams, t, x, u, h, method, correction, work, stages):
+        if not advance(p, jams, t, x, u, h, method, correction, work, stages, mech):
             return k + 1
     return n_steps + 1

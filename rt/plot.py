@@ -30,10 +30,13 @@ def plot_run(arrays: dict, path: str) -> None:
         ax.plot(t, arrays["det_phi_x"], label="det Φx")
         ax.axhline(0.0, color="k", lw=0.5)
         ax.set_ylabel("determinants")
-    else:
+    elif np.isfinite(arrays["com"]).any():
         ax.plot(t, arrays["com"][:, 0], label="x_C (down) [m]")
         ax.plot(t, arrays["com"][:, 1], label="y_C [m]")
         ax.set_ylabel("centre of mass")
+    else:   # a user's chain reports its energy, not a centre of mass
+        ax.plot(t, arrays["energy"], label="T + V [J]")
+        ax.set_ylabel("mechanical energy")
     ax.legend(fontsize=8)
     ax = axes[2]
     if rrr3:

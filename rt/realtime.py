@@ -207,7 +207,7 @@ def limit_tick(limits, h, u, held):
 @kernel
 def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, method,
               correction, scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas,
-              scratch_state):
+              scratch_state, mech):
     """The tick's arithmetic (measure, control, limits, step, correction) on scratch copies.
 
     Run in the spin shortly before a deadline. After the sleep, the vCPU's caches,
@@ -240,13 +240,14 @@ def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, 
     if control_tick(law, params, scratch_state, limits, h, t, pos, vel, cur, scratch_u,
                     scratch_held):
         advance(p, scratch_jams, t, scratch_x, scratch_held, h, method, correction, work,
-                stages)
+                stages, mech)
 
 
 @allocating_kernel
 def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
-             period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta):
+             period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta,
+             mech=None):
     """Run up to n_ticks ticks (plant time t = k h at tick k); returns the tick count run.
 
     ``timings`` (n_ticks, 5): per tick lateness, read, control, write and whole
@@ -258,7 +259,8 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
     length > 0 the constraint correction runs in ``correction_worker`` (pass
     correction = 0): the loop only swaps snapshots and corrections at tick
     boundaries. With ``rehearse_ns`` > 0 (at most ``spin_ns``) each paced tick
-    is rehearsed (``_rehearse``) that long before its deadline.
+    is rehearsed (``_rehearse``) that long before its deadline. ``mech``: a user's
+    chain's mechanism (plant.interface; None for the built-in models).
     """
     use_worker = handoff.shape[0] > 0
     nq = int(p[H_NQ])
@@ -285,7 +287,7 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
             if woke < deadline - rehearse_ns // 2:      # not when already late
                 _rehearse(p, jams, law, params, state, limits, h, k * h, x, held, work, stages,
                           method, correction, scratch_jams, scratch_x, scratch_u,
-                          scratch_held, scratch_meas, scratch_state)
+                          scratch_held, scratch_meas, scratch_state, mech)
         wake = wait_until_ns(ts, deadline, spin_ns) if paced else now_ns(ts)
         t = k * h
         # read: a finished correction, faults due now, then the measurement
@@ -308,7 +310,7 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
         # and the currents under the new command, as rt.lockstep rows do)
         currents(p, x, held, cur)
         fill_row(ring, head, cols, k, t, x, nq, held, cur)
-        ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
+        ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
         if use_worker:
             _request_correction(handoff, snap, x)
         t_write = now_ns(ts)
@@ -341,7 +343,7 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
                 _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
                 currents(p, x, held, cur)
                 fill_row(ring, head, cols, k, t, x, nq, held, cur)
-                ok = advance(p, jams, t, x, held, h, method, correction, work, stages)
+                ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
                 timings[k, :] = np.nan
                 publish_row(ring, head, cols, timings[k])
                 k += 1

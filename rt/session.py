@@ -105,7 +105,7 @@ class Session:
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop["spin"], self.h),
             int(loop["rehearse"] * 1e9), rtk.POLICIES[loop["overrun"]], loop["max_overruns"], ts,
-            handoff, self.snap, self.delta)
+            handoff, self.snap, self.delta, plant.mechanism)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
@@ -115,7 +115,8 @@ class Session:
     def warm_up(self) -> None:
         """Compile or load every kernel on copies, so the first tick pays nothing."""
         p = self.plant
-        copy = type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(), p.stages.copy(), p.t)
+        copy = type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(), p.stages.copy(), p.t,
+                       p.mechanism)
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
                    np.zeros(1, np.int64), rtk.new_mail(), np.zeros_like(self.events),

@@ -69,10 +69,10 @@ def simulate(cfg: dict) -> SimRun:
         rows = lockstep.run(plant.params, plant.jams, c.law, c.params, c.state, schedule,
                             plant.x, 0.0, h, n_steps, method, correction, plant.work,
                             plant.stages, Measurement(nact).buffer, np.zeros(nact), rec["t"],
-                            rec["x"], rec["u"])
+                            rec["x"], rec["u"], plant.mechanism)
         out.stepping_seconds = time.perf_counter() - started
     stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
-                           rec["diag"][:rows], plant.work)
+                           rec["diag"][:rows], plant.work, plant.mechanism)
     out.arrays = _named(cfg, plant, rec, rows, schedule)
     if rows < n_steps + 1:
         raise SimulationError(
@@ -88,7 +88,8 @@ def _warm_up(plant, controller, schedule, h, method, correction) -> None:
     lockstep.run(plant.params, plant.jams.copy(), c.law, c.params, c.state.copy(),
                  schedule.copy(), plant.x.copy(), 0.0, h, 1, method, correction,
                  plant.work.copy(), plant.stages.copy(), Measurement(nact).buffer,
-                 np.zeros(nact), np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)))
+                 np.zeros(nact), np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
+                 plant.mechanism)
 
 
 def _named(cfg, plant, rec, rows, schedule) -> dict:

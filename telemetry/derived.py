@@ -14,11 +14,11 @@ from hilrig.plant.stepping import diagnostics
 
 
 @kernel
-def _fill(p, rows, q_col, nq, diag_col, x, work):
+def _fill(p, rows, q_col, nq, diag_col, x, work, mech):
     for r in range(rows.shape[0]):
         for i in range(2 * nq):
             x[i] = rows[r, q_col + i]
-        diagnostics(p, x, rows[r, diag_col:diag_col + 3], work)
+        diagnostics(p, x, rows[r, diag_col:diag_col + 3], work, mech)
 
 
 class Diagnostics:
@@ -26,7 +26,7 @@ class Diagnostics:
 
     def __init__(self, cfg: dict, columns: dict):
         plant = plant_from_config(cfg)
-        self.params, self.work = plant.params, plant.work.copy()
+        self.params, self.work, self.mechanism = plant.params, plant.work.copy(), plant.mechanism
         self.x = np.zeros(len(plant.x))
         self.nq = plant.nq
         self.q_col = columns["q"].start
@@ -37,4 +37,5 @@ class Diagnostics:
         self(np.zeros((1, max(self.diag_col + 3, columns["qd"].stop))))   # compile before use
 
     def __call__(self, rows: np.ndarray) -> None:
-        _fill(self.params, rows, self.q_col, self.nq, self.diag_col, self.x, self.work)
+        _fill(self.params, rows, self.q_col, self.nq, self.diag_col, self.x, self.work,
+              self.mechanism)

@@ -1,0 +1,103 @@
+"""The one interface of a plant model, built-in or the user's, and its registry.
+
+A model is a ``PlantModel``: its name, the ``[plant]`` config keys it owns, the rule that
+gives its sizes, and ``build(cfg) -> Plant``. Models are found by name in the entry-point
+group ``hilrig.plants`` (hilrig's own, ``serial_arm`` and ``rrr3``, are registered there
+in pyproject.toml, as a user's package registers its own), or named directly in a config
+as ``plant.model = "package.module:MODEL"`` (plant.factory.plant_model finds them).
+
+The simplest model of one's own is a **chain**: a mechanism of nq generalised
+coordinates q (the first nact of them actuated) given by one numba-compilable function
+
+    mechanism(q, qd, params, mass, bias) -> V
+
+    q, qd   float64[::1]   coordinates and rates (rad or m; rad/s or m/s)
+    params  float64[::1]   the model's own parameters (``ChainModel.params(plant_cfg)``)
+    mass    float64[:, :]  out: the mass matrix M(q), nq x nq (kg, kg m, kg m^2)
+    bias    float64[::1]   out: c(q, qd) + g(q) + damping and spring forces, so that
+                           M qdd + bias = the generalised forces (N, N m)
+    returns V(q), the potential energy (J), for the energy diagnostics
+
+Everything else comes from hilrig: torque or DC-motor drives with gears on the
+actuated coordinates (plant.motor), jammed joints restructured with E_k (plant.jam),
+the RK4 and semi-implicit Euler steps, the real-time loop, telemetry and faults. The
+loops call the mechanism through a function pointer (``MECHANISM_SIGNATURE``), so they
+are compiled and cached once for every chain.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from hilrig.errors import ConfigError
+from numba import cfunc, types
+from numba.core.ccallback import CFunc
+from numba.core.registry import CPUDispatcher
+
+VECTOR = types.float64[::1]
+MECHANISM_SIGNATURE = types.float64(VECTOR, VECTOR, VECTOR, types.float64[:, :], VECTOR)
+
+
+@dataclass(frozen=True)
+class PlantModel:
+    """A plant model as the config and the loops see it.
+
+    name: what ``plant.model`` says. keys: its ``[plant]`` keys (hilrig.schema.Key),
+    besides the common ones (drive, q0, qd0, motor). sizes(plant_table): (nq, nact) from
+    the raw ``[plant]`` table, before validation (raise ConfigError on a bad size).
+    build(cfg): the Plant of a resolved config in its initial state (q0, qd0).
+    default_drive: plant.drive when the config gives none. jams: whether faults.jam
+    applies (chains: any coordinate can jam).
+    """
+
+    name: str
+    keys: dict
+    sizes: Callable[[dict], tuple[int, int]]
+    build: Callable[[dict], Any]
+    default_drive: str = "torque"
+    jams: bool = False
+
+
+@dataclass(frozen=True)
+class ChainModel:
+    """A user's chain (see the module docstring), turned into a PlantModel by ``model()``.
+
+    name: its plant.model name. mechanism: the function (plain, ``@numba.njit`` or a
+    cfunc of MECHANISM_SIGNATURE). nq, nact: coordinates and actuated coordinates.
+    keys: its ``[plant]`` keys. params(plant_table) -> the params array the mechanism
+    reads, from the resolved ``[plant]`` table.
+    """
+
+    name: str
+    mechanism: Callable
+    nq: int
+    nact: int
+    keys: dict = field(default_factory=dict)
+    params: Callable[[dict], np.ndarray] = lambda plant: np.zeros(0)
+
+
+def compile_mechanism(function: Callable) -> CFunc:
+    """The mechanism as a compiled function of MECHANISM_SIGNATURE (cached beside its
+    source). Raises ConfigError naming the function and numba's reason."""
+    if isinstance(function, CFunc):
+        if function._sig != MECHANISM_SIGNATURE:
+            raise ConfigError(f"{_name(function)}: compiled with signature {function._sig}, a "
+                              f"mechanism needs {MECHANISM_SIGNATURE}")
+        return function
+    python = function.py_func if isinstance(function, CPUDispatcher) else function
+    source = getattr(getattr(python, "__code__", None), "co_filename", "")
+    try:
+        return cfunc(MECHANISM_SIGNATURE, cache=os.path.isfile(source),
+                     error_model="numpy")(python)
+    except Exception as exc:   # numba's typing and lowering errors have no common base
+        lines = [line.strip() for line in str(exc).splitlines()
+                 if line.strip() and not line.startswith("Failed in")]
+        raise ConfigError(f"{_name(function)} does not compile as a mechanism "
+                          f"mechanism(q, qd, params, mass, bias) -> V: "
+                          f"{lines[0] if lines else type(exc).__name__}") from exc
+
+
+def _name(function: Any) -> str:
+    return f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', function)}"

@@ -1,0 +1,50 @@
+"""Finding a user's part: entry-point registries and "package.module:attribute" names.
+
+Importable from every layer: plant models (``hilrig.plants``), control-law builders
+(``hilrig.controllers``) and links (``hilrig.links``) are each one entry-point group, and
+a config may also name a part directly by its module and attribute.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib.metadata import entry_points
+from typing import Any
+
+from hilrig.errors import ConfigError
+
+
+def registered(group: str) -> dict[str, str]:
+    """The entry points of ``group``: name -> "module:attribute"."""
+    return {ep.name: ep.value for ep in entry_points(group=group)}
+
+
+def _import_here(module_name: str):
+    """Import a module from the installed packages or, as ``python -m`` would, from the
+    current directory (a user's module beside their config)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
+            raise
+    sys.path.insert(0, os.getcwd())
+    return importlib.import_module(module_name)
+
+
+def load_object(reference: str, key: str) -> Any:
+    """The object a "package.module:attribute" string names; ConfigError names ``key``."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"{key}: expected 'package.module:function', got {reference!r}")
+    try:
+        module = _import_here(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{key}: cannot import {module_name!r}: {exc}") from None
+    target = module
+    try:
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except AttributeError:
+        raise ConfigError(f"{key}: module {module_name!r} has no {attribute!r}") from None
+    return target
