@@ -26,6 +26,8 @@ then calls ``safe_stop`` and ``close``, which must not raise.
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -155,3 +157,22 @@ class Link(abc.ABC):
     def __exit__(self, *exc) -> None:
         self.safe_stop()
         self.close()
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link as the config and the registry see it (entry-point group ``hilrig.links``).
+
+    name: what ``link.type`` says. implementation: "module:Class" of the Link, with
+    ``from_config(cfg) -> Link``, imported only when a run uses the link. keys: its
+    ``[link.NAME]`` table (hilrig.schema.Key). check(cfg, sizes): fills the table's
+    plant-dependent defaults and checks what one key alone cannot (raise ConfigError);
+    sizes = {"nq": ..., "nact": ...}. command_unit: what the link's drives take whatever
+    drives the plant ("N m" for torque-mode drives), or None (as the plant's drive).
+    """
+
+    name: str
+    implementation: str
+    keys: dict = field(default_factory=dict)
+    check: Callable[[dict, dict], None] | None = None
+    command_unit: str | None = None

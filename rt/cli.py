@@ -25,6 +25,7 @@ from pathlib import Path
 
 import hilrig
 import numpy as np
+from hilrig.drivers.registry import links
 from hilrig.rt.config import ConfigError, load
 from hilrig.timing.signals import terminate_as_interrupt
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     control = sub.add_parser("control", help="run the controller against a link")
     _common(control)
     control.add_argument("--connect", help="emulator endpoint (sets link.type = zmq)")
-    control.add_argument("--link", choices=("inprocess", "zmq", "canopen", "serial"),
+    control.add_argument("--link", choices=sorted(links()),
                          help="sets link.type")
     control.add_argument("--log", help="telemetry log (.mcap); default runs/<config>-control.mcap")
     control.add_argument("--estop-endpoint", default="ipc:///tmp/hilrig-estop",

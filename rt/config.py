@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hilrig.drivers.registry import link_spec, links
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import models, plant_model
 from hilrig.plant.interface import PlantModel
@@ -134,81 +135,13 @@ SCHEMA: dict[str, Any] = {
                               doc="links: no fresh measurement for this many ticks -> safe stop"),
     },
     "link": {
-        "type": Key("str", "inprocess", choices=("inprocess", "zmq", "canopen", "serial"),
-                    doc="where the plant is: this process, the ZeroMQ emulator, CAN or serial drives"),
+        "type": Key("str", "inprocess",
+                    doc="a registered link (entry-point group hilrig.links): inprocess (this "
+                        "process), zmq (the ZeroMQ emulator), canopen or serial (drives), or "
+                        "a package's own; its own keys are the table [link.TYPE]"),
         "endpoint": Key("str", "ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator"),
         "timeout": Key("float", 0.1, positive=True,
                        doc="no measurement for this long: the link is lost, s"),
-        "canopen": {   # CiA 402 drives in cyclic synchronous torque mode (docs/CANOPEN.md)
-            "interface": Key("str", "virtual",
-                             doc="python-can interface: socketcan, pcan, kvaser, virtual, "
-                                 "hilrig_zmq (emulated drives in another process), ..."),
-            "channel": Key("str", "hilrig", doc="python-can channel (can0, PCAN_USBBUS1, "
-                                                "ipc:///tmp/hilrig-can for hilrig_zmq, ...)"),
-            "bitrate": Key("int", 1_000_000, positive=True,
-                           doc="bit/s; the cycle must fit (docs/CANOPEN.md, bus-load plan)"),
-            "node_ids": Key("ints", None, length="nact",
-                            doc="CANopen node-id of each axis' drive, 1..127 (default 1..n)"),
-            "master_id": Key("int", 127, positive=True,
-                             doc="node-id under which the controller sends its heartbeat"),
-            "counts_per_rev": Key("floats", 4096.0, length="nact", scalar_ok=True, positive=True,
-                                  doc="encoder increments per motor revolution (0x6064 unit)"),
-            "rated_current": Key("floats", 2.0, length="nact", scalar_ok=True, positive=True,
-                                 doc="motor rated current 0x6075, A (basis of 0x6078)"),
-            "rated_torque": Key("floats", None, length="nact", scalar_ok=True, positive=True,
-                                doc="motor rated torque 0x6076 at the motor shaft, N m (basis "
-                                    "of 0x6071); default torque_constant * rated_current"),
-            "max_torque": Key("int", 5000, positive=True,
-                              doc="torque limit 0x6072, per-mille of the rated torque; the link "
-                                  "clamps commands to it"),
-            "heartbeat_period": Key("float", 0.1, positive=True,
-                                    doc="heartbeat producer time of drives and controller, s"),
-            "heartbeat_timeout": Key("float", 0.3, positive=True,
-                                     doc="consumer time: no heartbeat for this long means the "
-                                         "peer is lost (both directions), s"),
-            "tpdo_timeout": Key("float", None, positive=True,
-                                doc="read waits at most this long after SYNC for the TPDOs, "
-                                    "s (default sim.dt / 2)"),
-            "max_missed": Key("int", 3, positive=True,
-                              doc="consecutive cycles without all TPDOs before the link is lost"),
-            "sdo_timeout": Key("float", 0.3, positive=True, doc="SDO response timeout, s"),
-            "boot_timeout": Key("float", 2.0, positive=True,
-                                doc="wait for boot-up, and for each state change when enabling, s"),
-        },
-        "serial": {  # RoboClaw-style packet serial (drivers/serial_link.py)
-            "port": Key("str", "/tmp/hilrig-roboclaw",
-                        doc="serial device (/dev/ttyACM0, or the emulator's pty link)"),
-            "baud": Key("int", 460800, choices=(2400, 9600, 19200, 38400, 57600, 115200,
-                                                230400, 460800),
-                        doc="TTL serial baud rate, bit/s (USB and ptys ignore it)"),
-            "axes": Key("pairs", None, length="nact",
-                        doc="[address, channel] per actuated joint: address 128..135 "
-                            "(0x80..0x87), channel 1 (M1) or 2 (M2); default: two motors per "
-                            "controller from 0x80 up"),
-            "counts_per_rev": Key("floats", 2048.0, length="nact", scalar_ok=True,
-                                  positive=True,
-                                  doc="quadrature encoder counts per motor revolution"),
-            "supply_voltage": Key("float", 0.0, minimum=0.0,
-                                  doc="motor supply, V: duty = u / supply; 0: read each "
-                                      "controller's main battery voltage when the link opens"),
-            "timeout": Key("float", 0.002, positive=True,
-                           doc="longest wait for one reply, s"),
-            "retries": Key("int", 1, minimum=0, doc="repeats of a failed exchange within a tick"),
-            "budget": Key("float", 0.004, positive=True,
-                          doc="longest one read or one write may take (all its exchanges and "
-                              "retries), s"),
-            "drive_timeout": Key("float", 0.0, minimum=0.0,
-                                 doc="drive-side serial timeout (cmd 14), s, in steps of 0.1 "
-                                     "up to 25.5: the drive stops its motors when no valid "
-                                     "packet arrives for this long; 0: off"),
-            "max_current": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0,
-                               doc="motor current limit written to the drive at open "
-                                   "(cmds 133/134), A; 0: keep the drive's setting"),
-            "overcurrent_ticks": Key("int", 20, minimum=0,
-                                     doc="an over-current warning on this many consecutive "
-                                         "reads is a drive fault (a stalled or jammed joint); "
-                                         "0: warnings are not faults"),
-        },
     },
     "emulator": {
         "mode": Key("str", "free", choices=("free", "lockstep"),
@@ -340,14 +273,33 @@ def resolve(raw: dict) -> dict:
     schema["plant"].update(spec.keys)
     nq, nact = spec.sizes(plant_raw)
     sizes = {"nq": nq, "nact": nact}
+    links_used = _link_specs(raw)
+    for name, link in links_used.items():
+        if link.keys:
+            schema["link"][name] = link.keys
     out = _check_table(raw, schema, "", sizes)
     listed = isinstance(raw.get("faults", {}).get("jam"), list)
     _check_jams(out, sizes, listed, spec)
     _fill_model_defaults(out, sizes, spec)
+    for link in links_used.values():
+        if link.check is not None:
+            link.check(out, sizes)
     _check_consistency(out, sizes)
-    _check_serial(out, sizes)
     return out
 
+
+def _link_specs(raw: dict) -> dict:
+    """The LinkSpecs whose tables this config has: link.type's (default inprocess) and
+    every [link.NAME] table of a registered link (another table is an unknown key)."""
+    link = raw.get("link", {})
+    if not isinstance(link, dict):
+        raise ConfigError("link: expected a table")
+    selected = link.get("type", SCHEMA["link"]["type"].default)
+    if not isinstance(selected, str):
+        raise ConfigError(f"link.type: expected a string, got {selected!r}")
+    names = {selected} | {name for name, value in link.items()
+                          if isinstance(value, dict) and name in links()}
+    return {name: link_spec(name) for name in sorted(names)}
 
 
 def _check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
@@ -482,16 +434,8 @@ def _fill_model_defaults(cfg: dict, sizes: dict, spec: PlantModel) -> None:
         plant["qd0"] = [0.0] * sizes["nq"]
     ctrl = cfg["controller"]
     if ctrl["output"] is None:
-        torque_link = cfg["link"]["type"] == "canopen"
+        torque_link = link_spec(cfg["link"]["type"]).command_unit == "N m"
         ctrl["output"] = "torque" if plant["drive"] == "torque" or torque_link else "voltage"
-    can = cfg["link"]["canopen"]
-    if can["node_ids"] is None:
-        can["node_ids"] = list(range(1, sizes["nact"] + 1))
-    if can["rated_torque"] is None:
-        can["rated_torque"] = [k * i for k, i in zip(plant["motor"]["torque_constant"],
-                                                     can["rated_current"])]
-    if can["tpdo_timeout"] is None:
-        can["tpdo_timeout"] = 0.5 * cfg["sim"]["dt"]
 
 
 def _check_consistency(cfg: dict, sizes: dict) -> None:
@@ -501,8 +445,7 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError(f"sim.duration: {sim['duration']} s is not a whole number of steps of "
                           f"sim.dt = {sim['dt']} s")
     voltage_driven = plant["drive"] != "torque"
-    if cfg["link"]["type"] == "canopen":
-        _check_canopen(cfg, sizes)
+    if link_spec(cfg["link"]["type"]).command_unit == "N m":
         voltage_driven = False   # the drives take torques, whatever drives the plant
     if voltage_driven and inp["torque"] is not None:
         raise ConfigError("input.torque: the plant is voltage-driven (plant.drive = "
@@ -558,71 +501,3 @@ def _check_controller(ctrl: dict, voltage_driven: bool) -> None:
                           "controller.output unset")
 
 
-def _check_canopen(cfg: dict, sizes: dict) -> None:
-    from hilrig.drivers.busload import bus_load, max_axes
-
-    can, ctrl, sim = cfg["link"]["canopen"], cfg["controller"], cfg["sim"]
-    name = "link.canopen."
-    ids = can["node_ids"]
-    if any(not 1 <= i <= 127 for i in ids) or len(set(ids)) != len(ids):
-        raise ConfigError(f"{name}node_ids: must be distinct node-ids 1..127, got {ids}")
-    if not 1 <= can["master_id"] <= 127 or can["master_id"] in ids:
-        raise ConfigError(f"{name}master_id: must be 1..127 and not a drive's node-id, got "
-                          f"{can['master_id']}")
-    if can["max_torque"] > 32767:
-        raise ConfigError(f"{name}max_torque: must be <= 32767 per-mille (0x6071 is INTEGER16), "
-                          f"got {can['max_torque']}")
-    if can["heartbeat_timeout"] <= can["heartbeat_period"]:
-        raise ConfigError(f"{name}heartbeat_timeout: must exceed heartbeat_period "
-                          f"({can['heartbeat_period']} s), got {can['heartbeat_timeout']} s")
-    if cfg["input"]["voltage"] is not None:
-        raise ConfigError("input.voltage: CiA 402 drives in cyclic synchronous torque mode take "
-                          "torques (link.type = 'canopen'); give input.torque")
-    if ctrl["type"] == "pd" and ctrl["output"] != "torque":
-        raise ConfigError("controller.output: CiA 402 drives in cyclic synchronous torque mode "
-                          "take torques (link.type = 'canopen'); set controller.output = 'torque'")
-    n, period, bitrate = sizes["nact"], sim["dt"], can["bitrate"]
-    if bus_load(n, period, bitrate) > 1.0:
-        raise ConfigError(
-            f"sim.dt: {n} axes need {bus_load(n, period, bitrate):.0%} of a "
-            f"{bitrate / 1e6:g} Mbit/s bus at a {period * 1e3:g} ms cycle (worst-case bit "
-            f"stuffing); at most {max_axes(period, bitrate)} axes fit. Lengthen sim.dt, raise "
-            "link.canopen.bitrate or split the axes over two buses (docs/CANOPEN.md)")
-    try:
-        from hilrig.drivers.cia402 import interpolation_period
-        interpolation_period(period)
-    except ValueError as exc:
-        raise ConfigError(f"sim.dt: {exc}") from None
-
-
-def _check_serial(cfg: dict, sizes: dict) -> None:
-    """Fill the default axis map of ``link.serial`` and check what one key alone cannot."""
-    serial = cfg["link"]["serial"]
-    if serial["axes"] is None:
-        serial["axes"] = [[0x80 + j // 2, 1 + j % 2] for j in range(sizes["nact"])]
-        if serial["axes"][-1][0] > 0x87:
-            raise ConfigError(f"link.serial.axes: {sizes['nact']} joints need more than the 8 "
-                              "controller addresses 0x80..0x87")
-    for i, (address, channel) in enumerate(serial["axes"]):
-        if not 0x80 <= address <= 0x87:
-            raise ConfigError(f"link.serial.axes[{i}]: address must be 128..135 (0x80..0x87), "
-                              f"got {address}")
-        if channel not in (1, 2):
-            raise ConfigError(f"link.serial.axes[{i}]: channel must be 1 (M1) or 2 (M2), "
-                              f"got {channel}")
-        if [address, channel] in serial["axes"][:i]:
-            raise ConfigError(f"link.serial.axes[{i}]: motor M{channel} of 0x{address:02X} is "
-                              "already mapped to another joint")
-    units = serial["drive_timeout"] * 10.0
-    if units > 255.0 + 1e-9 or abs(units - round(units)) > 1e-6:
-        raise ConfigError(f"link.serial.drive_timeout: must be a multiple of 0.1 s up to 25.5 s, "
-                          f"got {serial['drive_timeout']}")
-    if cfg["link"]["type"] != "serial":
-        return
-    if cfg["plant"]["drive"] == "torque":
-        raise ConfigError("link.type: 'serial' drives DC motors by duty cycle; set plant.drive = "
-                          "'voltage' or 'voltage_full'")
-    if cfg["emulator"]["mode"] != "lockstep" and 2.0 * serial["budget"] > cfg["sim"]["dt"]:
-        raise ConfigError(f"link.serial.budget: a read and a write may take 2 x "
-                          f"{serial['budget']} s, more than one tick (sim.dt = "
-                          f"{cfg['sim']['dt']} s)")

@@ -466,10 +466,12 @@ def test_serve_runs_the_drives_in_their_own_process(tmp_path):
 # -- config --------------------------------------------------------------------------
 
 def test_serial_defaults_put_two_motors_on_each_controller():
-    cfg = config("serial3_free")
+    cfg = config("serial3_free", "link.type=serial", "plant.drive=voltage", "sim.dt=0.01")
     assert cfg["link"]["serial"]["axes"] == [[0x80, 1], [0x80, 2], [0x81, 1]]
     assert cfg["link"]["serial"]["counts_per_rev"] == [2048.0] * 3
     assert cfg["emulator"]["serial"]["battery_voltage"] == 24.0
+    # a link's table is in the resolved config where the config uses that link
+    assert "serial" not in config("serial3_free")["link"]
 
 
 @pytest.mark.parametrize("override, message", [
