@@ -106,7 +106,7 @@ def patient_link(port: str, **settings) -> SerialLink:
 
 
 def test_pd_in_free_mode_moves_every_joint_towards_its_target():
-    cfg = config("rig_serial")          # emulator.mode = "free": the plant keeps real time
+    cfg = config("rrr3_pd", "link.type=serial", "sim.dt=0.01")          # emulator.mode = "free": the plant keeps real time
     gains = controller_from_config(cfg)
     target = np.array(cfg["controller"]["target"])
     with RoboClawEmulator(cfg) as emu:
@@ -466,7 +466,7 @@ def test_serve_runs_the_drives_in_their_own_process(tmp_path):
 # -- config --------------------------------------------------------------------------
 
 def test_serial_defaults_put_two_motors_on_each_controller():
-    cfg = config("serial3_free", "link.type=serial", "plant.drive=voltage", "sim.dt=0.01")
+    cfg = config("rrr3_pd", "link.type=serial", "sim.dt=0.01")
     assert cfg["link"]["serial"]["axes"] == [[0x80, 1], [0x80, 2], [0x81, 1]]
     assert cfg["link"]["serial"]["counts_per_rev"] == [2048.0] * 3
     assert cfg["emulator"]["serial"]["battery_voltage"] == 24.0
