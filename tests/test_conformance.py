@@ -1,0 +1,331 @@
+"""The conformance checks (rt.conformance): hilrig's own controllers, plants and links pass
+them, each against its real counterpart (an `hil emulate` subprocess, emulated CiA 402
+drives on python-can's virtual bus, emulated RoboClaw drives on a pty); and each check
+catches a deliberately broken part, written here as a small law, plant or link."""
+import dataclasses
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hilrig
+import numpy as np
+import pytest
+from conftest import arm_config, config
+from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.interface import Controller, compile_law
+from hilrig.devices.cia402_drive import EmulatedDrives
+from hilrig.devices.roboclaw_drive import RoboClawEmulator
+from hilrig.drivers.canopen_link import CanopenLink
+from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import LinkError
+from hilrig.drivers.serial_link import SerialLink
+from hilrig.drivers.zmq_link import ZmqLink
+from hilrig.plant.factory import actuated_joints, mechanism, plant_from_config
+from hilrig.plant.layout import H_BODY
+from hilrig.plant.model import Plant
+from hilrig.rt.conformance import (
+    ConformanceError,
+    check_controller,
+    check_link,
+    check_plant,
+)
+from numba import njit
+from rt_helpers import ROOT, EmulatorProcess, endpoint
+
+CONFIG_NAMES = sorted(path.stem for path in (ROOT / "configs").glob("*.toml"))
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _no_emulator_left():
+    yield
+    EmulatorProcess.reap()
+
+
+def test_the_checks_are_exported_lazily_from_the_root_package():
+    """``import hilrig`` loads neither the checks nor numba; the root's functions do."""
+    probe = ("import sys, hilrig; print(hilrig.__file__, 'hilrig.rt.conformance' in "
+             "sys.modules, 'numba' in sys.modules)")
+    here = dict(os.environ, PYTHONPATH=str(Path(hilrig.__file__).parent.parent))
+    loaded = subprocess.run([sys.executable, "-c", probe], env=here, capture_output=True,
+                            text=True, check=True).stdout.split()
+    assert loaded == [hilrig.__file__, "False", "False"]
+    cfg = config("rrr3_pd")
+    hilrig.check_controller(controller_from_config(cfg), 3, ticks=2)
+    hilrig.check_plant(cfg, steps=10)
+    hilrig.check_link(lambda: PlantLink.from_config(cfg))
+    with pytest.raises(ConformanceError, match="'writes_nan'"):
+        hilrig.check_controller(compiled(writes_nan), 3)
+
+
+def test_a_conformance_error_is_an_assertion_error():
+    assert issubclass(ConformanceError, AssertionError)
+
+
+# -- controllers: hilrig's own and the examples pass -----------------------------------
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_every_built_in_configs_controller_passes(name):
+    """Covers open_loop (serial3_*, rrr3_forward), pd (rrr3_pd, rig_canopen, rig_serial)
+    and feedforward (rig_inprocess, rig_zmq), in volts and in N m."""
+    cfg = config(name)
+    check_controller(controller_from_config(cfg), actuated_joints(cfg))
+
+
+def example_module(folder: str, module: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES / folder))
+    return importlib.import_module(module)
+
+
+def test_the_users_compiled_laws_pass(monkeypatch):
+    my_laws = example_module("user_controller", "my_laws", monkeypatch)
+    pd = Controller(compile_law(my_laws.pd_torque), np.array([150.0, 50.0, 0.1, 0.4, 0.8, 1.0]),
+                    np.zeros(0), name="my_laws:pd_torque")
+    pid = Controller(compile_law(my_laws.pid_torque),
+                     np.array([150.0, 50.0, 0.1, 0.4, 0.8, 1.0, 1e-3, 20.0]), np.zeros(3),
+                     name="my_laws:pid_torque")
+    check_controller(pd, 3)
+    check_controller(pid, 3)
+
+
+def test_the_users_python_law_passes(monkeypatch):
+    numpy_pd = example_module("python_controller", "numpy_pd", monkeypatch)
+    params = np.array([300.0, 30.0, 0.6, -0.4, 0.5])
+    check_controller(Controller(numpy_pd.NumpyPD(params), params, np.zeros(0), compiled=False,
+                                name="numpy_pd:NumpyPD"), 3)
+
+
+def test_the_checks_leave_the_controllers_state_alone(monkeypatch):
+    my_laws = example_module("user_controller", "my_laws", monkeypatch)
+    state = np.zeros(3)
+    pid = Controller(compile_law(my_laws.pid_torque),
+                     np.array([150.0, 50.0, 0.1, 0.4, 0.8, 1.0, 1e-3, 20.0]), state)
+    check_controller(pid, 3)
+    assert pid.state is state and not state.any()
+
+
+# -- controllers: broken laws are caught -----------------------------------------------
+
+@njit
+def writes_nan(t, pos, vel, cur, params, state, u):
+    for j in range(u.shape[0]):
+        u[j] = np.nan
+
+
+@njit
+def writes_its_input(t, pos, vel, cur, params, state, u):
+    for j in range(u.shape[0]):
+        pos[j] = 0.0          # "clamps" the measurement in place
+        u[j] = -vel[j]
+
+
+@njit
+def draws_a_random_number(t, pos, vel, cur, params, state, u):
+    for j in range(u.shape[0]):
+        u[j] = -pos[j] + 0.01 * np.random.random()
+
+
+@njit
+def writes_past_u(t, pos, vel, cur, params, state, u):
+    for j in range(u.shape[0] + 1):     # one too many: numba does not check bounds
+        u[j] = -pos[0]
+
+
+@njit
+def writes_one_joint(t, pos, vel, cur, params, state, u):
+    u[0] = -pos[0]
+
+
+@njit
+def allocates(t, pos, vel, cur, params, state, u):
+    error = params[:u.shape[0]] - pos   # a new array every tick
+    for j in range(u.shape[0]):
+        u[j] = error[j]
+
+
+def current_feedback(t, pos, vel, cur, params, state, u):
+    """A Python law that cannot stand a link without current measurement."""
+    if np.isnan(cur).any():
+        raise ValueError("current is NaN")
+    u[:] = -cur
+
+
+def remembers_outside_state():
+    """A Python law whose integrator lives in a closure instead of ``state``."""
+    integral = np.zeros(3)
+
+    def law(t, pos, vel, cur, params, state, u):
+        integral[:] += pos
+        u[:] = -integral
+    return law
+
+
+def compiled(law, params=None):
+    """The law compiled, with params (default: three zeros) and no state."""
+    params = np.zeros(3) if params is None else params
+    return Controller(compile_law(law), params, np.zeros(0), name=law.__name__)
+
+
+@pytest.mark.parametrize("controller, message", [
+    (compiled(writes_nan), r"'writes_nan': u = \[nan nan nan\] has non-finite entries"),
+    (compiled(writes_one_joint), r"'writes_one_joint': u = .* must write 3 finite values"),
+    (compiled(writes_its_input), r"'writes_its_input': wrote its input pos"),
+    (compiled(draws_a_random_number), r"'draws_a_random_number': not deterministic"),
+    (compiled(writes_past_u), r"'writes_past_u': wrote outside u"),
+    (compiled(allocates, params=np.ones(3)), r"'allocates': allocates per call"),
+    (Controller(current_feedback, np.zeros(0), np.zeros(0), compiled=False,
+                name="current_feedback"),
+     (r"'current_feedback': raised ValueError: current is NaN on a measurement with NaN "
+      r"currents")),
+    (Controller(remembers_outside_state(), np.zeros(0), np.zeros(0), compiled=False,
+                name="closure_pi"), r"'closure_pi': not deterministic"),
+    (Controller(writes_nan, np.zeros(3, dtype=np.float32), np.zeros(0), name="float32"),
+     r"'float32': params must be a 1-D C-contiguous float64 array, got float32"),
+    (Controller(writes_nan, np.zeros((3, 2))[:, 0], np.zeros(0), name="strided"),
+     r"'strided': params must be .* not C-contiguous"),
+], ids=lambda value: getattr(value, "name", ""))
+def test_a_broken_law_is_caught_by_name(controller, message):
+    with pytest.raises(ConformanceError, match=message):
+        check_controller(controller, 3)
+
+
+# -- plants ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", CONFIG_NAMES)
+def test_every_built_in_configs_plant_passes(name):
+    check_plant(config(name))
+
+
+@pytest.mark.parametrize("drive, h", [("torque", 1e-3), ("voltage", 1e-3),
+                                      ("voltage_full", 1e-4)])
+def test_a_plant_built_in_code_passes(drive, h):
+    """h: a step the drive's time constants allow (L_a/R_a = 0.33 ms for the full model)."""
+    plant = plant_from_config(arm_config({"dt": h}, drive=drive, q0=[0.4, -0.4, 0.5]))
+    x = plant.x.copy()
+    check_plant(plant, h=h)
+    assert np.array_equal(plant.x, x) and plant.t == 0.0
+
+
+def test_a_plant_with_corrupted_params_is_caught():
+    plant = plant_from_config(config("serial3_free"))
+    plant.params[int(plant.params[H_BODY]):] = np.nan     # the arm's masses and lengths
+    with pytest.raises(ConformanceError, match=r"plant serial_arm \(torque, nq = 3, nact = 3\): "
+                                               r"one step under zero input: plant state invalid"):
+        check_plant(plant)
+
+
+def test_a_plant_with_a_state_of_the_wrong_size_is_caught():
+    plant = plant_from_config(config("rrr3_pd"))
+    plant.x = np.zeros(5)
+    with pytest.raises(ConformanceError, match=r"plant rrr3 .*: x must be a float64 array of "
+                                               r"shape \(12,\), got float64 of shape \(5,\)"):
+        check_plant(plant)
+
+
+def test_a_plant_that_gains_energy_is_caught():
+    """Negative damping pushes the joints along: a torque-driven arm gaining energy (a
+    config refuses it, so the arm is built from its parameters)."""
+    arm = dataclasses.replace(mechanism(config("serial3_free")), damping=np.full(3, -2.0))
+    plant = Plant.build(arm, "torque")
+    plant.set_state([0.4, -0.4, 0.5])
+    with pytest.raises(ConformanceError, match=r"gained .* J in 0.5 s under zero torque"):
+        check_plant(plant)
+
+
+# -- links: hilrig's own pass --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["rig_inprocess", "serial3_free"])
+def test_the_in_process_link_passes(name):
+    cfg = config(name)
+    check_link(lambda: PlantLink.from_config(cfg))
+
+
+def test_the_zeromq_link_passes_against_hil_emulate(tmp_path):
+    served, nobody = endpoint(tmp_path), endpoint(tmp_path)
+    EmulatorProcess("rig_zmq", served, tmp_path / "emu.mcap")
+    cfg = config("rig_zmq", f"link.endpoint='{served}'", "link.timeout=0.5")
+    unserved = config("rig_zmq", f"link.endpoint='{nobody}'", "link.timeout=0.05")
+    check_link(lambda: ZmqLink.from_config(cfg),
+               failing_factory=lambda: ZmqLink.from_config(unserved))
+
+
+def test_the_canopen_link_passes_against_emulated_drives(request):
+    generous = ("link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0")
+    cfg = config("rig_canopen", f"link.canopen.channel='{request.node.name}'", *generous)
+    empty_bus = config("rig_canopen", f"link.canopen.channel='{request.node.name}-empty'",
+                       "link.canopen.boot_timeout=0.2")
+    with EmulatedDrives(cfg):
+        check_link(lambda: CanopenLink.from_config(cfg),
+                   failing_factory=lambda: CanopenLink.from_config(empty_bus))
+
+
+def test_the_serial_link_passes_against_emulated_roboclaws():
+    patient = ("emulator.mode=lockstep", "link.serial.timeout=0.5", "link.serial.budget=2.0",
+               "link.timeout=5.0")
+    emu = RoboClawEmulator(config("rig_serial", *patient)).start()
+    try:
+        cfg = config("rig_serial", *patient, f"link.serial.port='{emu.port}'")
+        missing = config("rig_serial", "link.serial.port='/nonexistent/ttyACM9'")
+        check_link(lambda: SerialLink.from_config(cfg),
+                   failing_factory=lambda: SerialLink.from_config(missing))
+    finally:
+        emu.stop()
+    assert emu.error is None
+
+
+# -- links: broken ones are caught ----------------------------------------------------------
+
+class FragileStopLink(PlantLink):
+    """Its safe_stop releases a brake handle that the second call finds gone."""
+
+    def safe_stop(self) -> None:
+        if self.stopped:
+            raise RuntimeError("brake handle already released")
+        super().safe_stop()
+
+
+class HalfOpenLink(PlantLink):
+    """Its configure fails (no device) after taking half of its resources; its close
+    then trips over the half that is missing."""
+
+    def configure(self) -> None:
+        self.port = None
+        raise LinkError("no device answered")
+
+    def close(self) -> None:
+        self.port.close()
+
+
+class EagerLink(PlantLink):
+    """Accepts commands as soon as it is configured: it never waits for activate."""
+
+    def configure(self) -> None:
+        super().configure()
+        self.active = True
+
+
+def in_process(link_class):
+    cfg = config("rig_inprocess")
+    return lambda: link_class.from_config(cfg)
+
+
+@pytest.mark.parametrize("link_class, failing_class, message", [
+    (FragileStopLink, None,
+     r"link FragileStopLink: second safe_stop raised RuntimeError: brake handle already released"),
+    (PlantLink, HalfOpenLink,
+     r"link HalfOpenLink: close after a failed configure raised AttributeError"),
+    (EagerLink, None,
+     r"link EagerLink: write after configure, before activate did not raise LinkError"),
+], ids=["safe_stop_twice", "close_after_failed_configure", "write_before_activate"])
+def test_a_broken_link_is_caught_with_the_step_that_fails(link_class, failing_class, message):
+    failing = in_process(failing_class) if failing_class is not None else None
+    with pytest.raises(ConformanceError, match=message):
+        check_link(in_process(link_class), failing_factory=failing)
+
+
+def test_a_link_that_configures_when_pointed_at_nothing_is_caught():
+    with pytest.raises(ConformanceError, match=r"link PlantLink: configure of a link pointed "
+                                               r"at nothing did not raise"):
+        check_link(in_process(PlantLink), failing_factory=in_process(PlantLink))
