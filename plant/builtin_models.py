@@ -69,14 +69,16 @@ def _arm_sizes(plant: dict) -> tuple[int, int]:
     return n, n
 
 
-def _arm(cfg: dict) -> SerialArmParams:
+def arm_params(cfg: dict) -> SerialArmParams:
+    """The serial arm's parameters from cfg['plant']."""
     p = cfg["plant"]
     return SerialArmParams(mass=np.array(p["mass"]), inertia=np.array(p["inertia"]),
                            length=np.array(p["length"]), com=np.array(p["com"]),
                            damping=np.array(p["damping"]), gravity=p["gravity"])
 
 
-def _rrr3(cfg: dict) -> Rrr3Params:
+def rrr3_params(cfg: dict) -> Rrr3Params:
+    """The 3RRR's parameters from cfg['plant'] (platform, legs, stabilisation)."""
     p = cfg["plant"]
     l1, m1, m2 = p["l1"], p["m1"], p["m2"]
     b = p["platform_side"] / np.sqrt(3.0)
@@ -98,6 +100,6 @@ def _rrr3(cfg: dict) -> Rrr3Params:
 
 
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
-                        lambda cfg: built_plant(cfg, _arm(cfg)), jams=True)
+                        lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True)
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
-                  lambda cfg: built_plant(cfg, _rrr3(cfg)), default_drive="voltage")
+                  lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage")

@@ -22,7 +22,8 @@ from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.drivers.zmq_link import ZmqLink
-from hilrig.plant.factory import actuated_joints, mechanism, plant_from_config
+from hilrig.plant.builtin_models import arm_params
+from hilrig.plant.factory import actuated_joints, plant_from_config
 from hilrig.plant.layout import H_BODY
 from hilrig.plant.model import Plant
 from hilrig.rt.conformance import (
@@ -227,7 +228,7 @@ def test_a_plant_with_a_state_of_the_wrong_size_is_caught():
 def test_a_plant_that_gains_energy_is_caught():
     """Negative damping pushes the joints along: a torque-driven arm gaining energy (a
     config refuses it, so the arm is built from its parameters)."""
-    arm = dataclasses.replace(mechanism(config("serial3_free")), damping=np.full(3, -2.0))
+    arm = dataclasses.replace(arm_params(config("serial3_free")), damping=np.full(3, -2.0))
     plant = Plant.build(arm, "torque")
     plant.set_state([0.4, -0.4, 0.5])
     with pytest.raises(ConformanceError, match=r"gained .* J in 0.5 s under zero torque"):
