@@ -9,6 +9,7 @@
     hil estop [--connect ENDPOINT]
     hil log export LOG --out run.npz
     hil plot LOG [--out run.png]
+    hil warmup [CONFIG ...] [--prune]
 """
 from __future__ import annotations
 
@@ -90,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
                        help="the controller's --estop-endpoint")
     estop.add_argument("--timeout", type=float, default=2.0, help="s to wait for the ack")
     estop.set_defaults(handler=_estop)
+    warmup = sub.add_parser("warmup", help="compile ahead the kernels every command needs")
+    warmup.add_argument("configs", nargs="*", help="TOML scenarios (default: configs/*.toml)")
+    warmup.add_argument("--prune", action="store_true",
+                        help="remove the cached kernels of other source versions")
+    warmup.set_defaults(handler=_warmup)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
@@ -234,6 +240,17 @@ def _estop(args) -> int:
         print(f"hil: {exc}", file=sys.stderr)
         return 1
     print(f"e-stop: the controller stopped its drives at tick {tick}")
+    return 0
+
+
+def _warmup(args) -> int:
+    from hilrig.rt.warmup import format_report, prune, warm_up
+
+    report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True))
+    print(format_report(report))
+    if args.prune and report.cache_dir is not None:
+        for path in prune(report.cache_dir):
+            print(f"removed {path}")
     return 0
 
 
