@@ -1,10 +1,12 @@
 """The decorators numba kernels in hilrig are compiled with: ``kernel`` for every
 kernel, and variants for the fused steps and for the loops that allocate (below).
 
-- ``cache=True``: compiled code is stored next to the sources, so later runs
-  start without compiling. numba refreshes a cached kernel only when its own
-  source file changes, not when a kernel it calls or inlines from another file
-  does: after editing kernels, delete the ``__pycache__/*.nbi`` and ``*.nbc`` files.
+- ``cache=True``: compiled code is stored on disk, so later runs start without
+  compiling. plant.compilation (installed below, before any kernel is defined)
+  keys hilrig's cache by a fingerprint of all of hilrig's kernel sources, so
+  editing any kernel, also one that others call or inline from another file,
+  recompiles them instead of loading stale code; it prints each compilation to
+  stderr. ``hil warmup`` compiles every kernel the shipped configs use ahead.
 - ``nogil=True``: kernels release the GIL, so a worker thread (the 3RRR
   correction, the telemetry writer) runs beside the real-time loop.
 - ``error_model="numpy"``: a float division by zero gives inf/NaN instead of
@@ -20,7 +22,10 @@ kernel, and variants for the fused steps and for the loops that allocate (below)
   expressions, slice assignment) nor return a new array view to Python: they
   work on caller-owned arrays, copy with element loops and return scalars.
 """
+from hilrig.plant import compilation
 from numba import njit
+
+compilation.install()
 
 kernel = njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
 

@@ -10,6 +10,7 @@
     hil log export LOG --out run.npz
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
+    hil warmup [CONFIG ...] [--prune]
 
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 A mistake in what was asked (a config, an option) is one line on stderr and exit code
@@ -101,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     configs = sub.add_parser("configs", help="list the built-in configs (`hil run NAME` runs one)")
     configs.add_argument("--show", metavar="NAME", help="print this config's TOML text")
     configs.set_defaults(handler=_configs)
+    warmup = sub.add_parser("warmup", help="compile ahead the kernels every command needs")
+    warmup.add_argument("configs", nargs="*",
+                        help="configs, paths or built-in names (default: every built-in one)")
+    warmup.add_argument("--prune", action="store_true",
+                        help="remove the cached kernels of other source versions")
+    warmup.set_defaults(handler=_warmup)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
@@ -242,6 +249,17 @@ def _estop(args) -> int:
         print(f"hil: {exc}", file=sys.stderr)
         return 1
     print(f"e-stop: the controller stopped its drives at tick {tick}")
+    return 0
+
+
+def _warmup(args) -> int:
+    from hilrig.rt.warmup import format_report, prune, warm_up
+
+    report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True))
+    print(format_report(report))
+    if args.prune and report.cache_dir is not None:
+        for path in prune(report.cache_dir):
+            print(f"removed {path}")
     return 0
 
 

@@ -1,0 +1,126 @@
+"""The kernel cache keyed by the source fingerprint (plant.compilation) and `hil warmup`.
+
+Every run is a fresh subprocess with HILRIG_CACHE_DIR in tmp_path, so the cache it
+sees is the one the test made.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from hilrig.plant import compilation
+from rt_helpers import ROOT, hil
+
+CALLEE = """
+from hilrig.plant.kernel import kernel
+
+
+@kernel
+def gain():
+    return {gain}
+"""
+
+CALLER = """
+from hilrig.plant.kernel import kernel
+from hilrig.plant.wt_callee import gain
+
+
+@kernel
+def scaled(x):
+    return gain() * x
+"""
+
+
+def _run(args, cache, pythonpath=None, cwd=ROOT):
+    env = dict(os.environ, HILRIG_CACHE_DIR=str(cache))
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def _package_copy(tmp_path, gain):
+    """The fingerprinted sources of hilrig in tmp_path/src/hilrig, plus a kernel in
+    plant/wt_caller.py that calls one in plant/wt_callee.py returning ``gain``."""
+    src = tmp_path / "src" / "hilrig"
+    for path in compilation.source_files():
+        target = src / path.relative_to(compilation.PACKAGE_ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    (src / "plant" / "wt_callee.py").write_text(CALLEE.format(gain=gain))
+    (src / "plant" / "wt_caller.py").write_text(CALLER)
+    return src
+
+
+def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tmp_path):
+    src = _package_copy(tmp_path, gain=2.0)
+    cache = tmp_path / "cache"
+    call = [sys.executable, "-c", "from hilrig.plant.wt_caller import scaled; print(scaled(1.5))"]
+
+    first = _run(call, cache, src.parent, cwd=tmp_path)
+    assert first.stdout.strip() == "3.0"
+    assert "hilrig: compiling numba kernels into" in first.stderr
+    assert "hilrig.plant.wt_caller.scaled" in first.stderr
+    (fingerprint,) = [p.name for p in cache.iterdir()]
+    indexes = [p.name for p in (cache / fingerprint / "plant").glob("wt_*.nbi")]
+    assert sorted(name.split("-")[0] for name in indexes) == ["wt_callee.gain",
+                                                              "wt_caller.scaled"]
+
+    again = _run(call, cache, src.parent, cwd=tmp_path)
+    assert again.stdout.strip() == "3.0"
+    assert "compil" not in again.stderr            # loaded from the cache
+
+    # Only the callee's file changes: numba's own stamp (the caller's file) would keep
+    # the caller's stale machine code, which has gain() = 2 inlined.
+    (src / "plant" / "wt_callee.py").write_text(CALLEE.format(gain=4.0))
+    edited = _run(call, cache, src.parent, cwd=tmp_path)
+    assert edited.stdout.strip() == "6.0"
+    assert "hilrig.plant.wt_caller.scaled" in edited.stderr
+    assert len(list(cache.iterdir())) == 2           # a new fingerprint directory
+
+
+def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
+    (tmp_path / "user_kernels.py").write_text(textwrap.dedent("""
+        import hilrig.plant.kernel
+        from numba import njit
+
+
+        @njit(cache=True)
+        def twice(x):
+            return 2 * x
+    """))
+    cache = tmp_path / "cache"
+    call = [sys.executable, "-c", "from user_kernels import twice; print(twice(4))"]
+    env_path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    proc = _run(call, cache, env_path, cwd=tmp_path)
+    assert proc.stdout.strip() == "8"
+    assert "hilrig:" not in proc.stderr
+    assert list((tmp_path / "__pycache__").glob("user_kernels.twice-*.nbi"))
+    assert not list(cache.rglob("user_kernels*"))
+
+
+def test_after_hil_warmup_the_commands_compile_nothing(tmp_path):
+    """`hil warmup` into an empty directory beside the current one: it starts from a
+    copy of the current cache (so the test does not pay the whole compilation when the
+    suite's own runs filled it), fills what is missing and prunes other fingerprints."""
+    cache = tmp_path / "cache"
+    current = compilation.cache_dir()
+    shutil.copytree(current, cache / current.name)
+    (cache / "0123456789abcdef").mkdir()             # an older fingerprint's directory
+    (cache / "notes").mkdir()                        # not a fingerprint: left alone
+    config = str(ROOT / "configs" / "rig_inprocess.toml")
+
+    warmup = _run(hil("warmup", config, "--prune"), cache)
+    assert "warmup: 1 configs" in warmup.stdout
+    assert f"cache {cache / current.name}" in warmup.stdout
+    assert sorted(p.name for p in cache.iterdir()) == sorted([current.name, "notes"])
+    for package in ("plant", "controllers", "rt", "telemetry", "timing"):
+        assert list((cache / current.name / package).glob("*.nbi")), package
+
+    for command in (["sim", config, "--duration", "0.01", "--out", str(tmp_path / "s.npz")],
+                    ["run", config, "--fast", "--duration", "0.01", "--no-plot",
+                     "--log", str(tmp_path / "r.mcap")]):
+        proc = _run(hil(*command), cache)
+        assert "hilrig: compil" not in proc.stderr, command
