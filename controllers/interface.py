@@ -25,52 +25,23 @@ compiled code anyway.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from hilrig.errors import ConfigError
-from hilrig.plant.kernel import kernel
-from numba import cfunc, types
+from hilrig.plant.kernel import compile_pointer, kernel
+from numba import types
 from numba.core.ccallback import CFunc
-from numba.core.registry import CPUDispatcher
 
 ARRAY = types.float64[::1]
 LAW_SIGNATURE = types.void(types.float64, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY)
 
 
-class LawError(ConfigError):
-    """A function cannot serve as a compiled control law."""
-
-
 def compile_law(function: Callable) -> CFunc:
-    """The law as a compiled function of ``LAW_SIGNATURE`` (cached next to its source).
-
-    ``function``: a numba cfunc of that signature (returned as it is), an ``@numba.njit``
-    function or a plain Python function that numba can compile in nopython mode.
-    Raises LawError naming the function and numba's reason when it cannot compile.
-    """
-    if isinstance(function, CFunc):
-        if function._sig != LAW_SIGNATURE:
-            raise LawError(f"{_name(function)}: compiled with signature {function._sig}, "
-                           f"a law needs {LAW_SIGNATURE}")
-        return function
-    python = function.py_func if isinstance(function, CPUDispatcher) else function
-    source = getattr(getattr(python, "__code__", None), "co_filename", "")
-    try:   # cached beside its source file; a function typed in a shell has none
-        return cfunc(LAW_SIGNATURE, cache=os.path.isfile(source), error_model="numpy")(python)
-    except Exception as exc:   # numba's typing and lowering errors have no common base
-        lines = [line.strip() for line in str(exc).splitlines()
-                 if line.strip() and not line.startswith("Failed in")]
-        first = lines[0] if lines else type(exc).__name__
-        raise LawError(f"{_name(function)} does not compile as a law "
-                       f"law(t, pos, vel, cur, params, state, u): {first}") from exc
-
-
-def _name(function: Any) -> str:
-    module = getattr(function, "__module__", None) or "?"
-    return f"{module}:{getattr(function, '__qualname__', getattr(function, '__name__', function))}"
+    """The law as a compiled function of ``LAW_SIGNATURE`` (plant.kernel.compile_pointer;
+    ConfigError naming the function and numba's reason when it cannot compile)."""
+    return compile_pointer(function, LAW_SIGNATURE,
+                           "a law law(t, pos, vel, cur, params, state, u)")
 
 
 @dataclass

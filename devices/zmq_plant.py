@@ -108,9 +108,7 @@ class Emulator:
     def _warm_up(self) -> None:
         """Load every kernel the tick calls (on copies), so the first tick pays nothing."""
         p = self.plant
-        twin = PlantLink(type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(),
-                                 p.stages.copy(), p.t, p.mechanism), self.h, self.link.method,
-                         self.link.correction)
+        twin = PlantLink(p.copy(), self.h, self.link.method, self.link.correction)
         twin.open()
         twin.write(self.command)
         twin.read(Measurement(self.nact))

@@ -26,15 +26,13 @@ are compiled and cached once for every chain.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from hilrig.errors import ConfigError
-from numba import cfunc, types
+from hilrig.plant.kernel import compile_pointer
+from numba import types
 from numba.core.ccallback import CFunc
-from numba.core.registry import CPUDispatcher
 
 VECTOR = types.float64[::1]
 MECHANISM_SIGNATURE = types.float64(VECTOR, VECTOR, VECTOR, types.float64[:, :], VECTOR)
@@ -79,25 +77,7 @@ class ChainModel:
 
 
 def compile_mechanism(function: Callable) -> CFunc:
-    """The mechanism as a compiled function of MECHANISM_SIGNATURE (cached beside its
-    source). Raises ConfigError naming the function and numba's reason."""
-    if isinstance(function, CFunc):
-        if function._sig != MECHANISM_SIGNATURE:
-            raise ConfigError(f"{_name(function)}: compiled with signature {function._sig}, a "
-                              f"mechanism needs {MECHANISM_SIGNATURE}")
-        return function
-    python = function.py_func if isinstance(function, CPUDispatcher) else function
-    source = getattr(getattr(python, "__code__", None), "co_filename", "")
-    try:
-        return cfunc(MECHANISM_SIGNATURE, cache=os.path.isfile(source),
-                     error_model="numpy")(python)
-    except Exception as exc:   # numba's typing and lowering errors have no common base
-        lines = [line.strip() for line in str(exc).splitlines()
-                 if line.strip() and not line.startswith("Failed in")]
-        raise ConfigError(f"{_name(function)} does not compile as a mechanism "
-                          f"mechanism(q, qd, params, mass, bias) -> V: "
-                          f"{lines[0] if lines else type(exc).__name__}") from exc
-
-
-def _name(function: Any) -> str:
-    return f"{getattr(function, '__module__', '?')}:{getattr(function, '__qualname__', function)}"
+    """The mechanism as a compiled function of MECHANISM_SIGNATURE (kernel.compile_pointer;
+    ConfigError naming the function and numba's reason when it cannot compile)."""
+    return compile_pointer(function, MECHANISM_SIGNATURE,
+                           "a mechanism mechanism(q, qd, params, mass, bias) -> V")

@@ -22,8 +22,14 @@ kernel, and variants for the fused steps and for the loops that allocate (below)
   expressions, slice assignment) nor return a new array view to Python: they
   work on caller-owned arrays, copy with element loops and return scalars.
 """
+import os
+from typing import Callable
+
+from hilrig.errors import ConfigError
 from hilrig.plant import compilation
-from numba import njit
+from numba import cfunc, njit
+from numba.core.ccallback import CFunc
+from numba.core.registry import CPUDispatcher
 
 compilation.install()
 
@@ -49,3 +55,35 @@ fused_kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath={"cont
 # with the runtime. The kernels it calls per tick run without it, so the ticks
 # pay no reference counting.
 allocating_kernel = njit(cache=True, nogil=True, error_model="numpy")
+
+
+def compile_pointer(function: Callable, signature, role: str) -> CFunc:
+    """A user's function as a numba cfunc of ``signature``: what the loops call through a
+    function pointer (a control law, a chain's mechanism), so that they are compiled once
+    for every such function. Cached beside its source file (none for a function typed in
+    a shell).
+
+    ``function``: a cfunc of that signature (returned as it is), an ``@numba.njit``
+    function or a plain Python function numba compiles in nopython mode. ``role``: what it
+    is for the messages, e.g. "a law law(t, pos, vel, cur, params, state, u)". Raises
+    ConfigError naming the function and numba's reason when it cannot serve.
+    """
+    if isinstance(function, CFunc):
+        if function._sig != signature:
+            raise ConfigError(f"{_name(function)}: compiled with signature {function._sig}, "
+                              f"{role} needs {signature}")
+        return function
+    python = function.py_func if isinstance(function, CPUDispatcher) else function
+    source = getattr(getattr(python, "__code__", None), "co_filename", "")
+    try:
+        return cfunc(signature, cache=os.path.isfile(source), error_model="numpy")(python)
+    except Exception as exc:   # numba's typing and lowering errors have no common base
+        lines = [line.strip() for line in str(exc).splitlines()
+                 if line.strip() and not line.startswith("Failed in")]
+        raise ConfigError(f"{_name(function)} does not compile as {role}: "
+                          f"{lines[0] if lines else type(exc).__name__}") from exc
+
+
+def _name(function) -> str:
+    module = getattr(function, "__module__", None) or "?"
+    return f"{module}:{getattr(function, '__qualname__', getattr(function, '__name__', function))}"

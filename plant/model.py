@@ -106,6 +106,15 @@ class Plant:
         return Plant(params=params, jams=jams, x=np.zeros(nx), work=np.zeros(work_shape(nq)),
                      stages=np.zeros((5, nx)), mechanism=mechanism)
 
+    def copy(self) -> "Plant":
+        """An independent plant in the same state: its arrays copied, the same mechanism
+        (a compiled function, shared)."""
+        return Plant(self.params.copy(), self.jams.copy(), self.x.copy(), self.work.copy(),
+                     self.stages.copy(), self.t, self.mechanism)
+
+    def __deepcopy__(self, memo) -> "Plant":
+        return self.copy()     # a compiled mechanism is shared, not copied
+
     # -- sizes -------------------------------------------------------------------
     @property
     def nq(self) -> int:

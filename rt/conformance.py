@@ -34,6 +34,8 @@ from hilrig.plant.layout import (
     DRIVE_TORQUE,
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,
+    MODEL_CHAIN,
+    MODEL_RRR3,
     MODEL_SERIAL_ARM,
 )
 from hilrig.plant.model import DRIVES, Plant, PlantError
@@ -188,9 +190,10 @@ def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None
       input of 0.1 N m or V from two copies of the state give bit-identical states;
     - with a config: two ``simulate`` runs of ``steps`` steps of the config (its
       controller included, so it must run under ``hil sim``) give identical arrays;
-    - serial arms (the models that report their energy, plant.stepping.diagnostics):
+    - chains (serial arms and a user's chains, which report their energy,
+      plant.stepping.diagnostics):
       torque-driven, the plant does not gain energy over 0.5 s of RK4 at 1 ms under zero
-      input (damping only takes energy away); with a config, the same mechanism driven
+      input (damping only takes energy away); with a serial arm's config, the same arm driven
       by torque, undamped and started at 1 rad/s per joint conserves it (drift within
       1e-6 of its peak kinetic energy).
 
@@ -202,8 +205,8 @@ def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None
         h = cfg["sim"]["dt"] if cfg is not None else 1e-3
     name = _plant_name(plant)
     _check_plant_arrays(plant, name)
-    _step(copy.deepcopy(plant), name, np.zeros(plant.nact), h, "one step under zero input")
-    nan_state = copy.deepcopy(plant)
+    _step(plant.copy(), name, np.zeros(plant.nact), h, "one step under zero input")
+    nan_state = plant.copy()
     nan_state.x[0] = np.nan
     try:
         nan_state.step(np.zeros(plant.nact), h)
@@ -212,7 +215,7 @@ def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None
     else:
         raise ConformanceError(f"{name}: a NaN in the state was not detected (Plant.step "
                                "did not raise PlantError)")
-    first, second = copy.deepcopy(plant), copy.deepcopy(plant)
+    first, second = plant.copy(), plant.copy()
     u = np.full(plant.nact, PROBE_INPUT)
     for probe in (first, second):
         for _ in range(steps):
@@ -222,15 +225,15 @@ def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None
                                f"state gave x = {first.x} and {second.x}")
     if cfg is not None:
         _check_simulation_determinism(cfg, name, steps)
-    if plant.model == MODEL_SERIAL_ARM:
+    if plant.model in (MODEL_SERIAL_ARM, MODEL_CHAIN):
         if int(plant.params[H_DRIVE]) == DRIVE_TORQUE and not plant.jammed_joints():
-            drift = _energy_drift(copy.deepcopy(plant), name)
+            drift = _energy_drift(plant.copy(), name)
             if drift.gain > drift.tolerance:
                 raise ConformanceError(
                     f"{name}: gained {drift.gain:.3g} J in {ENERGY_STEPS * ENERGY_STEP} s under "
                     f"zero torque (allowed {drift.tolerance:.3g} J): damping only takes "
                     "energy away")
-        if cfg is not None:
+        if cfg is not None and plant.model == MODEL_SERIAL_ARM:
             drift = _energy_drift(_undamped_torque_plant(cfg), name)
             if drift.largest > drift.tolerance:
                 raise ConformanceError(
@@ -240,7 +243,7 @@ def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None
 
 
 def _plant_name(plant: Plant) -> str:
-    model = "serial_arm" if plant.model == MODEL_SERIAL_ARM else "rrr3"
+    model = {MODEL_SERIAL_ARM: "serial_arm", MODEL_RRR3: "rrr3"}.get(plant.model, "chain")
     drive = DRIVE_NAMES.get(int(plant.params[H_DRIVE]), "?")
     return f"plant {model} ({drive}, nq = {plant.nq}, nact = {plant.nact})"
 
@@ -304,7 +307,7 @@ class _Drift:
 
 
 def _energy_drift(plant: Plant, name: str) -> _Drift:
-    """Step a serial arm ENERGY_STEPS RK4 steps of ENERGY_STEP s under zero input and
+    """Step a chain (a serial arm, a user's chain) ENERGY_STEPS RK4 steps of ENERGY_STEP s under zero input and
     follow its total energy (plant.stepping.diagnostics, column 0)."""
     nq = plant.nq
     out, rest = np.zeros(3), np.zeros(len(plant.x))
@@ -314,10 +317,10 @@ def _energy_drift(plant: Plant, name: str) -> _Drift:
     for k in range(ENERGY_STEPS + 1):
         if k:
             _step(plant, name, u, ENERGY_STEP, "energy run under zero input")
-        diagnostics(plant.params, plant.x, out, plant.work)
+        diagnostics(plant.params, plant.x, out, plant.work, plant.mechanism)
         total[k] = out[0]
         rest[:nq] = plant.x[:nq]              # the same pose at rest: potential energy only
-        diagnostics(plant.params, rest, out, plant.work)
+        diagnostics(plant.params, rest, out, plant.work, plant.mechanism)
         kinetic[k] = total[k] - out[0]
     change = total - total[0]
     return _Drift(float(np.abs(change).max()), float(change.max()), float(kinetic.max()))

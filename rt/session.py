@@ -115,8 +115,7 @@ class Session:
     def warm_up(self) -> None:
         """Compile or load every kernel on copies, so the first tick pays nothing."""
         p = self.plant
-        copy = type(p)(p.params, p.jams.copy(), p.x.copy(), p.work.copy(), p.stages.copy(), p.t,
-                       p.mechanism)
+        copy = p.copy()
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
                    np.zeros(1, np.int64), rtk.new_mail(), np.zeros_like(self.events),

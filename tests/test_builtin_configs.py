@@ -2,7 +2,6 @@
 docs cited in the repository exist inside it; a bug shows its traceback."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -161,22 +160,6 @@ def test_no_tracked_file_points_outside_the_repository():
 
 
 # -- from an installed wheel -----------------------------------------------------------------
-
-def pip_wheel_possible() -> bool:
-    """pip, setuptools and wheel importable: `pip wheel --no-build-isolation` can run."""
-    return all(importlib.util.find_spec(name) for name in ("pip", "setuptools", "wheel"))
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    if not pip_wheel_possible():
-        pytest.skip("pip wheel is impossible here (pip, setuptools or wheel missing)")
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
-    (path,) = out.glob("hilrig-*.whl")
-    return path
-
 
 def test_the_wheel_holds_the_configs(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())

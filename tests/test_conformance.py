@@ -235,6 +235,22 @@ def test_a_plant_that_gains_energy_is_caught():
         check_plant(plant)
 
 
+def test_a_users_chain_passes_and_one_that_gains_energy_is_caught(monkeypatch):
+    """The cart-pole of examples/user_plant passes; with negative pole damping (its
+    mechanism built into a Plant by hand: the config refuses it) it gains energy."""
+    monkeypatch.syspath_prepend(str(EXAMPLES / "user_plant"))
+    import cart_pole
+    from hilrig.plant.interface import compile_mechanism
+    from hilrig.rt.config import load
+    cfg = load(EXAMPLES / "user_plant" / "cart_pole.toml")
+    check_plant(cfg)
+    params = cart_pole.params({**cfg["plant"], "pole_damping": -0.05})
+    plant = Plant.chain(compile_mechanism(cart_pole.mechanism), 2, 1, params)
+    plant.set_state([0.0, 1.0])
+    with pytest.raises(ConformanceError, match=r"plant chain .* gained .* J"):
+        check_plant(plant)
+
+
 # -- links: hilrig's own pass --------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["rig_inprocess", "serial3_free"])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilrig.controllers.interface import LawError, compile_law
+from hilrig.controllers.interface import compile_law
+from hilrig.errors import ConfigError
 from rt_helpers import ROOT, endpoint, hil, read_complete
 
 USER_LAW = ROOT / "examples" / "user_controller"
@@ -125,5 +126,5 @@ def test_a_wrong_law_reference_is_one_clear_line(tmp_path, law, message):
 def test_a_law_that_does_not_compile_names_itself():
     def not_a_law(t, pos, vel, cur, params, state, u):
         u[0] = {}["key"]
-    with pytest.raises(LawError, match="not_a_law does not compile as a law"):
+    with pytest.raises(ConfigError, match="not_a_law does not compile as a law"):
         compile_law(not_a_law)

@@ -5,19 +5,8 @@ import zipfile
 from pathlib import Path
 
 import hilrig
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """The wheel built from this checkout (no build isolation: setuptools is installed)."""
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
-    (path,) = out.glob("hilrig-*.whl")
-    return path
 
 
 def test_wheel_installs_one_top_level_name(wheel):
