@@ -3,7 +3,7 @@
 ``hil emulate`` of configs/rig_canopen.toml (CiA 402 drives on the ``hilrig_zmq`` CAN bus)
 and of configs/rig_serial.toml (RoboClaw drives on a pty) runs as a subprocess, and
 ``hil control`` of the same config against it, once with an empty numba cache (its own
-NUMBA_CACHE_DIR, just created: every kernel of the controller compiles) and N times
+HILRIG_CACHE_DIR, just created: every kernel of the controller compiles) and N times
 (default 3) with that cache warm. The emulator always starts from the default (warm)
 cache. Prints, from each run's timing summary (``<log>.timing.json``):
 
@@ -65,7 +65,7 @@ def run_once(link: str, cache_dir: str, workdir: Path) -> dict:
         ctl = subprocess.run(hil("control", config, *args, "--log", str(log),
                                  "--estop-endpoint", ""),
                              cwd=workdir, capture_output=True, text=True, timeout=600,
-                             env=dict(os.environ, NUMBA_CACHE_DIR=cache_dir))
+                             env=dict(os.environ, HILRIG_CACHE_DIR=cache_dir))
     finally:
         emu.terminate()
         emu.communicate(timeout=30)
