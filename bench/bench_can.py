@@ -31,9 +31,10 @@ from hilrig.devices.cia402_drive import EmulatedDrives, serve  # noqa: E402
 from hilrig.drivers.canopen_link import CanopenLink  # noqa: E402
 from hilrig.drivers.link import Measurement  # noqa: E402
 from hilrig.rt.config import load  # noqa: E402
+from hilrig.schema import Config  # noqa: E402
 
 
-def cycles(cfg: dict, n: int) -> tuple[np.ndarray, int, int]:
+def cycles(cfg: Config, n: int) -> tuple[np.ndarray, int, int]:
     """Per-cycle times (s), missed cycles and stale frames of n cycles over a fresh link."""
     with CanopenLink.from_config(cfg) as link:
         gains = controller_from_config(cfg, link.command_unit)

@@ -65,7 +65,7 @@ def inproc(config: str, sets: list, label: str, duration: float, hog: bool = Fal
     chunks = max(1, int(round(duration / chunk)))
     cfg = load(ROOT / "configs" / f"{config}.toml",
                [f"sim.duration={duration / chunks}"] + sets)
-    loop, h = cfg["loop"], cfg["sim"]["dt"]
+    loop, h = cfg.loop, cfg.sim.dt
     stop = multiprocessing.Event()
     burner = multiprocessing.Process(target=_burn, args=(stop,)) if hog else None
     if burner:
@@ -74,15 +74,15 @@ def inproc(config: str, sets: list, label: str, duration: float, hog: bool = Fal
     steal = {"loop": 0.0, "floor": 0.0}
     try:
         for c in range(chunks):
-            timings, overruns, stolen = floor_run(duration / chunks, h, loop["spin"], loop["cpu"],
-                                                  loop["fifo_priority"])
+            timings, overruns, stolen = floor_run(duration / chunks, h, loop.spin, loop.cpu,
+                                                  loop.fifo_priority)
             floors.append((timings, overruns))
             steal["floor"] += stolen
             with tempfile.TemporaryDirectory() as tmp:
                 session = Session(cfg, Path(tmp) / "run.mcap")
-                before = steal_ms(loop["cpu"])
+                before = steal_ms(loop.cpu)
                 result = session.run()
-                steal["loop"] += steal_ms(loop["cpu"]) - before
+                steal["loop"] += steal_ms(loop.cpu) - before
             runs.append((session.timings[:result.ticks], result.summary["overruns"]))
             events += [{**e, "t": e["t"] + c * duration / chunks} for e in result.events]
     finally:
@@ -93,8 +93,8 @@ def inproc(config: str, sets: list, label: str, duration: float, hog: bool = Fal
                         result.summary["scheduling"])
     floor = summarize(np.concatenate([t for t, _ in floors]), sum(o for _, o in floors))
     print(f"\n== {label} ({1 / h:g} Hz, {duration:g} s in {chunks} chunks, policy "
-          f"{loop['overrun']}, correction {result.summary['correction']}, rehearse "
-          f"{loop['rehearse'] * 1e6:g} µs)")
+          f"{loop.overrun}, correction {result.summary['correction']}, rehearse "
+          f"{loop.rehearse * 1e6:g} µs)")
     print(format_summary(summary))
     print(f"  worst stalls: {_stalls(events)}")
     late = floor["lateness_us"]

@@ -87,8 +87,8 @@ def main(n: int = 2000) -> None:
     print(summary("one exchange (ReadEncM1) on a pty", exchange))
     print(f"failed exchanges (after a retry): {failed} of {n}")
     print(summary("read + write, 3 axes (12 exchanges)", tick))
-    print(f"stale reads: {stale} of {n} (reply timeout {cfg['link']['serial']['timeout'] * 1e3:g} "
-          f"ms, budget {cfg['link']['serial']['budget'] * 1e3:g} ms per phase)")
+    print(f"stale reads: {stale} of {n} (reply timeout {cfg.link.serial.timeout * 1e3:g} "
+          f"ms, budget {cfg.link.serial.budget * 1e3:g} ms per phase)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import numpy as np
 from hilrig.controllers.interface import Controller, compile_law
 from hilrig.errors import ConfigError
 from hilrig.plugins import load_object, registered
+from hilrig.schema import Config
 from numba.core.ccallback import CFunc
 from numba.core.registry import CPUDispatcher
 
@@ -24,10 +25,10 @@ class ControllerError(ConfigError):
     """The configured controller cannot be found or built."""
 
 
-def command_unit(cfg: dict) -> str:
+def command_unit(cfg: Config) -> str:
     """What the configured link takes: "N m" for torque plants and CANopen drives
     (cyclic synchronous torque), else "V"."""
-    torque_link = cfg["plant"]["drive"] == "torque" or cfg["link"]["type"] == "canopen"
+    torque_link = cfg.plant.drive == "torque" or cfg.link.type == "canopen"
     return "N m" if torque_link else "V"
 
 
@@ -37,33 +38,33 @@ def builders() -> dict[str, str]:
     return registered(GROUP)
 
 
-def controller_from_config(cfg: dict, unit: str | None = None,
+def controller_from_config(cfg: Config, unit: str | None = None,
                            allow_python: bool = False) -> Controller:
-    """The controller of ``cfg['controller']`` for a link that takes ``unit`` ("V" or "N m";
+    """The controller of ``cfg.controller`` for a link that takes ``unit`` ("V" or "N m";
     default ``command_unit(cfg)``).
 
     ``allow_python``: whether a plain Python law is acceptable (``hil control`` runs one;
     the compiled loops of ``hil run`` and ``hil sim`` cannot).
     """
     unit = command_unit(cfg) if unit is None else unit
-    c = cfg["controller"]
-    if c["law"] is None:
-        if c["type"] not in builders():
-            raise ControllerError(f"controller.type: no controller {c['type']!r} is registered "
+    c = cfg.controller
+    if c.law is None:
+        if c.type not in builders():
+            raise ControllerError(f"controller.type: no controller {c.type!r} is registered "
                                   f"(known: {', '.join(sorted(builders()))})")
-        return load_object(builders()[c["type"]], "controller.type")(cfg, unit)
-    target = load_object(c["law"], "controller.law")
-    params = np.array(c["params"], dtype=float)
-    state = np.zeros(c["state_size"])
+        return load_object(builders()[c.type], "controller.type")(cfg, unit)
+    target = load_object(c.law, "controller.law")
+    params = np.array(c.params, dtype=float)
+    state = np.zeros(c.state_size)
     if isinstance(target, (CFunc, CPUDispatcher)):
-        return Controller(compile_law(target), params, state, name=c["law"])
+        return Controller(compile_law(target), params, state, name=c.law)
     if isinstance(target, type):       # a class: its instance is the law
         target = target(params)
     if not callable(target):
-        raise ControllerError(f"controller.law: {c['law']!r} is not callable")
+        raise ControllerError(f"controller.law: {c.law!r} is not callable")
     if not allow_python:
         raise ControllerError(
-            f"controller.law: {c['law']!r} is a plain Python callable; run it with `hil "
+            f"controller.law: {c.law!r} is a plain Python callable; run it with `hil "
             "control` (any link.type, inprocess included), or decorate it with @numba.njit "
             "to run it in the compiled loop of `hil run` and `hil sim`")
-    return Controller(target, params, state, compiled=False, name=c["law"])
+    return Controller(target, params, state, compiled=False, name=c.law)

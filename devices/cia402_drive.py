@@ -63,6 +63,7 @@ from hilrig.plant.factory import (
 )
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import apply_schedule
+from hilrig.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +72,14 @@ _FORMATS = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h",
 _SUPERVISION_PERIOD = 0.005   # s, heartbeat-consumer check
 
 
-def bus_config_from(cfg: dict) -> dict:
+def bus_config_from(cfg: Config) -> dict:
     """python-can keyword arguments for the drives' bus from ``link.canopen``.
 
     On ``hilrig_zmq`` the drives run the hub (they start first; the controller joins).
     """
-    can_cfg = cfg["link"]["canopen"]
-    bus = {"interface": can_cfg["interface"], "channel": can_cfg["channel"],
-           "bitrate": can_cfg["bitrate"]}
+    can_cfg = cfg.link.canopen
+    bus = {"interface": can_cfg.interface, "channel": can_cfg.channel,
+           "bitrate": can_cfg.bitrate}
     if bus["interface"] == "hilrig_zmq":
         bus["hub"] = True
     return bus
@@ -159,13 +160,13 @@ class EmulatedDrives:
     ``stop_heartbeat``, ``drop_tpdos``, ``drop_syncs``, ``jam``.
     """
 
-    def __init__(self, cfg: dict, bus_config: dict | None = None):
-        integrator = cfg["sim"]["integrator"]
+    def __init__(self, cfg: Config, bus_config: dict | None = None):
+        integrator = cfg.sim.integrator
         if integrator not in METHODS:
             raise ConfigError(f"sim.integrator: the emulated drives step with a fixed-step "
                               f"integrator ({sorted(METHODS)}), got {integrator!r}")
-        can_cfg, emu = cfg["link"]["canopen"], cfg["emulator"]["canopen"]
-        self.h = cfg["sim"]["dt"]
+        can_cfg, emu = cfg.link.canopen, cfg.emulator.canopen
+        self.h = cfg.sim.dt
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
                                correction_id(cfg))
         self.plant.open()                       # the drives' power stages decide the input
@@ -176,18 +177,18 @@ class EmulatedDrives:
         motors = motor_params(cfg)
         self.ratio, self.k_m = motors.gear_ratio, motors.torque_constant
         self.r_a, self.k_e = motors.resistance, motors.back_emf_constant
-        self.counts_per_rad = np.array(can_cfg["counts_per_rev"]) * self.ratio / (2 * math.pi)
-        self.rated_torque = np.array(can_cfg["rated_torque"])       # N m at the motor
-        self.rated_current = np.array(can_cfg["rated_current"])     # A
-        self.supply = emu["supply_voltage"]
-        self.i2t_time = emu["i2t_time"]
-        self.latency = emu["latency"]
-        self.noise = (emu["position_noise"], emu["velocity_noise"], emu["current_noise"])
-        self.rng = np.random.default_rng(emu["seed"])
-        self.master_id = can_cfg["master_id"]
+        self.counts_per_rad = np.array(can_cfg.counts_per_rev) * self.ratio / (2 * math.pi)
+        self.rated_torque = np.array(can_cfg.rated_torque)       # N m at the motor
+        self.rated_current = np.array(can_cfg.rated_current)     # A
+        self.supply = emu.supply_voltage
+        self.i2t_time = emu.i2t_time
+        self.latency = emu.latency
+        self.noise = (emu.position_noise, emu.velocity_noise, emu.current_noise)
+        self.rng = np.random.default_rng(emu.seed)
+        self.master_id = can_cfg.master_id
         self.bus_config = bus_config if bus_config is not None else bus_config_from(cfg)
-        self.node_ids = list(can_cfg["node_ids"])
-        self.max_torque = can_cfg["max_torque"]
+        self.node_ids = list(can_cfg.node_ids)
+        self.max_torque = can_cfg.max_torque
         self.u = np.zeros(n)
         self.lock = threading.RLock()
         self.axes: list[DriveAxis] = []
@@ -519,7 +520,7 @@ def _clamp(value: int, bound: int) -> int:
     return max(-bound, min(bound - 1, value))
 
 
-def serve(cfg: dict, bus_config: dict | None = None, stop_event: threading.Event | None = None,
+def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Event | None = None,
           ready=None) -> None:
     """Run the emulated drives of ``cfg`` until ``stop_event`` is set (or forever).
 

@@ -65,6 +65,7 @@ from hilrig.errors import ConfigError
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.model import METHODS
+from hilrig.schema import Config
 
 PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
@@ -102,24 +103,24 @@ class RoboClawEmulator:
         error: the exception that ended the thread, if any.
     """
 
-    def __init__(self, cfg: dict, master_fd: int | None = None):
-        sim, serial_cfg, emu = cfg["sim"], cfg["link"]["serial"], cfg["emulator"]["serial"]
-        if cfg["plant"]["drive"] == "torque":
+    def __init__(self, cfg: Config, master_fd: int | None = None):
+        sim, serial_cfg, emu = cfg.sim, cfg.link.serial, cfg.emulator.serial
+        if cfg.plant.drive == "torque":
             raise ConfigError("the emulated RoboClaw drives DC motors: plant.drive must be "
                               "'voltage' or 'voltage_full'")
-        if sim["integrator"] not in METHODS:
-            raise ConfigError(f"sim.integrator {sim['integrator']!r} is offline only; the "
+        if sim.integrator not in METHODS:
+            raise ConfigError(f"sim.integrator {sim.integrator!r} is offline only; the "
                               f"emulated drives step with one of {sorted(METHODS)}")
-        self.dt = sim["dt"]
-        self.lockstep = cfg["emulator"]["mode"] == "lockstep"
-        self.battery = emu["battery_voltage"]
-        self.latency = emu["latency"]
-        self.noise = (emu["position_noise"], emu["speed_noise"], emu["current_noise"])
-        self.rng = np.random.default_rng(emu["seed"])
-        self.axes = [tuple(pair) for pair in serial_cfg["axes"]]
+        self.dt = sim.dt
+        self.lockstep = cfg.emulator.mode == "lockstep"
+        self.battery = emu.battery_voltage
+        self.latency = emu.latency
+        self.noise = (emu.position_noise, emu.speed_noise, emu.current_noise)
+        self.rng = np.random.default_rng(emu.seed)
+        self.axes = [tuple(pair) for pair in serial_cfg.axes]
         self._joint_of = {axis: j for j, axis in enumerate(self.axes)}
-        gear = np.asarray(cfg["plant"]["motor"]["gear_ratio"], dtype=float)
-        self.counts_per_rad = np.asarray(serial_cfg["counts_per_rev"]) * gear / (2.0 * np.pi)
+        gear = np.asarray(cfg.plant.motor.gear_ratio, dtype=float)
+        self.counts_per_rad = np.asarray(serial_cfg.counts_per_rev) * gear / (2.0 * np.pi)
         self.controllers = {address: _Controller() for address, _ in self.axes}
         self.plant = self._plant(cfg)
         self._warm_up(cfg)
@@ -152,15 +153,15 @@ class RoboClawEmulator:
         self._thread: threading.Thread | None = None
 
     @staticmethod
-    def _plant(cfg: dict) -> PlantLink:
+    def _plant(cfg: Config) -> PlantLink:
         plant = plant_from_config(cfg)
         correction = correction_id(cfg)
         stepping.correct(plant.params, plant.x, correction, plant.work)
-        link = PlantLink(plant, cfg["sim"]["dt"], METHODS[cfg["sim"]["integrator"]], correction)
+        link = PlantLink(plant, cfg.sim.dt, METHODS[cfg.sim.integrator], correction)
         link.open()                               # the duties decide the input
         return link
 
-    def _warm_up(self, cfg: dict) -> None:
+    def _warm_up(self, cfg: Config) -> None:
         """Compile (or load from the numba cache) the step, current and jam kernels on a copy."""
         spare = self._plant(cfg)
         spare.read(Measurement(spare.n_axes))
@@ -422,7 +423,7 @@ class RoboClawEmulator:
                 controller.warnings |= rc.OVERCURRENT_WARNING[channel]
 
 
-def serve(cfg: dict, port: str | int, stop_event) -> None:
+def serve(cfg: Config, port: str | int, stop_event) -> None:
     """Run the emulated drives in this thread until ``stop_event`` is set (for ``hil emulate``).
 
     Args:

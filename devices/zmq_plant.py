@@ -41,6 +41,7 @@ from hilrig.plant.factory import jam_schedule
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import apply_schedule
+from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import Telemetry, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
@@ -67,12 +68,12 @@ def check_endpoint(endpoint: str) -> None:
 class Emulator:
     """A plant behind a ZeroMQ socket. Use ``serve()``; ``close()`` when done."""
 
-    def __init__(self, cfg: dict, endpoint: str, log_path: str | Path | None = None,
+    def __init__(self, cfg: Config, endpoint: str, log_path: str | Path | None = None,
                  context: zmq.Context | None = None):
         check_endpoint(endpoint)
         self.cfg = cfg
-        self.mode = cfg["emulator"]["mode"]
-        self.h = cfg["sim"]["dt"]
+        self.mode = cfg.emulator.mode
+        self.h = cfg.sim.dt
         self.link = PlantLink.from_config(cfg)
         self.link.open()                  # the emulator itself holds zero until a COMMAND
         plant = self.plant = self.link.plant
@@ -98,8 +99,9 @@ class Emulator:
         self.telemetry = None
         self.timings = np.full((max(1, int(60.0 / self.h)), 5), np.nan)  # the last minute of ticks
         if log_path is not None:
-            groups = run_groups(cfg["plant"]["model"], plant.nq, self.nact, cfg["plant"]["drive"])
-            self.telemetry = Telemetry(log_path, groups, cfg, capacity=max(4096, int(4 / self.h)))
+            groups = run_groups(cfg.plant.model, plant.nq, self.nact, cfg.plant.drive)
+            self.telemetry = Telemetry(log_path, groups, cfg.to_dict(),
+                                       capacity=max(4096, int(4 / self.h)))
             self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
             self.cols = row_columns(self.telemetry.columns)
         self._measure()
@@ -276,8 +278,8 @@ class Emulator:
         n_ticks = None if duration is None else int(round(duration / self.h))
         timing = np.zeros(5)
         period = int(round(self.h * 1e9))
-        spin = spin_window_ns(self.cfg["loop"]["spin"], self.h)
-        timeout_ns = int(self.cfg["emulator"]["command_timeout"] * 1e9)
+        spin = spin_window_ns(self.cfg.loop.spin, self.h)
+        timeout_ns = int(self.cfg.emulator.command_timeout * 1e9)
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         reason = "stopped"
@@ -300,7 +302,7 @@ class Emulator:
                 timing[0] = (wake - deadline) * 1e-9
                 self._drain()
                 if not self.safe and now_ns(self.ts) - self.last_command_ns > timeout_ns:
-                    self._go_safe(f"no command for {self.cfg['emulator']['command_timeout']} s "
+                    self._go_safe(f"no command for {self.cfg.emulator.command_timeout} s "
                                   "(controller silent)")
                 t_read = now_ns(self.ts)
                 timing[1] = (t_read - wake) * 1e-9

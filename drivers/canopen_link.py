@@ -59,6 +59,7 @@ from hilrig.drivers.link import (
     not_configured,
 )
 from hilrig.plant.factory import motor_params
+from hilrig.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -140,14 +141,14 @@ class CanopenLink(Link):
             self._cob[0x700 + node_id] = (3, axis)
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "CanopenLink":
+    def from_config(cls, cfg: Config) -> "CanopenLink":
         """The link of a resolved config (``link.canopen``, ``sim.dt``, ``plant.motor``)."""
-        c = cfg["link"]["canopen"]
-        bus = {"interface": c["interface"], "channel": c["channel"], "bitrate": c["bitrate"]}
-        return cls(bus, c["node_ids"], cfg["sim"]["dt"], motor_params(cfg).gear_ratio,
-                   c["counts_per_rev"], c["rated_torque"], c["rated_current"], c["max_torque"],
-                   c["master_id"], c["heartbeat_period"], c["heartbeat_timeout"],
-                   c["tpdo_timeout"], c["max_missed"], c["sdo_timeout"], c["boot_timeout"])
+        c = cfg.link.canopen
+        bus = {"interface": c.interface, "channel": c.channel, "bitrate": c.bitrate}
+        return cls(bus, c.node_ids, cfg.sim.dt, motor_params(cfg).gear_ratio,
+                   c.counts_per_rev, c.rated_torque, c.rated_current, c.max_torque,
+                   c.master_id, c.heartbeat_period, c.heartbeat_timeout,
+                   c.tpdo_timeout, c.max_missed, c.sdo_timeout, c.boot_timeout)
 
     def _name(self, axis: int) -> str:
         return f"axis {axis + 1} (node {self.node_ids[axis]})"

@@ -25,6 +25,7 @@ from hilrig.plant.model import METHODS, Plant
 from hilrig.plant.motor import currents
 from hilrig.plant.packed import PackedStep
 from hilrig.plant.stepping import correct
+from hilrig.schema import Config
 
 
 class PlantLink(Link):
@@ -50,16 +51,16 @@ class PlantLink(Link):
         self.stopped = False
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "PlantLink":
+    def from_config(cls, cfg: Config) -> "PlantLink":
         """The config's plant in its initial state (constraint correction applied)."""
         plant = plant_from_config(cfg)
         correction = correction_id(cfg)
         correct(plant.params, plant.x, correction, plant.work)
-        integrator = cfg["sim"]["integrator"]
+        integrator = cfg.sim.integrator
         if integrator not in METHODS:
             raise ConfigError(f"sim.integrator: {integrator!r} cannot step in real time "
                               f"(one of {sorted(METHODS)})")
-        return cls(plant, cfg["sim"]["dt"], METHODS[integrator], correction)
+        return cls(plant, cfg.sim.dt, METHODS[integrator], correction)
 
     def configure(self) -> None:
         """Zero the held command and load the current kernel (one read into scratch)."""

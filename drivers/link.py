@@ -164,9 +164,10 @@ class LinkSpec:
     """A link as the config and the registry see it (entry-point group ``hilrig.links``).
 
     name: what ``link.type`` says. implementation: "module:Class" of the Link, with
-    ``from_config(cfg) -> Link``, imported only when a run uses the link. keys: its
-    ``[link.NAME]`` table (hilrig.schema.Key). check(cfg, sizes): fills the table's
-    plant-dependent defaults and checks what one key alone cannot (raise ConfigError);
+    ``from_config(cfg) -> Link`` (cfg a hilrig.schema.Config), imported only when a run uses
+    the link. keys: its ``[link.NAME]`` table (hilrig.schema.Key), typed attributes of
+    ``cfg.link.NAME``. check(cfg, sizes): on the resolved dict before it is typed, fills
+    the table's plant-dependent defaults and checks what one key alone cannot (raise ConfigError);
     sizes = {"nq": ..., "nact": ...}. command_unit: what the link's drives take whatever
     drives the plant ("N m" for torque-mode drives), or None (as the plant's drive).
     """

@@ -13,6 +13,7 @@ from functools import lru_cache
 from hilrig.drivers.link import Link, LinkSpec
 from hilrig.errors import ConfigError
 from hilrig.plugins import load_object, registered
+from hilrig.schema import Config
 
 GROUP = "hilrig.links"
 INPROCESS = LinkSpec("inprocess", "hilrig.drivers.inprocess:PlantLink")
@@ -40,7 +41,7 @@ def link_spec(name: str) -> LinkSpec:
     return spec
 
 
-def link_from_config(cfg: dict) -> Link:
-    """The link ``cfg['link']['type']`` names, built from the config (not yet configured)."""
-    spec = link_spec(cfg["link"]["type"])
+def link_from_config(cfg: Config) -> Link:
+    """The link ``cfg.link.type`` names, built from the config (not yet configured)."""
+    spec = link_spec(cfg.link.type)
     return load_object(spec.implementation, "link.type").from_config(cfg)

@@ -73,6 +73,7 @@ from hilrig.drivers.link import (
     not_active,
     not_configured,
 )
+from hilrig.schema import Config
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
 OPEN_ATTEMPTS = 3
@@ -158,14 +159,14 @@ class SerialLink(Link):
         self._t0 = self._last_fresh = self._last_ack = 0.0
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "SerialLink":
-        """The link that ``cfg['link']['serial']`` describes (gear ratios from plant.motor)."""
-        s = cfg["link"]["serial"]
-        return cls(s["port"], s["axes"], s["counts_per_rev"], cfg["plant"]["motor"]["gear_ratio"],
-                   baud=s["baud"], supply_voltage=s["supply_voltage"], timeout=s["timeout"],
-                   retries=s["retries"], budget=s["budget"], lost_after=cfg["link"]["timeout"],
-                   drive_timeout=s["drive_timeout"], max_current=s["max_current"],
-                   overcurrent_ticks=s["overcurrent_ticks"])
+    def from_config(cls, cfg: Config) -> "SerialLink":
+        """The link that ``cfg.link.serial`` describes (gear ratios from plant.motor)."""
+        s = cfg.link.serial
+        return cls(s.port, s.axes, s.counts_per_rev, cfg.plant.motor.gear_ratio,
+                   baud=s.baud, supply_voltage=s.supply_voltage, timeout=s.timeout,
+                   retries=s.retries, budget=s.budget, lost_after=cfg.link.timeout,
+                   drive_timeout=s.drive_timeout, max_current=s.max_current,
+                   overcurrent_ticks=s.overcurrent_ticks)
 
     # -- Link ---------------------------------------------------------------------
 

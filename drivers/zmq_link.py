@@ -27,6 +27,7 @@ from hilrig.drivers.link import (
 )
 from hilrig.drivers.wire import ERROR_TEXT, MessageType, WireError, decode, encode
 from hilrig.plant.factory import actuated_joints
+from hilrig.schema import Config
 
 log = logging.getLogger("hil.link.zmq")
 
@@ -64,8 +65,8 @@ class ZmqLink(Link):
                          MessageType.WELCOME: 4}
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "ZmqLink":
-        link = cls(cfg["link"]["endpoint"], actuated_joints(cfg), cfg["link"]["timeout"])
+    def from_config(cls, cfg: Config) -> "ZmqLink":
+        link = cls(cfg.link.endpoint, actuated_joints(cfg), cfg.link.timeout)
         link.command_unit = command_unit(cfg)     # confirmed by WELCOME at configure
         return link
 

@@ -13,7 +13,7 @@ from hilrig.plant.factory import built_plant
 from hilrig.plant.interface import PlantModel
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
-from hilrig.schema import Key
+from hilrig.schema import Config, Key
 
 PAPER_ARM = {"mass": [9.0, 7.0, 5.0], "inertia": [1.5, 1.0, 0.6],
              "length": [0.8, 0.7, 0.6], "com": [0.4, 0.35, 0.3]}
@@ -69,34 +69,34 @@ def _arm_sizes(plant: dict) -> tuple[int, int]:
     return n, n
 
 
-def arm_params(cfg: dict) -> SerialArmParams:
-    """The serial arm's parameters from cfg['plant']."""
-    p = cfg["plant"]
-    return SerialArmParams(mass=np.array(p["mass"]), inertia=np.array(p["inertia"]),
-                           length=np.array(p["length"]), com=np.array(p["com"]),
-                           damping=np.array(p["damping"]), gravity=p["gravity"])
+def arm_params(cfg: Config) -> SerialArmParams:
+    """The serial arm's parameters from cfg.plant."""
+    p = cfg.plant
+    return SerialArmParams(mass=np.array(p.mass), inertia=np.array(p.inertia),
+                           length=np.array(p.length), com=np.array(p.com),
+                           damping=np.array(p.damping), gravity=p.gravity)
 
 
-def rrr3_params(cfg: dict) -> Rrr3Params:
-    """The 3RRR's parameters from cfg['plant'] (platform, legs, stabilisation)."""
-    p = cfg["plant"]
-    l1, m1, m2 = p["l1"], p["m1"], p["m2"]
-    b = p["platform_side"] / np.sqrt(3.0)
-    side = p["base_side"]
-    leg = p["inertia1"] + 0.25 * m1 * l1 ** 2 + 0.5 * m2 * l1 ** 2
-    platform = p["platform_mass"] + 1.5 * m2
+def rrr3_params(cfg: Config) -> Rrr3Params:
+    """The 3RRR's parameters from cfg.plant (platform, legs, stabilisation)."""
+    p = cfg.plant
+    l1, m1, m2 = p.l1, p.m1, p.m2
+    b = p.platform_side / np.sqrt(3.0)
+    side = p.base_side
+    leg = p.inertia1 + 0.25 * m1 * l1 ** 2 + 0.5 * m2 * l1 ** 2
+    platform = p.platform_mass + 1.5 * m2
     return Rrr3Params(
-        l1=l1, l2=p["l2"], platform_radius=b,
+        l1=l1, l2=p.l2, platform_radius=b,
         base=np.array([[0.0, 0.0], [side, 0.0], [0.5 * side, 0.5 * np.sqrt(3.0) * side]]),
         alpha=np.array([7 * np.pi / 6, -np.pi / 6, np.pi / 2]),
         mass_diag=np.array([leg, leg, leg, platform, platform,
-                            p["platform_inertia"] + 1.5 * m2 * b ** 2]),
+                            p.platform_inertia + 1.5 * m2 * b ** 2]),
         damping_diag=np.zeros(6),
-        baumgarte=p["baumgarte"], baumgarte_delta=p["baumgarte_delta"],
-        baumgarte_omega0=p["baumgarte_omega0"],
-        post_adjust_weight=p["post_adjust_weight"], post_adjust_penalty=p["post_adjust_penalty"],
-        correction_iterations=p["correction_iterations"],
-        correction_tolerance=p["correction_tolerance"])
+        baumgarte=p.baumgarte, baumgarte_delta=p.baumgarte_delta,
+        baumgarte_omega0=p.baumgarte_omega0,
+        post_adjust_weight=p.post_adjust_weight, post_adjust_penalty=p.post_adjust_penalty,
+        correction_iterations=p.correction_iterations,
+        correction_tolerance=p.correction_tolerance)
 
 
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,

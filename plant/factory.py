@@ -2,6 +2,7 @@
 state, the config's motors and jam schedule."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from functools import lru_cache
 
@@ -14,14 +15,16 @@ from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
 from hilrig.plant.stepping import SCHEDULE_COLUMNS
 from hilrig.plugins import load_object, registered
+from hilrig.schema import Config, plain
 
 GROUP = "hilrig.plants"
 CORRECTIONS = {"none": 0, "post_adjust": 1, "projection": 2}
 
 
-def motor_params(cfg: dict) -> MotorParams:
-    m = cfg["plant"]["motor"]
-    return MotorParams(**{k: np.asarray(v, dtype=float) for k, v in m.items()})
+def motor_params(cfg: Config) -> MotorParams:
+    m = cfg.plant.motor
+    return MotorParams(**{f.name: np.asarray(getattr(m, f.name), dtype=float)
+                          for f in dataclasses.fields(m)})
 
 
 @lru_cache(maxsize=None)
@@ -50,44 +53,44 @@ def plant_model(name: str) -> PlantModel:
     return target
 
 
-def plant_from_config(cfg: dict) -> Plant:
+def plant_from_config(cfg: Config) -> Plant:
     """A Plant of the model ``plant.model`` names, in its initial state (q0, qd0, zero
     currents) at t = 0."""
-    return plant_model(cfg["plant"]["model"]).build(cfg)
+    return plant_model(cfg.plant.model).build(cfg)
 
 
-def built_plant(cfg: dict, body: SerialArmParams | Rrr3Params) -> Plant:
+def built_plant(cfg: Config, body: SerialArmParams | Rrr3Params) -> Plant:
     """A built-in mechanism with the config's drives, in its initial state."""
-    drive = cfg["plant"]["drive"]
+    drive = cfg.plant.drive
     plant = Plant.build(body, drive, motor_params(cfg) if drive != "torque" else None)
-    plant.set_state(cfg["plant"]["q0"], cfg["plant"]["qd0"])
+    plant.set_state(cfg.plant.q0, cfg.plant.qd0)
     return plant
 
 
-def _chain(cfg: dict, chain: ChainModel, mechanism) -> Plant:
+def _chain(cfg: Config, chain: ChainModel, mechanism) -> Plant:
     """A user's chain with the config's drives, in its initial state."""
-    drive = cfg["plant"]["drive"]
-    plant = Plant.chain(mechanism, chain.nq, chain.nact, chain.params(cfg["plant"]), drive,
+    drive = cfg.plant.drive
+    plant = Plant.chain(mechanism, chain.nq, chain.nact, chain.params(cfg.plant), drive,
                         motor_params(cfg) if drive != "torque" else None)
-    plant.set_state(cfg["plant"]["q0"], cfg["plant"]["qd0"])
+    plant.set_state(cfg.plant.q0, cfg.plant.qd0)
     return plant
 
 
-def actuated_joints(cfg: dict) -> int:
+def actuated_joints(cfg: Config) -> int:
     """Number of actuated joints of a config's plant (its model's sizes)."""
-    return plant_model(cfg["plant"]["model"]).sizes(cfg["plant"])[1]
+    return plant_model(cfg.plant.model).sizes(plain(cfg.plant))[1]
 
 
-def jam_schedule(cfg: dict) -> np.ndarray:
+def jam_schedule(cfg: Config) -> np.ndarray:
     """The config's jams (faults.jam) as rows [joint (0-based), t1 (s), duration (s), applied=0]
     for plant.stepping.apply_schedule."""
-    rows = [[j["joint"] - 1, j["t1"], j["duration"], 0.0] for j in cfg["faults"]["jam"]]
+    rows = [[j.joint - 1, j.t1, j.duration, 0.0] for j in cfg.faults.jam]
     return np.array(rows, dtype=float).reshape(-1, SCHEDULE_COLUMNS)
 
 
-def correction_id(cfg: dict) -> int:
+def correction_id(cfg: Config) -> int:
     """Which constraint correction runs after each step (0 for chains)."""
-    if cfg["plant"]["model"] != "rrr3":
+    if cfg.plant.model != "rrr3":
         return 0
-    return CORRECTIONS[cfg["plant"]["correction"]]
+    return CORRECTIONS[cfg.plant.correction]
 

@@ -12,7 +12,7 @@ coordinates q (the first nact of them actuated) given by one numba-compilable fu
     mechanism(q, qd, params, mass, bias) -> V
 
     q, qd   float64[::1]   coordinates and rates (rad or m; rad/s or m/s)
-    params  float64[::1]   the model's own parameters (``ChainModel.params(plant_cfg)``)
+    params  float64[::1]   the model's own parameters (``ChainModel.params(cfg.plant)``)
     mass    float64[:, :]  out: the mass matrix M(q), nq x nq (kg, kg m, kg m^2)
     bias    float64[::1]   out: c(q, qd) + g(q) + damping and spring forces, so that
                            M qdd + bias = the generalised forces (N, N m)
@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 from hilrig.plant.kernel import compile_pointer
+from hilrig.schema import Config
 from numba import types
 from numba.core.ccallback import CFunc
 
@@ -45,7 +46,8 @@ class PlantModel:
     name: what ``plant.model`` says. keys: its ``[plant]`` keys (hilrig.schema.Key),
     besides the common ones (drive, q0, qd0, motor). sizes(plant_table): (nq, nact) from
     the raw ``[plant]`` table, before validation (raise ConfigError on a bad size).
-    build(cfg): the Plant of a resolved config in its initial state (q0, qd0).
+    build(cfg): the Plant of a resolved config (hilrig.schema.Config: its keys are
+    attributes, ``cfg.plant.q0``) in its initial state (q0, qd0).
     default_drive: plant.drive when the config gives none. jams: whether faults.jam
     applies (chains: any coordinate can jam).
     """
@@ -53,7 +55,7 @@ class PlantModel:
     name: str
     keys: dict
     sizes: Callable[[dict], tuple[int, int]]
-    build: Callable[[dict], Any]
+    build: Callable[[Config], Any]
     default_drive: str = "torque"
     jams: bool = False
 
@@ -64,8 +66,8 @@ class ChainModel:
 
     name: its plant.model name. mechanism: the function (plain, ``@numba.njit`` or a
     cfunc of MECHANISM_SIGNATURE). nq, nact: coordinates and actuated coordinates.
-    keys: its ``[plant]`` keys. params(plant_table) -> the params array the mechanism
-    reads, from the resolved ``[plant]`` table.
+    keys: its ``[plant]`` keys. params(plant) -> the params array the mechanism reads,
+    from the resolved ``[plant]`` table (typed: its keys are attributes, ``plant.gravity``).
     """
 
     name: str
@@ -73,7 +75,7 @@ class ChainModel:
     nq: int
     nact: int
     keys: dict = field(default_factory=dict)
-    params: Callable[[dict], np.ndarray] = lambda plant: np.zeros(0)
+    params: Callable[[Any], np.ndarray] = lambda plant: np.zeros(0)
 
 
 def compile_mechanism(function: Callable) -> CFunc:

@@ -28,6 +28,7 @@ import hilrig
 import numpy as np
 from hilrig.drivers.registry import links
 from hilrig.rt.config import ConfigError, load
+from hilrig.schema import Config
 from hilrig.timing.signals import terminate_as_interrupt
 
 CONFIG_HELP = "TOML scenario: a file, or the name of a built-in config (hil configs)"
@@ -126,7 +127,7 @@ def _common(parser) -> None:
                         help="override any config key")
 
 
-def _load(args, extra=()) -> dict:
+def _load(args, extra=()) -> Config:
     overrides = list(args.set) + list(extra)
     if args.duration is not None:
         overrides.append(f"sim.duration={args.duration!r}")
@@ -147,7 +148,7 @@ def _run(args) -> int:
     log_path = Path(args.log) if args.log else _default_log(args)
     session = Session(cfg, log_path, fast=args.fast)
     result = session.run()
-    print(f"{cfg['plant']['model']}: {result.ticks} ticks at {1.0 / cfg['sim']['dt']:g} Hz "
+    print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
           f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
     for event in result.events:
         if event["kind"] in ("jam", "clear"):
@@ -165,39 +166,39 @@ def _emulate(args) -> int:
 
     extra = [f"emulator.mode={args.mode}"] if args.mode else []
     cfg = _load(args, extra)
-    if cfg["link"]["type"] in ("canopen", "serial"):
+    if cfg.link.type in ("canopen", "serial"):
         return _emulate_drives(cfg)
-    endpoint = args.bind or cfg["link"]["endpoint"]
+    endpoint = args.bind or cfg.link.endpoint
     emulator = Emulator(cfg, endpoint, args.log)
-    print(f"emulating {cfg['plant']['model']} ({emulator.nact} axes, "
+    print(f"emulating {cfg.plant.model} ({emulator.nact} axes, "
           f"{1.0 / emulator.h:g} Hz, {emulator.mode}) on {endpoint}", flush=True)
     reason = "closed"
     try:
-        reason = emulator.serve(cfg["sim"]["duration"] if args.duration is not None else None)
+        reason = emulator.serve(cfg.sim.duration if args.duration is not None else None)
     finally:
         emulator.close(reason)
     print(f"emulator stopped at tick {emulator.tick}: {reason}")
     return 0
 
 
-def _emulate_drives(cfg: dict) -> int:
+def _emulate_drives(cfg: Config) -> int:
     """Emulated drives on the wire the config's link uses (CAN bus or serial pty)."""
     import threading
 
     stop = threading.Event()
-    kind = cfg["link"]["type"]
+    kind = cfg.link.type
     if kind == "canopen":
         from hilrig.devices.cia402_drive import serve
 
-        can = cfg["link"]["canopen"]
-        where = f"CAN {can['interface']}:{can['channel']}"
+        can = cfg.link.canopen
+        where = f"CAN {can.interface}:{can.channel}"
         run = lambda: serve(cfg, stop_event=stop)          # noqa: E731
     else:
         from hilrig.devices.roboclaw_drive import serve
 
-        where = f"serial pty {cfg['link']['serial']['port']}"
-        run = lambda: serve(cfg, cfg["link"]["serial"]["port"], stop)   # noqa: E731
-    print(f"emulating {cfg['plant']['model']} behind {kind} drives on {where}", flush=True)
+        where = f"serial pty {cfg.link.serial.port}"
+        run = lambda: serve(cfg, cfg.link.serial.port, stop)   # noqa: E731
+    print(f"emulating {cfg.plant.model} behind {kind} drives on {where}", flush=True)
     try:
         run()
     except KeyboardInterrupt:
@@ -219,7 +220,7 @@ def _control(args) -> int:
     cfg = _load(args, extra)
     log_path = Path(args.log) if args.log else _default_log(args, "-control")
     result = LinkLoop(cfg, link_from_config(cfg), log_path, args.estop_endpoint or None).run()
-    print(f"controller over {cfg['link']['type']}: {result.ticks} ticks, ended: {result.reason}")
+    print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
     print(f"wrote {result.log}")
     if result.status == "error":
@@ -351,8 +352,8 @@ def _sim(args) -> int:
     if run is not None:
         simulated = arrays["t"][-1]
         speed = simulated / run.stepping_seconds if run.stepping_seconds > 0 else float("inf")
-        print(f"{cfg['plant']['model']}: {simulated:g} s simulated, {len(arrays['t'])} rows, "
-              f"{cfg['sim']['integrator']} dt={cfg['sim']['dt']:g} s; stepping took "
+        print(f"{cfg.plant.model}: {simulated:g} s simulated, {len(arrays['t'])} rows, "
+              f"{cfg.sim.integrator} dt={cfg.sim.dt:g} s; stepping took "
               f"{run.stepping_seconds * 1e3:.1f} ms ({speed:.0f}x real time), "
               f"start-up {run.startup_seconds * 1e3:.0f} ms")
     _print_summary(arrays)

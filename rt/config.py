@@ -3,8 +3,9 @@
 A config is a nested table. Every key is declared in ``SCHEMA`` below with its
 type, default and (for lists) its length rule; anything else fails at load
 time with the key's dotted name and the reason. Joints are numbered from 1, as
-in the papers. The resolved config (defaults filled in) is what runs and what is
-stored as ``meta`` next to every result.
+in the papers. The resolved config (defaults filled in) is what runs, as a typed
+``Config`` (hilrig.schema: frozen dataclasses made from the same declarations), and
+its ``to_dict()`` is what is stored as ``meta`` next to every result.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from hilrig.errors import ConfigError
 from hilrig.plant.factory import models, plant_model
 from hilrig.plant.interface import PlantModel
 from hilrig.rt import builtin_configs
-from hilrig.schema import Key
+from hilrig.schema import Config, Key, typed
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -195,8 +196,9 @@ SCHEMA: dict[str, Any] = {
 
 # -- loading ----------------------------------------------------------------------
 
-def load(config: str | Path, overrides: list[str] = ()) -> dict:
-    """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults.
+def load(config: str | Path, overrides: list[str] = ()) -> Config:
+    """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults: the
+    typed resolved config.
 
     ``config`` is a file, or the name of a built-in config (``hil configs``) when no
     file of that name exists.
@@ -255,8 +257,9 @@ def apply_override(raw: dict, item: str) -> None:
 
 # -- validation -------------------------------------------------------------------
 
-def resolve(raw: dict) -> dict:
-    """Validate a raw config and return it with every default filled in."""
+def resolve(raw: dict) -> Config:
+    """Validate a raw config and return it with every default filled in, typed by the
+    declarations that validated it (its plant model's and links' keys included)."""
     raw = copy.deepcopy(raw)
     plant_raw = raw.get("plant", {})
     if not isinstance(plant_raw, dict):
@@ -285,7 +288,7 @@ def resolve(raw: dict) -> dict:
         if link.check is not None:
             link.check(out, sizes)
     _check_consistency(out, sizes)
-    return out
+    return typed(out, schema)
 
 
 def _link_specs(raw: dict) -> dict:

@@ -20,7 +20,6 @@ state and the plant passed in are left as they were.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import math
 import time
@@ -41,6 +40,7 @@ from hilrig.plant.layout import (
 from hilrig.plant.model import DRIVES, Plant, PlantError
 from hilrig.plant.stepping import diagnostics
 from hilrig.rt.sim import SimulationError, simulate
+from hilrig.schema import Config
 
 ENERGY_STEP = 1e-3          # s: RK4 step of the energy checks
 ENERGY_STEPS = 500          # 0.5 s of motion
@@ -179,7 +179,7 @@ def _check_no_allocation(controller, name, n_axes, t, pos, vel, cur, calls: int 
 
 # -- plants ---------------------------------------------------------------------------
 
-def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None = None) -> None:
+def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | None = None) -> None:
     """Check a plant, given as a ``Plant`` or as a resolved config (rt.config) to build one.
 
     - params 1-D float64; x 1-D float64 of 2 nq values (+ nact currents for drive
@@ -199,10 +199,10 @@ def check_plant(plant_or_cfg: Plant | dict, *, steps: int = 200, h: float | None
 
     The plant passed in is not changed. Raises ConformanceError naming the plant.
     """
-    cfg = plant_or_cfg if isinstance(plant_or_cfg, dict) else None
+    cfg = plant_or_cfg if isinstance(plant_or_cfg, Config) else None
     plant = plant_from_config(cfg) if cfg is not None else plant_or_cfg
     if h is None:
-        h = cfg["sim"]["dt"] if cfg is not None else 1e-3
+        h = cfg.sim.dt if cfg is not None else 1e-3
     name = _plant_name(plant)
     _check_plant_arrays(plant, name)
     _step(plant.copy(), name, np.zeros(plant.nact), h, "one step under zero input")
@@ -271,9 +271,8 @@ def _step(plant: Plant, name: str, u: np.ndarray, h: float, what: str) -> None:
         raise ConformanceError(f"{name}: {what}: {exc}") from exc
 
 
-def _check_simulation_determinism(cfg: dict, name: str, steps: int) -> None:
-    short = copy.deepcopy(cfg)
-    short["sim"]["duration"] = steps * cfg["sim"]["dt"]
+def _check_simulation_determinism(cfg: Config, name: str, steps: int) -> None:
+    short = cfg.replace(sim=dataclasses.replace(cfg.sim, duration=steps * cfg.sim.dt))
     try:
         runs = [simulate(short).arrays for _ in range(2)]
     except SimulationError as exc:
@@ -284,12 +283,12 @@ def _check_simulation_determinism(cfg: dict, name: str, steps: int) -> None:
                                f"steps differ in {', '.join(differ)}")
 
 
-def _undamped_torque_plant(cfg: dict) -> Plant:
+def _undamped_torque_plant(cfg: Config) -> Plant:
     """The config's serial arm driven by torque, without damping, at 1 rad/s per joint."""
-    variant = copy.deepcopy(cfg)
-    n = len(variant["plant"]["mass"])
-    variant["plant"].update(drive="torque", damping=[0.0] * n, qd0=[ENERGY_RATE] * n)
-    return plant_from_config(variant)
+    n = len(cfg.plant.mass)
+    plant = dataclasses.replace(cfg.plant, drive="torque", damping=(0.0,) * n,
+                                qd0=(ENERGY_RATE,) * n)
+    return plant_from_config(cfg.replace(plant=plant))
 
 
 @dataclasses.dataclass

@@ -30,6 +30,7 @@ from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
 from hilrig.rt.session import SessionResult, command_limits
+from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, Telemetry
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
@@ -59,18 +60,18 @@ class LinkLoop:
     checked once per tick (a non-blocking receive), answered with ESTOP_ACK.
     """
 
-    def __init__(self, cfg: dict, link: Link, log_path: str | Path,
+    def __init__(self, cfg: Config, link: Link, log_path: str | Path,
                  estop_endpoint: str | None = None):
         self.cfg = cfg
         self.link = link
-        self.h = cfg["sim"]["dt"]
-        self.n_ticks = int(round(cfg["sim"]["duration"] / self.h))
+        self.h = cfg.sim.dt
+        self.n_ticks = int(round(cfg.sim.duration / self.h))
         self.controller = None            # built at open: it depends on link.command_unit
         nact = link.n_axes
         self.limits = command_limits(cfg, nact)
         self.meas = Measurement(nact)
         self.u, self.held = np.zeros(nact), np.zeros(nact)
-        self.telemetry = Telemetry(log_path, link_groups(nact, cfg["plant"]["drive"]), cfg,
+        self.telemetry = Telemetry(log_path, link_groups(nact, cfg.plant.drive), cfg.to_dict(),
                                    capacity=max(4096, int(4.0 / self.h)))
         self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
@@ -139,11 +140,11 @@ class LinkLoop:
                 if marks[i] is not None and marks[i + 1] is not None}
 
     def run(self) -> SessionResult:
-        loop, safety = self.cfg["loop"], self.cfg["safety"]
+        loop, safety = self.cfg.loop, self.cfg.safety
         period = int(round(self.h * 1e9))
-        spin = spin_window_ns(loop["spin"], self.h)
-        watchdog = safety["watchdog_ticks"]
-        policy = rtk.POLICIES[loop["overrun"]]
+        spin = spin_window_ns(loop.spin, self.h)
+        watchdog = safety.watchdog_ticks
+        policy = rtk.POLICIES[loop.overrun]
         tel, ring, head, cols = self.telemetry, self.telemetry.ring, self.telemetry.head, self.cols
         nact = self.link.n_axes
         reason, status, overruns, stale, k = "done", "ok", 0, 0, 0
@@ -158,8 +159,8 @@ class LinkLoop:
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
-            scheduling = apply_thread(loop["cpu"], loop["fifo_priority"] if paced else 0)
-            with FrozenGC(loop["gc_freeze"]):
+            scheduling = apply_thread(loop.cpu, loop.fifo_priority if paced else 0)
+            with FrozenGC(loop.gc_freeze):
                 self.link.activate()
                 start = now_ns(self.ts)     # tick 0 right after the enable
                 while k < self.n_ticks:
@@ -198,7 +199,7 @@ class LinkLoop:
                         overruns += 1
                         missed = late // period + 1
                         tel.event("overrun", t=t, tick=k - 1, missed=int(missed))
-                        if policy == rtk.STOP and overruns >= loop["max_overruns"]:
+                        if policy == rtk.STOP and overruns >= loop.max_overruns:
                             reason, status = "too many overruns", "error"
                             break
                         if policy == rtk.SKIP:
@@ -220,7 +221,7 @@ class LinkLoop:
             ran = self.timings[:k]
             summary = summarize(ran, overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
-                           policy=loop["overrun"], **self.lifecycle_summary())
+                           policy=loop.overrun, **self.lifecycle_summary())
             with deferred_signals():
                 tel.close(summary)
             tel.path.with_suffix(".timing.json").write_text(json.dumps(summary, indent=1))

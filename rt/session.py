@@ -22,6 +22,7 @@ from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
+from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import Telemetry, run_groups
 from hilrig.telemetry.rows import row_columns
@@ -43,34 +44,34 @@ class SessionResult:
     events: list = field(default_factory=list)
 
 
-def command_limits(cfg: dict, nact: int) -> np.ndarray:
+def command_limits(cfg: Config, nact: int) -> np.ndarray:
     """(2, nact): max |u| and max slew per axis from ``safety`` (inf where not set)."""
-    safety = cfg["safety"]
+    safety = cfg.safety
     limits = np.full((2, nact), np.inf)
-    if safety["max_command"] is not None:
-        limits[rtk.L_MAX] = safety["max_command"]
-    if safety["max_slew"] is not None:
-        limits[rtk.L_SLEW] = safety["max_slew"]
+    if safety.max_command is not None:
+        limits[rtk.L_MAX] = safety.max_command
+    if safety.max_slew is not None:
+        limits[rtk.L_SLEW] = safety.max_slew
     return limits
 
 
 class Session:
     """Everything one in-process run needs, allocated before the first tick."""
 
-    def __init__(self, cfg: dict, log_path: str | Path, fast: bool = False):
+    def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False):
         self.cfg = cfg
         self.fast = fast
-        sim, loop = cfg["sim"], cfg["loop"]
-        self.h = sim["dt"]
-        self.n_ticks = int(round(sim["duration"] / self.h))
-        if sim["integrator"] == "accurate":
+        sim, loop = cfg.sim, cfg.loop
+        self.h = sim.dt
+        self.n_ticks = int(round(sim.duration / self.h))
+        if sim.integrator == "accurate":
             raise ConfigError("sim.integrator: 'accurate' is for offline runs (hil sim); "
                               "a real-time run needs 'rk4' or 'euler'")
-        self.method = METHODS[sim["integrator"]]
+        self.method = METHODS[sim.integrator]
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)
         correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
-        self.use_worker = self.correction != 0 and loop["correction"] == "worker" and not fast
+        self.use_worker = self.correction != 0 and loop.correction == "worker" and not fast
         nx = len(self.plant.x)
         self.handoff = np.zeros(3 if self.use_worker else 0)
         self.snap, self.delta, self.corrected = np.zeros(nx), np.zeros(nx), np.zeros(nx)
@@ -81,9 +82,9 @@ class Session:
         self.limits = command_limits(cfg, nact)
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
-        groups = run_groups(cfg["plant"]["model"], nq, nact, cfg["plant"]["drive"])
+        groups = run_groups(cfg.plant.model, nq, nact, cfg.plant.drive)
         capacity = max(4096, int(4.0 / self.h))
-        self.telemetry = Telemetry(log_path, groups, cfg, capacity=capacity)
+        self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
         self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
         self.cols = row_columns(self.telemetry.columns)
         self.mail = rtk.new_mail()
@@ -97,20 +98,20 @@ class Session:
     # -- the loop thread -----------------------------------------------------------
     def _call(self, plant, state, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
               handoff):
-        loop = self.cfg["loop"]
+        loop = self.cfg.loop
         c = self.controller
         return rtk.run_loop(
             plant.params, plant.jams, c.law, c.params, state, schedule, plant.x, self.h, n_ticks,
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
-            timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop["spin"], self.h),
-            int(loop["rehearse"] * 1e9), rtk.POLICIES[loop["overrun"]], loop["max_overruns"], ts,
+            timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
+            int(loop.rehearse * 1e9), rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
             handoff, self.snap, self.delta, plant.mechanism)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
                                      self.corrected, self.correction, self.worker_work,
-                                     int(self.cfg["loop"]["worker_poll"] * 1e9), timespec())
+                                     int(self.cfg.loop.worker_poll * 1e9), timespec())
 
     def warm_up(self) -> None:
         """Compile or load every kernel on copies, so the first tick pays nothing."""
@@ -127,8 +128,8 @@ class Session:
         self.held[:] = 0.0
 
     def _thread(self) -> None:
-        loop = self.cfg["loop"]
-        self.scheduling = apply_thread(loop["cpu"], 0 if self.fast else loop["fifo_priority"])
+        loop = self.cfg.loop
+        self.scheduling = apply_thread(loop.cpu, 0 if self.fast else loop.fifo_priority)
         try:
             self._call(self.plant, self.controller.state, self.schedule, self.n_ticks, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
@@ -142,7 +143,7 @@ class Session:
         """Post a live fault (``jam`` or ``clear``, joint 1-based) for the next tick boundary."""
         if kind not in ("jam", "clear"):
             raise ValueError(f"unknown fault {kind!r} (jam, clear)")
-        if self.cfg["plant"]["model"] != "serial_arm":
+        if self.cfg.plant.model != "serial_arm":
             raise ValueError("jams are modelled for serial arms only")
         if not 1 <= joint <= self.plant.nact:
             raise ValueError(f"joint must be 1..{self.plant.nact}, got {joint}")
@@ -190,7 +191,7 @@ class Session:
         try:
             self.warm_up()
             self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
-            with FrozenGC(self.cfg["loop"]["gc_freeze"] and not self.fast):
+            with FrozenGC(self.cfg.loop.gc_freeze and not self.fast):
                 if self.use_worker:
                     worker.start()
                 thread.start()
@@ -225,8 +226,8 @@ class Session:
                            if self.correction else "none",
                            corrections_by_worker=int(self.handoff[rtk.W_DONE])
                            if self.use_worker else 0,
-                           policy=self.cfg["loop"]["overrun"],
-                           rehearse=self.cfg["loop"]["rehearse"])
+                           policy=self.cfg.loop.overrun,
+                           rehearse=self.cfg.loop.rehearse)
             with deferred_signals():
                 self.telemetry.close(summary)
             timing_path = self.telemetry.path.with_suffix(".timing.json")

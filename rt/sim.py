@@ -19,6 +19,7 @@ from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.layout import MODEL_RRR3
 from hilrig.plant.model import METHODS
 from hilrig.rt import accurate, lockstep
+from hilrig.schema import Config
 from hilrig.telemetry.recorder import to_json
 
 
@@ -39,11 +40,11 @@ class SimRun:
     startup_seconds: float = 0.0    # kernel compilation or cache load before the first step
 
 
-def simulate(cfg: dict) -> SimRun:
+def simulate(cfg: Config) -> SimRun:
     """Run the resolved config offline. Raises SimulationError on an invalid state."""
-    sim = cfg["sim"]
-    h = sim["dt"]
-    n_steps = int(round(sim["duration"] / h))
+    sim = cfg.sim
+    h = sim.dt
+    n_steps = int(round(sim.duration / h))
     plant = plant_from_config(cfg)
     controller = controller_from_config(cfg)
     schedule = jam_schedule(cfg)
@@ -54,13 +55,13 @@ def simulate(cfg: dict) -> SimRun:
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
            "diag": np.zeros((n_steps + 1, 3))}
     out = SimRun()
-    if sim["integrator"] == "accurate":
+    if sim.integrator == "accurate":
         started = time.perf_counter()
-        rows = accurate.run(plant, controller, schedule, h, n_steps, sim["rtol"], sim["atol"],
-                            sim["accurate_method"], rec, sim["control"] == "continuous")
+        rows = accurate.run(plant, controller, schedule, h, n_steps, sim.rtol, sim.atol,
+                            sim.accurate_method, rec, sim.control == "continuous")
         out.stepping_seconds = time.perf_counter() - started
     else:
-        method = METHODS[sim["integrator"]]
+        method = METHODS[sim.integrator]
         started = time.perf_counter()
         _warm_up(plant, controller, schedule, h, method, correction)
         out.startup_seconds = time.perf_counter() - started
@@ -96,8 +97,8 @@ def _named(cfg, plant, rec, rows, schedule) -> dict:
     nq = plant.nq
     x = rec["x"][:rows]
     arrays = {"t": rec["t"][:rows], "q": x[:, :nq], "qd": x[:, nq:2 * nq],
-              "u": rec["u"][:rows], "meta": np.array(to_json(cfg))}
-    if cfg["plant"]["drive"] != "torque":
+              "u": rec["u"][:rows], "meta": np.array(to_json(cfg.to_dict()))}
+    if cfg.plant.drive != "torque":
         arrays["i"] = rec["i"][:rows]
     diag = rec["diag"][:rows]
     if plant.model == MODEL_RRR3:
@@ -108,8 +109,8 @@ def _named(cfg, plant, rec, rows, schedule) -> dict:
         arrays["energy"] = diag[:, 0]
         arrays["com"] = diag[:, 1:3]
     applied = schedule[schedule[:, 3] != 0.0] if len(schedule) else schedule
-    h = cfg["sim"]["dt"]
-    if cfg["sim"]["integrator"] == "accurate":
+    h = cfg.sim.dt
+    if cfg.sim.integrator == "accurate":
         starts = applied[:, 1]
     else:  # the fixed-step run starts a jam at the first step boundary at or after t1
         starts = np.ceil(applied[:, 1] / h - 1e-9) * h

@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hilrig.plant import compilation
@@ -63,10 +63,10 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
             if progress is not None:
                 progress(f"warmup: {name}")
             cfg = load(name, ["loop.fifo_priority=0", "loop.gc_freeze=false"])
-            cfg["sim"]["duration"] = STEPS * cfg["sim"]["dt"]
+            cfg = cfg.replace(sim=replace(cfg.sim, duration=STEPS * cfg.sim.dt))
             log = scratch / Path(name).stem
             simulate(cfg)
-            if cfg["sim"]["integrator"] == "accurate":
+            if cfg.sim.integrator == "accurate":
                 continue                  # offline only: no real-time entry points
             Session(cfg, log.with_suffix(".fast.mcap"), fast=True).run()
             Session(cfg, log.with_suffix(".paced.mcap"), fast=False).run()

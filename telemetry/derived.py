@@ -11,6 +11,7 @@ import numpy as np
 from hilrig.plant.factory import plant_from_config
 from hilrig.plant.kernel import kernel
 from hilrig.plant.stepping import diagnostics
+from hilrig.schema import Config
 
 
 @kernel
@@ -24,13 +25,13 @@ def _fill(p, rows, q_col, nq, diag_col, x, work, mech):
 class Diagnostics:
     """``derive`` callable for telemetry.recorder.Telemetry with a ``run_groups`` layout."""
 
-    def __init__(self, cfg: dict, columns: dict):
+    def __init__(self, cfg: Config, columns: dict):
         plant = plant_from_config(cfg)
         self.params, self.work, self.mechanism = plant.params, plant.work.copy(), plant.mechanism
         self.x = np.zeros(len(plant.x))
         self.nq = plant.nq
         self.q_col = columns["q"].start
-        first = "residual" if cfg["plant"]["model"] == "rrr3" else "energy"
+        first = "residual" if cfg.plant.model == "rrr3" else "energy"
         self.diag_col = columns[first]
         if columns["qd"].start != self.q_col + self.nq:
             raise ValueError("telemetry layout: qd must follow q")

@@ -100,7 +100,8 @@ class Telemetry:
         groups: ordered (name, width) pairs: width 1 is a scalar column (1-D on
             export), an int n > 1 or a tuple (n,) a vector of n columns (2-D).
             A scalar group ``t`` (s, >= 0) is required: it is each row's log time.
-        meta: the resolved config (stored as JSON in the ``meta`` metadata).
+        meta: the resolved config as a dict (``Config.to_dict()``), stored as JSON in the
+            ``meta`` metadata.
         capacity: rows in the ring (capacity x width float64 preallocated).
         period: writer wake-up period, s.
         derive: optional ``derive(rows)``, called by the writer thread on each block of

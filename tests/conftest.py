@@ -1,4 +1,5 @@
 """Shared fixtures: configs of the papers' robots, the wheel of this checkout, small helpers."""
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -7,20 +8,30 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hilrig.rt.config import load, resolve
+from hilrig.schema import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 
 
-def config(name: str, *overrides: str) -> dict:
+def config(name: str, *overrides: str) -> Config:
     """A config from configs/ with ``key=value`` overrides, resolved."""
     return load(CONFIGS / f"{name}.toml", list(overrides))
 
 
-def arm_config(sim: dict | None = None, **plant) -> dict:
+def arm_config(sim: dict | None = None, **plant) -> Config:
     """A serial-arm config built in code (paper 000's arm unless overridden)."""
     raw = {"plant": {"model": "serial_arm", **plant}, "sim": sim or {}}
     return resolve(raw)
+
+
+def replaced(cfg, table: str, **changes):
+    """``cfg`` with keys of one table changed (``table`` dotted: "link.serial"), not
+    validated again."""
+    name, _, rest = table.partition(".")
+    inner = getattr(cfg, name)
+    inner = replaced(inner, rest, **changes) if rest else dataclasses.replace(inner, **changes)
+    return dataclasses.replace(cfg, **{name: inner})
 
 
 @pytest.fixture

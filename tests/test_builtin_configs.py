@@ -45,8 +45,8 @@ def test_a_path_that_exists_wins_over_a_name(tmp_path, monkeypatch):
     text = (CONFIGS / "rrr3_pd.toml").read_text(encoding="utf-8")
     (tmp_path / "rrr3_pd").write_text(text.replace("duration = 3.0", "duration = 0.5"))
     monkeypatch.chdir(tmp_path)
-    assert load("rrr3_pd")["sim"]["duration"] == 0.5
-    assert load(CONFIGS / "rrr3_pd.toml")["sim"]["duration"] == 3.0
+    assert load("rrr3_pd").sim.duration == 0.5
+    assert load(CONFIGS / "rrr3_pd.toml").sim.duration == 3.0
 
 
 def test_an_unknown_name_names_the_closest_built_in_configs(tmp_path, monkeypatch):

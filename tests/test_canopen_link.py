@@ -68,13 +68,13 @@ def loop(cfg, link, cycles, meas=None, gains=None):
 
 def test_pd_tracks_reference_over_can_like_in_process():
     cfg = rig("pd-tracking")
-    n = round(cfg["sim"]["duration"] / cfg["sim"]["dt"])
+    n = round(cfg.sim.duration / cfg.sim.dt)
     with EmulatedDrives(cfg), CanopenLink.from_config(cfg) as link:
         q_can = loop(cfg, link, n)
-    with PlantLink(plant_from_config(cfg), cfg["sim"]["dt"]) as inprocess:
+    with PlantLink(plant_from_config(cfg), cfg.sim.dt) as inprocess:
         q_ref = loop(cfg, inprocess, n)
-    target = np.array(cfg["controller"]["target"])
-    last_second = slice(n - round(1.0 / cfg["sim"]["dt"]), n)
+    target = np.array(cfg.controller.target)
+    last_second = slice(n - round(1.0 / cfg.sim.dt), n)
     assert np.abs(q_can - q_ref).max() < TRACKING_BOUND
     assert np.abs(q_can[last_second] - target).max() < SETTLED_BOUND
     assert np.abs(q_ref[last_second] - target).max() < SETTLED_BOUND
@@ -109,7 +109,7 @@ def test_pdo_contents_and_sync_timing(bench, request):
             assert len(tpdo1) == 6 and len(tpdo2) == 6
             assert int.from_bytes(tpdo1[:2], "little") == 0x1237                 # OE, CST
             position = int.from_bytes(tpdo1[2:], "little", signed=True)
-            assert position == round(cfg["plant"]["q0"][axis] * counts)
+            assert position == round(cfg.plant.q0[axis] * counts)
             assert meas.pos[axis] == pytest.approx(position / counts)
         assert meas.t == 0.0                                # the first SYNC samples t = 0
         link.write(np.array([30.0, -12.0, 0.0]))            # N m at the joint
@@ -119,7 +119,7 @@ def test_pdo_contents_and_sync_timing(bench, request):
         assert [(m.arbitration_id, int.from_bytes(m.data[:2], "little"),
                  int.from_bytes(m.data[2:4], "little", signed=True)) for m in rpdos] == expected
         link.read(meas)                 # the drives apply the RPDOs at this SYNC, after its TPDOs
-        assert meas.t == pytest.approx(cfg["sim"]["dt"])
+        assert meas.t == pytest.approx(cfg.sim.dt)
         link.read(meas)                 # (its handler has surely finished once this one answers)
         assert [a.target for a in emu.axes] == [500, -200, 0]
         for _ in range(2):
@@ -362,7 +362,7 @@ def test_drives_in_another_process_over_zmq():
         assert ready.wait(60.0), "the emulator process did not start"
         with CanopenLink.from_config(cfg) as link:
             q = loop(cfg, link, 300)
-        target = np.array(cfg["controller"]["target"])
+        target = np.array(cfg.controller.target)
         assert np.all(np.abs(q[-1] - target) < np.abs(q[0] - target))   # moving to the target
     finally:
         stop.set()

@@ -1,7 +1,9 @@
 """Scenario configs: loading, ``--set`` overrides, validation messages, defaults, JSON meta."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 import re
 from pathlib import Path
 
@@ -25,6 +27,11 @@ def config_error(path, overrides=()) -> str:
     return str(info.value)
 
 
+def jams(cfg) -> list[dict]:
+    """The resolved config's faults.jam as dicts."""
+    return [dataclasses.asdict(jam) for jam in cfg.faults.jam]
+
+
 def write(tmp_path: Path, text: str, name: str = "cfg.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -42,89 +49,89 @@ def test_configs_directory_has_the_paper_scenarios():
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.name)
 def test_every_config_loads_with_the_documented_keys(path):
     cfg = load(path)
-    plant, ctrl, inp = cfg["plant"], cfg["controller"], cfg["input"]
-    nq = 6 if plant["model"] == "rrr3" else 3
+    plant, ctrl, inp = cfg.plant, cfg.controller, cfg.input
+    nq = 6 if plant.model == "rrr3" else 3
     nact = 3
-    assert len(plant["q0"]) == nq
-    assert len(plant["qd0"]) == nq
-    assert all(isinstance(v, float) for v in plant["q0"] + plant["qd0"])
-    if plant["model"] == "serial_arm":
-        assert len(plant["damping"]) == nq
-    assert len(ctrl["kp"]) == nact and len(ctrl["kd"]) == nact
-    assert "target" in ctrl
-    assert "voltage" in inp and "torque" in inp
-    assert isinstance(cfg["faults"]["jam"], list)
-    for jam in cfg["faults"]["jam"]:
+    assert len(plant.q0) == nq
+    assert len(plant.qd0) == nq
+    assert all(isinstance(v, float) for v in plant.q0 + plant.qd0)
+    if plant.model == "serial_arm":
+        assert len(plant.damping) == nq
+    assert len(ctrl.kp) == nact and len(ctrl.kd) == nact
+    assert hasattr(ctrl, "target")
+    assert hasattr(inp, "voltage") and hasattr(inp, "torque")
+    assert isinstance(cfg.faults.jam, tuple)
+    for jam in jams(cfg):
         assert set(jam) == {"joint", "t1", "duration"}
     # defaults of keys no config file sets are filled in
-    assert cfg["sim"]["rtol"] == 1e-10 and cfg["sim"]["accurate_method"] == "DOP853"
-    assert plant["drive"] in ("torque", "voltage", "voltage_full")
-    assert ctrl["output"] in ("torque", "voltage")
+    assert cfg.sim.rtol == 1e-10 and cfg.sim.accurate_method == "DOP853"
+    assert plant.drive in ("torque", "voltage", "voltage_full")
+    assert ctrl.output in ("torque", "voltage")
 
 
 def test_serial_jam_configs_values():
     cfg = load(SERIAL_JAM1)
-    assert cfg["plant"]["model"] == "serial_arm"
-    assert cfg["plant"]["drive"] == "torque"
-    assert cfg["plant"]["q0"] == pytest.approx([0.444134, -0.444134, 0.529083])
-    assert cfg["plant"]["qd0"] == [0.0, 0.0, 0.0]
-    assert cfg["plant"]["damping"] == [15.0, 15.0, 15.0]
-    assert cfg["input"]["torque"] == [0.0, 0.0, 0.0]
-    assert cfg["input"]["voltage"] is None
-    assert cfg["faults"]["jam"] == [{"joint": 1, "t1": 2.0, "duration": 0.1}]
+    assert cfg.plant.model == "serial_arm"
+    assert cfg.plant.drive == "torque"
+    assert cfg.plant.q0 == pytest.approx([0.444134, -0.444134, 0.529083])
+    assert cfg.plant.qd0 == (0.0, 0.0, 0.0)
+    assert cfg.plant.damping == (15.0, 15.0, 15.0)
+    assert cfg.input.torque == (0.0, 0.0, 0.0)
+    assert cfg.input.voltage is None
+    assert jams(cfg) == [{"joint": 1, "t1": 2.0, "duration": 0.1}]
     jam2 = load(CONFIGS / "serial3_jam2.toml")
-    assert jam2["faults"]["jam"] == [{"joint": 2, "t1": 0.5, "duration": 0.1}]
-    assert load(SERIAL_FREE)["faults"]["jam"] == []
+    assert jams(jam2) == [{"joint": 2, "t1": 0.5, "duration": 0.1}]
+    assert jams(load(SERIAL_FREE)) == []
 
 
 def test_rrr3_config_values():
     fwd = load(RRR3_FORWARD)
-    assert fwd["plant"]["model"] == "rrr3" and fwd["plant"]["drive"] == "voltage"
-    assert fwd["input"]["voltage"] == [5.0, -5.0, 5.0]
-    assert fwd["controller"]["type"] == "open_loop"
-    assert fwd["plant"]["q0"][0] == pytest.approx(-0.1259)
+    assert fwd.plant.model == "rrr3" and fwd.plant.drive == "voltage"
+    assert fwd.input.voltage == (5.0, -5.0, 5.0)
+    assert fwd.controller.type == "open_loop"
+    assert fwd.plant.q0[0] == pytest.approx(-0.1259)
     pd = load(RRR3_PD)
-    assert pd["controller"]["type"] == "pd"
-    assert pd["controller"]["kp"] == [150.0] * 3
-    assert pd["controller"]["kd"] == [50.0] * 3
-    assert pd["controller"]["target"] == [0.4, 0.8, 1.0]
-    assert pd["controller"]["output"] == "torque"
+    assert pd.controller.type == "pd"
+    assert pd.controller.kp == (150.0,) * 3
+    assert pd.controller.kd == (50.0,) * 3
+    assert pd.controller.target == (0.4, 0.8, 1.0)
+    assert pd.controller.output == "torque"
 
 
 def test_defaults_are_filled_in_for_a_minimal_config(tmp_path):
     cfg = load(write(tmp_path, '[plant]\nmodel = "serial_arm"\n'))
-    sim = cfg["sim"]
-    assert sim["integrator"] == "rk4"
-    assert sim["duration"] == 10.0 and sim["dt"] == 0.001
-    assert sim["rtol"] == 1e-10 and sim["atol"] == 1e-12
-    assert sim["accurate_method"] == "DOP853"
-    plant = cfg["plant"]
-    assert plant["drive"] == "torque"
-    assert plant["q0"] == [0.0, 0.0, 0.0] and plant["qd0"] == [0.0, 0.0, 0.0]
-    assert plant["damping"] == [0.0, 0.0, 0.0]
-    assert plant["mass"] == [9.0, 7.0, 5.0]
-    assert plant["gravity"] == 9.81
-    assert plant["motor"]["resistance"] == [3.0, 3.0, 3.0]
-    assert cfg["controller"]["type"] == "open_loop"
-    assert cfg["controller"]["kp"] == [0.0, 0.0, 0.0]
-    assert cfg["controller"]["target"] is None
-    assert cfg["controller"]["output"] == "torque"
-    assert cfg["input"]["voltage"] is None and cfg["input"]["torque"] is None
-    assert cfg["faults"]["jam"] == []
+    sim = cfg.sim
+    assert sim.integrator == "rk4"
+    assert sim.duration == 10.0 and sim.dt == 0.001
+    assert sim.rtol == 1e-10 and sim.atol == 1e-12
+    assert sim.accurate_method == "DOP853"
+    plant = cfg.plant
+    assert plant.drive == "torque"
+    assert plant.q0 == (0.0, 0.0, 0.0) and plant.qd0 == (0.0, 0.0, 0.0)
+    assert plant.damping == (0.0, 0.0, 0.0)
+    assert plant.mass == (9.0, 7.0, 5.0)
+    assert plant.gravity == 9.81
+    assert plant.motor.resistance == (3.0, 3.0, 3.0)
+    assert cfg.controller.type == "open_loop"
+    assert cfg.controller.kp == (0.0, 0.0, 0.0)
+    assert cfg.controller.target is None
+    assert cfg.controller.output == "torque"
+    assert cfg.input.voltage is None and cfg.input.torque is None
+    assert jams(cfg) == []
 
 
 def test_rrr3_defaults_are_voltage_driven(tmp_path):
     cfg = load(write(tmp_path, '[plant]\nmodel = "rrr3"\n'))
-    assert cfg["plant"]["drive"] == "voltage"
-    assert cfg["controller"]["output"] == "voltage"
-    assert len(cfg["plant"]["q0"]) == 6
-    assert cfg["plant"]["correction"] == "projection"
+    assert cfg.plant.drive == "voltage"
+    assert cfg.controller.output == "voltage"
+    assert len(cfg.plant.q0) == 6
+    assert cfg.plant.correction == "projection"
 
 
 def test_resolve_accepts_a_dict_and_does_not_modify_it():
     raw = {"plant": {"model": "serial_arm", "damping": 2}}
     cfg = resolve(raw)
-    assert cfg["plant"]["damping"] == [2.0, 2.0, 2.0]
+    assert cfg.plant.damping == (2.0, 2.0, 2.0)
     assert raw == {"plant": {"model": "serial_arm", "damping": 2}}
 
 
@@ -143,59 +150,59 @@ def test_parse_value(text, value):
 
 def test_override_numbers():
     cfg = load(SERIAL_FREE, ["sim.duration=2", "sim.dt=5e-4", "plant.gravity=1.62"])
-    assert cfg["sim"]["duration"] == 2.0 and isinstance(cfg["sim"]["duration"], float)
-    assert cfg["sim"]["dt"] == 5e-4
-    assert cfg["plant"]["gravity"] == 1.62
+    assert cfg.sim.duration == 2.0 and isinstance(cfg.sim.duration, float)
+    assert cfg.sim.dt == 5e-4
+    assert cfg.plant.gravity == 1.62
 
 
 def test_override_bool():
-    assert load(RRR3_FORWARD)["plant"]["baumgarte"] is True
-    assert load(RRR3_FORWARD, ["plant.baumgarte=false"])["plant"]["baumgarte"] is False
+    assert load(RRR3_FORWARD).plant.baumgarte is True
+    assert load(RRR3_FORWARD, ["plant.baumgarte=false"]).plant.baumgarte is False
 
 
 def test_override_bare_string():
-    assert load(SERIAL_FREE, ["sim.integrator=euler"])["sim"]["integrator"] == "euler"
-    assert load(RRR3_FORWARD, ["plant.correction=post_adjust"])["plant"]["correction"] == \
+    assert load(SERIAL_FREE, ["sim.integrator=euler"]).sim.integrator == "euler"
+    assert load(RRR3_FORWARD, ["plant.correction=post_adjust"]).plant.correction == \
         "post_adjust"
 
 
 def test_override_toml_list():
     cfg = load(SERIAL_FREE, ["plant.q0=[0.1,0.2,0.3]"])
-    assert cfg["plant"]["q0"] == [0.1, 0.2, 0.3]
+    assert cfg.plant.q0 == (0.1, 0.2, 0.3)
 
 
 def test_override_nested_jam_key():
     cfg = load(SERIAL_JAM1, ["faults.jam.t1=1.5"])
-    assert cfg["faults"]["jam"] == [{"joint": 1, "t1": 1.5, "duration": 0.1}]
+    assert jams(cfg) == [{"joint": 1, "t1": 1.5, "duration": 0.1}]
 
 
 def test_override_scalar_is_broadcast_to_every_joint():
     cfg = load(SERIAL_FREE, ["plant.damping=3"])
-    assert cfg["plant"]["damping"] == [3.0, 3.0, 3.0]
+    assert cfg.plant.damping == (3.0, 3.0, 3.0)
     cfg = load(RRR3_FORWARD, ["input.voltage=2", "plant.motor.resistance=1.5"])
-    assert cfg["input"]["voltage"] == [2.0, 2.0, 2.0]
-    assert cfg["plant"]["motor"]["resistance"] == [1.5, 1.5, 1.5]
+    assert cfg.input.voltage == (2.0, 2.0, 2.0)
+    assert cfg.plant.motor.resistance == (1.5, 1.5, 1.5)
 
 
 def test_override_key_absent_from_file_but_in_schema():
     cfg = load(SERIAL_FREE, ["sim.rtol=1e-8", "controller.kp=5",
                              "plant.motor.gear_ratio=20"])
-    assert cfg["sim"]["rtol"] == 1e-8
-    assert cfg["controller"]["kp"] == [5.0, 5.0, 5.0]
-    assert cfg["plant"]["motor"]["gear_ratio"] == [20.0, 20.0, 20.0]
+    assert cfg.sim.rtol == 1e-8
+    assert cfg.controller.kp == (5.0, 5.0, 5.0)
+    assert cfg.plant.motor.gear_ratio == (20.0, 20.0, 20.0)
 
 
 def test_override_adds_a_jam_to_a_config_without_faults():
     cfg = load(SERIAL_FREE, ["faults.jam.joint=3", "faults.jam.t1=0.25"])
-    assert cfg["faults"]["jam"] == [{"joint": 3, "t1": 0.25, "duration": 0.1}]
+    assert jams(cfg) == [{"joint": 3, "t1": 0.25, "duration": 0.1}]
 
 
 def test_later_override_wins_and_file_is_untouched():
     before = SERIAL_FREE.read_text()
     cfg = load(SERIAL_FREE, ["sim.duration=2", "sim.duration=4"])
-    assert cfg["sim"]["duration"] == 4.0
+    assert cfg.sim.duration == 4.0
     assert SERIAL_FREE.read_text() == before
-    assert load(SERIAL_FREE)["sim"]["duration"] == 20.0
+    assert load(SERIAL_FREE).sim.duration == 20.0
 
 
 def test_apply_override_edits_the_raw_dict_in_place():
@@ -335,7 +342,7 @@ def test_jam_joint_out_of_range(joint):
 
 
 def test_jam_joint_in_range_at_the_ends():
-    assert load(SERIAL_JAM1, ["faults.jam.joint=3"])["faults"]["jam"][0]["joint"] == 3
+    assert load(SERIAL_JAM1, ["faults.jam.joint=3"]).faults.jam[0].joint == 3
 
 
 def test_jam_joint_missing():
@@ -365,8 +372,8 @@ def test_voltage_driven_serial_arm_is_accepted(tmp_path):
     path = write(tmp_path, '[plant]\nmodel = "serial_arm"\ndrive = "voltage"\n'
                            '[input]\nvoltage = [1.0, 0.0, -1.0]\n')
     cfg = load(path)
-    assert cfg["input"]["voltage"] == [1.0, 0.0, -1.0]
-    assert cfg["controller"]["output"] == "voltage"
+    assert cfg.input.voltage == (1.0, 0.0, -1.0)
+    assert cfg.controller.output == "voltage"
 
 
 def test_pd_without_target():
@@ -392,9 +399,9 @@ def test_full_motor_model_rejects_a_step_longer_than_the_electrical_time_constan
 
 def test_full_motor_model_accepts_a_short_step_or_the_accurate_path():
     cfg = load(RRR3_FORWARD, ["plant.drive=voltage_full", "sim.dt=1e-4"])
-    assert cfg["plant"]["drive"] == "voltage_full"
+    assert cfg.plant.drive == "voltage_full"
     cfg = load(RRR3_FORWARD, ["plant.drive=voltage_full", "sim.integrator=accurate"])
-    assert cfg["sim"]["dt"] == 0.001
+    assert cfg.sim.dt == 0.001
     # the smallest L_a/R_a over the motors is the one that counts
     msg = config_error(RRR3_FORWARD, ["plant.drive=voltage_full", "sim.dt=1e-4",
                                       "plant.motor.inductance=[1e-3,1e-3,1e-5]"])
@@ -455,8 +462,8 @@ duration = 0.2
 
 def test_list_of_jam_tables_resolves_to_two_jams(tmp_path):
     cfg = load(write(tmp_path, TWO_JAMS))
-    assert cfg["faults"]["jam"] == [{"joint": 1, "t1": 0.5, "duration": 0.1},
-                                    {"joint": 3, "t1": 1.25, "duration": 0.2}]
+    assert jams(cfg) == [{"joint": 1, "t1": 0.5, "duration": 0.1},
+                         {"joint": 3, "t1": 1.25, "duration": 0.2}]
 
 
 def test_list_of_jam_tables_errors_name_the_entry(tmp_path):
@@ -489,14 +496,14 @@ t1 = 1.0
 
 def test_four_link_arm_resolves_with_nq_4(tmp_path):
     cfg = load(write(tmp_path, FOUR_LINKS))
-    plant = cfg["plant"]
-    assert plant["q0"] == [0.1, 0.2, 0.3, 0.4]
-    assert plant["qd0"] == [0.0] * 4
-    assert plant["damping"] == [2.0] * 4
-    assert plant["mass"] == [4.0, 3.0, 2.0, 1.0]
-    assert cfg["controller"]["kp"] == [0.0] * 4
-    assert plant["motor"]["resistance"] == [3.0] * 4
-    assert cfg["faults"]["jam"][0]["joint"] == 4
+    plant = cfg.plant
+    assert plant.q0 == (0.1, 0.2, 0.3, 0.4)
+    assert plant.qd0 == (0.0,) * 4
+    assert plant.damping == (2.0,) * 4
+    assert plant.mass == (4.0, 3.0, 2.0, 1.0)
+    assert cfg.controller.kp == (0.0,) * 4
+    assert plant.motor.resistance == (3.0,) * 4
+    assert cfg.faults.jam[0].joint == 4
     # q0 of 3 no longer fits, a jam on joint 5 is out of range
     msg = config_error(write(tmp_path, FOUR_LINKS, "a.toml"), ["plant.q0=[0,0,0]"])
     assert "plant.q0" in msg and "expected 4" in msg
@@ -524,14 +531,68 @@ def test_four_link_arm_with_mismatched_link_list(tmp_path, key):
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.name)
 def test_to_json_round_trips(path):
     cfg = load(path)
-    text = to_json(cfg)
+    text = to_json(cfg.to_dict())
     assert isinstance(text, str)
-    assert json.loads(text) == cfg
+    assert json.loads(text) == cfg.to_dict()
 
 
 def test_to_json_round_trips_with_overrides_and_two_jams(tmp_path):
     cfg = load(write(tmp_path, TWO_JAMS), ["plant.damping=3", "sim.integrator=euler"])
-    back = json.loads(to_json(cfg))
-    assert back == cfg
+    back = json.loads(to_json(cfg.to_dict()))
+    assert back == cfg.to_dict()
     assert back["faults"]["jam"][1]["t1"] == 1.25
     assert back["input"]["torque"] is None
+
+
+# -- the typed config -----------------------------------------------------------------
+
+def test_the_resolved_config_is_typed_and_immutable():
+    cfg = load(SERIAL_JAM1)
+    assert isinstance(cfg.sim.dt, float) and isinstance(cfg.loop.max_overruns, int)
+    assert isinstance(cfg.loop.gc_freeze, bool) and isinstance(cfg.plant.model, str)
+    assert cfg.plant.motor.gear_ratio == (10.0, 10.0, 10.0)
+    assert isinstance(cfg.faults.jam, tuple) and cfg.faults.jam[0].t1 == 2.0
+    fields = {f.name: f.type for f in dataclasses.fields(cfg.sim)}
+    assert fields["dt"] is float and fields["integrator"] is str
+    assert {f.name: f.type for f in dataclasses.fields(cfg.plant)}["mass"] == tuple[float, ...]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.sim.dt = 0.01
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.plant = None
+    with pytest.raises(TypeError):
+        cfg.plant.q0[0] = 1.0
+    derived = cfg.replace(sim=dataclasses.replace(cfg.sim, duration=1.0))
+    assert derived.sim.duration == 1.0 and cfg.sim.duration == 20.0
+    assert load(SERIAL_JAM1) == cfg and hash(load(SERIAL_JAM1)) == hash(cfg)
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.name)
+def test_to_dict_is_the_resolved_dict(path, monkeypatch):
+    """cfg.to_dict() is the dict that was validated, so the meta of every log is unchanged."""
+    import hilrig.rt.config as config_module
+    validated = []
+    typed = config_module.typed
+    monkeypatch.setattr(config_module, "typed",
+                        lambda out, schema: validated.append(json.dumps(out)) or typed(out, schema))
+    cfg = load(path)
+    assert json.dumps(cfg.to_dict()) == validated[0]
+    assert to_json(cfg.to_dict()) == to_json(json.loads(validated[0]))
+
+
+def test_a_plant_models_own_keys_are_typed_attributes(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "user_plant"))
+    cfg = load(write(tmp_path, '[plant]\nmodel = "cart_pole:CART_POLE"\ncart_mass = 2\n'))
+    assert cfg.plant.cart_mass == 2.0 and isinstance(cfg.plant.cart_mass, float)
+    assert {f.name: f.type for f in dataclasses.fields(cfg.plant)}["pole_length"] is float
+    assert cfg.plant.q0 == (0.0, 0.0)
+
+
+def test_a_links_own_keys_are_typed_attributes():
+    cfg = load(CONFIGS / "rig_canopen.toml")
+    assert cfg.link.canopen.node_ids == (1, 2, 3)
+    assert all(isinstance(i, int) for i in cfg.link.canopen.node_ids)
+    assert {f.name: f.type for f in dataclasses.fields(cfg.link.canopen)}["node_ids"] == \
+        tuple[int, ...] | None
+    serial = load(CONFIGS / "rig_serial.toml").link.serial
+    assert serial.axes == ((0x80, 1), (0x80, 2), (0x81, 1))

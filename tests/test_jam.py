@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import sympy as sp
-from conftest import arm_config, config
+from conftest import arm_config, config, replaced
 from hilrig.plant.factory import plant_from_config
 from hilrig.plant.layout import BLOCKED, HEALTHY, JAMMING
 from hilrig.rt.sim import simulate
@@ -33,7 +33,7 @@ def test_jam_ending_between_steps_is_switched_exactly():
     """A jamming phase that ends inside a step: the step is split, qd = 0 from t2 on."""
     cfg = config("serial3_jam1", "sim.duration=2.3", "faults.jam.duration=0.0355")
     fixed = simulate(cfg).arrays
-    cfg["sim"]["integrator"] = "accurate"
+    cfg = replaced(cfg, "sim", integrator="accurate")
     exact = simulate(cfg).arrays
     t2 = 2.0355
     assert np.all(fixed["qd"][fixed["t"] > t2, 0] == 0.0)

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import config
+from conftest import config, replaced
 from hilrig.devices.cia402_drive import EmulatedDrives
 from hilrig.devices.roboclaw_drive import RoboClawEmulator
 from hilrig.devices.zmq_plant import Emulator
@@ -90,7 +90,7 @@ def test_canopen_activate_before_configure_raises_and_close_after_a_failed_confi
 def test_serial_configure_zeroes_every_duty_and_reads_activate_lets_duties_through():
     cfg = serial_rig("unused")
     with RoboClawEmulator(cfg) as emu:
-        cfg["link"]["serial"]["port"] = emu.port
+        cfg = replaced(cfg, "link.serial", port=emu.port)
         emu.controllers[0x80].duty = [4000, -4000]    # the link's motors, left running by
         emu.controllers[0x81].duty = [4000, 0]        # a previous master (0x81 M2: no joint)
         link = SerialLink.from_config(cfg)
@@ -156,7 +156,7 @@ def test_zmq_configure_says_hello_without_a_command_activate_lets_commands_throu
         link.activate()
         link.write(np.array([1.0, -1.0, 0.5]))
         assert link.read(meas)                          # lockstep: the answer to that COMMAND
-        assert meas.t == pytest.approx(cfg["sim"]["dt"])
+        assert meas.t == pytest.approx(cfg.sim.dt)
         assert not emu.safe and emu.tick == 1
         assert np.array_equal(emu.command, [1.0, -1.0, 0.5])
     finally:
@@ -192,7 +192,7 @@ def test_in_process_plant_does_not_step_before_activate():
     assert link.plant.t == 0.0
     link.activate()
     link.write(np.ones(3))
-    assert link.read(meas) and meas.t == pytest.approx(cfg["sim"]["dt"])
+    assert link.read(meas) and meas.t == pytest.approx(cfg.sim.dt)
     assert not np.array_equal(meas.vel, np.zeros(3))
 
 

@@ -1,7 +1,7 @@
 """DC motors and gears coupled to a mechanism (paper 003 §2.2-2.3)."""
 import numpy as np
 import pytest
-from conftest import arm_config
+from conftest import arm_config, replaced
 from hilrig.plant import serial_arm
 from hilrig.plant.factory import motor_params, plant_from_config
 from hilrig.plant.rrr3 import coupled_mass_diag
@@ -37,7 +37,7 @@ def test_power_balance_of_the_full_motor_model():
     """Electrical energy in = stored energy change + resistive and viscous losses (K_m = K_e)."""
     cfg, plant = arm_with_motors("voltage_full")
     motors = motor_params(cfg)
-    damping = np.array(cfg["plant"]["damping"]) + motors.gear_ratio ** 2 * motors.viscous_friction
+    damping = np.array(cfg.plant.damping) + motors.gear_ratio ** 2 * motors.viscous_friction
 
     def voltage(t):
         return np.array([6.0 * np.sin(3 * t), -4.0, 5.0 * np.cos(2 * t)])
@@ -82,9 +82,9 @@ def test_simplified_model_is_the_limit_of_the_full_one():
     """L_a di/dt ~ 0 (eq. 8): the full model approaches it linearly as L_a -> 0."""
     def final_q(drive, inductance):
         cfg, _ = arm_with_motors(drive, inductance=[inductance] * 3)
-        cfg["plant"]["motor"]["inductance"] = [inductance] * 3
-        cfg["input"]["voltage"] = [6.0, -4.0, 5.0]
-        cfg["sim"].update(duration=0.5, dt=0.01)
+        cfg = replaced(cfg, "plant.motor", inductance=(inductance,) * 3)
+        cfg = replaced(cfg, "input", voltage=(6.0, -4.0, 5.0))
+        cfg = replaced(cfg, "sim", duration=0.5, dt=0.01)
         return simulate(cfg).arrays["q"][-1]
     reference = final_q("voltage", 1e-3)
     errors = [np.abs(final_q("voltage_full", L) - reference).max() for L in (1e-2, 1e-3, 1e-4)]

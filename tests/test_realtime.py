@@ -21,7 +21,7 @@ def test_fast_run_equals_hil_sim_bit_for_bit(tmp_path):
     reference = simulate(cfg).arrays
     for key in ("t", "q", "qd", "u", "i", "residual", "det_phi_theta", "det_phi_x"):
         np.testing.assert_array_equal(arrays[key], reference[key][:1000], err_msg=key)
-    assert meta == cfg and summary["reason"] == "done"
+    assert meta == cfg.to_dict() and summary["reason"] == "done"
     assert [e["kind"] for e in events][-1] == "stop"
 
 
@@ -68,7 +68,7 @@ def test_live_jam_takes_effect_at_the_acknowledged_tick(tmp_path):
     result = session.run(on_tick=inject)
     assert result.status == "ok" and acks
     tick, t_ack = acks[0]
-    assert t_ack == pytest.approx(tick * cfg["sim"]["dt"])
+    assert t_ack == pytest.approx(tick * cfg.sim.dt)
     arrays, events, _, _ = read_complete(tmp_path / "live.mcap")
     jam = [e for e in events if e["kind"] == "jam"]
     assert jam and jam[0]["tick"] == tick

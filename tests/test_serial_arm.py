@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 import sympy as sp
-from conftest import arm_config
+from conftest import arm_config, replaced
 from hilrig.plant import serial_arm
 from hilrig.plant.factory import plant_from_config
 from hilrig.rt.sim import simulate
@@ -106,7 +106,7 @@ def test_kernel_accelerations_match_lagrangian(rng):
 def energy_drift(integrator, dt=0.001, duration=10.0):
     """max |E(t) - E(0)| relative to the energy above the rest state (E(0) - V(q = 0))."""
     cfg = arm_config(q0=[0.444134, -0.444134, 0.529083], damping=0.0)
-    cfg["sim"].update(integrator=integrator, dt=dt, duration=duration)
+    cfg = replaced(cfg, "sim", integrator=integrator, dt=dt, duration=duration)
     energy = simulate(cfg).arrays["energy"]
     rest = serial_arm.potential_energy(plant_from_config(cfg).params, np.zeros(3))
     return np.abs(energy - energy[0]).max() / (energy[0] - rest)
@@ -124,7 +124,7 @@ def test_energy_conserved_without_damping():
 def test_damping_dissipates_exactly_what_it_removes():
     """With damping, dE/dt = -sum b_i qd_i^2 (no input): the energy record follows it."""
     cfg = arm_config(q0=[0.444134, -0.444134, 0.529083], damping=[15.0, 5.0, 1.0])
-    cfg["sim"].update(integrator="accurate", duration=2.0, dt=1e-4)
+    cfg = replaced(cfg, "sim", integrator="accurate", duration=2.0, dt=1e-4)
     a = simulate(cfg).arrays
     power = -(np.array([15.0, 5.0, 1.0]) * a["qd"] ** 2).sum(axis=1)
     dissipated = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1]) * np.diff(a["t"]))])

@@ -23,8 +23,9 @@ from hilrig.drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.plant.factory import plant_from_config
 from hilrig.rt.config import ConfigError
+from hilrig.schema import Config
 
-from tests.conftest import config
+from tests.conftest import config, replaced
 
 LOCKSTEP = ("emulator.mode=lockstep",)
 PATIENT = ("link.serial.timeout=0.5", "link.serial.budget=2.0", "link.timeout=5.0")
@@ -34,7 +35,7 @@ TRACKING_BOUND = 1e-3       # rad: serial run vs in-process run, at every tick
 TARGET_BOUND = 0.02         # rad: |q - target| after the 3 s run, both runs
 
 
-def rig(*overrides: str) -> dict:
+def rig(*overrides: str) -> Config:
     return config("rig_serial", *LOCKSTEP, *PATIENT, *overrides)
 
 
@@ -53,7 +54,7 @@ def connect():
 
     def make(emu: RoboClawEmulator, *overrides: str) -> SerialLink:
         cfg = rig(*overrides)
-        cfg["link"]["serial"]["port"] = emu.port
+        cfg = replaced(cfg, "link.serial", port=emu.port)
         link = SerialLink.from_config(cfg)
         links.append(link)
         link.open()
@@ -85,10 +86,10 @@ def pd_loop(link, cfg: dict, ticks: int, before_tick=None, record=None) -> np.nd
 def test_pd_tracks_its_target_through_the_serial_link_like_the_in_process_run(emulator,
                                                                                    connect):
     cfg = rig()
-    ticks = int(round(cfg["sim"]["duration"] / cfg["sim"]["dt"]))
-    target = np.array(cfg["controller"]["target"])
+    ticks = int(round(cfg.sim.duration / cfg.sim.dt))
+    target = np.array(cfg.controller.target)
     q_serial = pd_loop(connect(emulator), cfg, ticks)
-    with PlantLink(plant_from_config(cfg), cfg["sim"]["dt"]) as inprocess:
+    with PlantLink(plant_from_config(cfg), cfg.sim.dt) as inprocess:
         q_inprocess = pd_loop(inprocess, cfg, ticks)
     # every difference comes from quantisation: encoder counts (3.1e-4 rad at the joint),
     # speeds in whole counts/s, duty steps of 24 V / 32767, currents in 10 mA
@@ -108,7 +109,7 @@ def patient_link(port: str, **settings) -> SerialLink:
 def test_pd_in_free_mode_moves_every_joint_towards_its_target():
     cfg = config("rrr3_pd", "link.type=serial", "sim.dt=0.01")          # emulator.mode = "free": the plant keeps real time
     gains = controller_from_config(cfg)
-    target = np.array(cfg["controller"]["target"])
+    target = np.array(cfg.controller.target)
     with RoboClawEmulator(cfg) as emu:
         with patient_link(emu.port) as link:
             meas, u = Measurement(3), np.zeros(3)
@@ -118,7 +119,7 @@ def test_pd_in_free_mode_moves_every_joint_towards_its_target():
                     fresh += 1
                     gains(meas.t, meas.pos, meas.vel, meas.current, u)
                 link.write(u)
-                time.sleep(cfg["sim"]["dt"])
+                time.sleep(cfg.sim.dt)
         steps = emu.stats["steps"]
     assert emu.error is None and steps >= 50
     assert np.all(np.abs(target - meas.pos) < 0.75 * np.abs(target))
@@ -191,7 +192,7 @@ def read_once(*overrides: str) -> Measurement:
     """One measurement of the rig at rest at q = [0.3, -1.2, 2.5] rad from a fresh emulator."""
     with RoboClawEmulator(rig(*overrides)) as emu:
         cfg = rig(*overrides)
-        cfg["link"]["serial"]["port"] = emu.port
+        cfg = replaced(cfg, "link.serial", port=emu.port)
         with SerialLink.from_config(cfg) as link:
             emu.set_state(np.array([0.3, -1.2, 2.5]))
             meas = Measurement(3)
@@ -217,7 +218,7 @@ def test_emulated_latency_delays_every_reply():
     # 50 ms latency against a 10 ms reply timeout: nothing arrives in time
     cfg = rig("emulator.serial.latency=0.05", "link.serial.timeout=0.01")
     with RoboClawEmulator(cfg) as emu:
-        cfg["link"]["serial"]["port"] = emu.port
+        cfg = replaced(cfg, "link.serial", port=emu.port)
         with SerialLink.from_config(cfg) as link:     # open's exchanges wait 0.1 s each
             assert link.read(Measurement(3)) is False
             assert "ReadEncM1 (cmd 16) at 0x80: no reply within 10.00 ms" in link.last_error
@@ -228,7 +229,7 @@ def test_emulated_latency_delays_every_reply():
 def test_scheduled_jams_of_the_config_start_in_the_emulated_plant():
     cfg = rig("faults.jam.joint=3", "faults.jam.t1=0.1", "faults.jam.duration=0.02")
     with RoboClawEmulator(cfg) as emu:
-        cfg["link"]["serial"]["port"] = emu.port
+        cfg = replaced(cfg, "link.serial", port=emu.port)
         with SerialLink.from_config(cfg) as link:
             q = pd_loop(link, cfg, 25)
     assert np.ptp(q[13:, 2]) == 0.0 and np.ptp(q[:11, 2]) > 0.0     # blocked from 0.12 s
@@ -417,7 +418,7 @@ def test_the_drive_timeout_stops_the_motors_when_packets_stop():
 
 def test_a_missing_controller_is_named_at_open(emulator):
     cfg = rig("link.serial.axes=[[128, 1], [128, 2], [131, 1]]")
-    cfg["link"]["serial"]["port"] = emulator.port
+    cfg = replaced(cfg, "link.serial", port=emulator.port)
     link = SerialLink.from_config(cfg)
     with pytest.raises(LinkError, match=f"no RoboClaw answers at address 0x83 on "
                                         f"{emulator.port}: ReadMainBattery \\(cmd 24\\) at "
@@ -467,11 +468,11 @@ def test_serve_runs_the_drives_in_their_own_process(tmp_path):
 
 def test_serial_defaults_put_two_motors_on_each_controller():
     cfg = config("rrr3_pd", "link.type=serial", "sim.dt=0.01")
-    assert cfg["link"]["serial"]["axes"] == [[0x80, 1], [0x80, 2], [0x81, 1]]
-    assert cfg["link"]["serial"]["counts_per_rev"] == [2048.0] * 3
-    assert cfg["emulator"]["serial"]["battery_voltage"] == 24.0
+    assert cfg.link.serial.axes == ((0x80, 1), (0x80, 2), (0x81, 1))
+    assert cfg.link.serial.counts_per_rev == (2048.0,) * 3
+    assert cfg.emulator.serial.battery_voltage == 24.0
     # a link's table is in the resolved config where the config uses that link
-    assert "serial" not in config("serial3_free")["link"]
+    assert not hasattr(config("serial3_free").link, "serial")
 
 
 @pytest.mark.parametrize("override, message", [

@@ -125,8 +125,9 @@ def test_a_registered_plant_is_found_by_name(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hilrig-cart-pole\n"
                                    "Version: 0.1.0\n")
     (dist / "entry_points.txt").write_text("[hilrig.plants]\ncart_pole = cart_pole:CART_POLE\n")
-    env = {"PYTHONPATH": f"{tmp_path / 'site'}:{EXAMPLE}", "PATH": "/usr/bin:/bin"}
-    env = {**__import__("os").environ, **env}
+    environ = __import__("os").environ     # keeps a PYTHONPATH that names the hilrig under test
+    path = ":".join(filter(None, [str(tmp_path / "site"), str(EXAMPLE), environ.get("PYTHONPATH")]))
+    env = {**environ, "PYTHONPATH": path, "PATH": "/usr/bin:/bin"}
     config = tmp_path / "named.toml"
     config.write_text(CONFIG.read_text().replace('"cart_pole:CART_POLE"', '"cart_pole"'))
     proc = run("sim", config, "--duration", "0.2", "--out", tmp_path / "x.npz", cwd=tmp_path,

@@ -44,10 +44,10 @@ def mechanism(q, qd, params, mass, bias):
     return -pole * g * l * c
 
 
-def params(plant: dict) -> np.ndarray:
-    """The mechanism's params from the resolved [plant] table."""
-    return np.array([plant["cart_mass"], plant["pole_mass"], plant["pole_length"],
-                     plant["gravity"], plant["cart_damping"], plant["pole_damping"]])
+def params(plant) -> np.ndarray:
+    """The mechanism's params from the resolved [plant] table (typed: cfg.plant)."""
+    return np.array([plant.cart_mass, plant.pole_mass, plant.pole_length,
+                     plant.gravity, plant.cart_damping, plant.pole_damping])
 
 
 CART_POLE = ChainModel(
