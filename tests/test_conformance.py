@@ -244,7 +244,7 @@ def test_a_users_chain_passes_and_one_that_gains_energy_is_caught(monkeypatch):
     from hilrig.rt.config import load
     cfg = load(EXAMPLES / "user_plant" / "cart_pole.toml")
     check_plant(cfg)
-    params = cart_pole.params({**cfg["plant"], "pole_damping": -0.05})
+    params = cart_pole.params(dataclasses.replace(cfg.plant, pole_damping=-0.05))
     plant = Plant.chain(compile_mechanism(cart_pole.mechanism), 2, 1, params)
     plant.set_state([0.0, 1.0])
     with pytest.raises(ConformanceError, match=r"plant chain .* gained .* J"):
