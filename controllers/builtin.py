@@ -4,16 +4,17 @@ compiled law of the public interface (controllers.interface), and their builder.
 They enter the loops exactly as a user's law does: ``builtin_law`` has the signature
 ``law(t, pos, vel, cur, params, state, u)``; its ``params`` are the ``ctrl`` array of
 controllers.layout followed by the feed-forward model's plant params, its ``state``
-is the scratch of controllers.law.command. ``build`` is registered under the names
-``open_loop``, ``pd`` and ``feedforward`` (entry-point group ``hilrig.controllers``,
-pyproject.toml), as a third-party package registers its own builders.
+is the scratch of controllers.law.command. ``OPEN_LOOP``, ``PD`` and ``FEEDFORWARD``
+are ControllerSpecs with the ``[controller]`` keys they own (``KEYS``) and their rules
+(``check``), registered in the entry-point group ``hilrig.controllers`` (pyproject.toml)
+as a third-party package registers its own.
 """
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
-from hilrig.controllers.interface import LAW_SIGNATURE, Controller
+from hilrig.controllers.interface import LAW_SIGNATURE, Controller, ControllerSpec
 from hilrig.controllers.law import (
     FEEDFORWARD,
     OPEN_LOOP,
@@ -26,13 +27,34 @@ from hilrig.controllers.law import (
 )
 from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
+from hilrig.errors import ConfigError
 from hilrig.plant.factory import actuated_joints, motor_params, plant_from_config
 from hilrig.plant.layout import work_shape
 from hilrig.plant.packed import matrix_view
-from hilrig.schema import Config
+from hilrig.schema import Config, Key
 from numba import cfunc
 
 KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
+
+KEYS = {
+    "kp": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad (V/rad or N m/rad)"),
+    "kd": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad/s"),
+    "target": Key("floats", None, length="nact", doc="joint targets, rad"),
+    "torque_to_voltage": Key("str", "gain", choices=("gain", "motor_model"),
+                             doc="gain: u = tau / k (k = r K_m / R_a, the paper's reading); "
+                                 "motor_model: inverse of the DC motor and gear"),
+    "reference": Key("str", "hold", choices=("hold", "step", "quintic", "sinusoid"),
+                     doc="hold: target; step: start, then target at t_start; quintic: "
+                         "start to target over duration; sinusoid: target + amplitude "
+                         "sin(2 pi frequency (t - t_start) + phase)"),
+    "start": Key("floats", None, length="nact",
+                 doc="reference before t_start, rad (default: q0 of the actuated joints)"),
+    "t_start": Key("float", 0.0, minimum=0.0, doc="s"),
+    "duration": Key("float", 1.0, positive=True, doc="quintic transition time, s"),
+    "amplitude": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
+    "frequency": Key("float", 0.0, minimum=0.0, doc="sinusoid, Hz"),
+    "phase": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
+}
 REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
 
 
@@ -93,3 +115,24 @@ def _controller(ctrl: np.ndarray, model: np.ndarray, rows: int, cols: int, name:
     ctrl[C_WORK_COLS] = cols
     return Controller(builtin_law, np.concatenate([ctrl, model]), np.zeros(rows * cols),
                       feedback=feedback, name=name)
+
+
+def check(cfg: dict, voltage_driven: bool) -> None:
+    """The built-in laws' rules across keys: a target for PD and feed-forward, volt gains
+    only where the link takes volts, feed-forward only with a serial arm's model."""
+    ctrl = cfg["controller"]
+    if ctrl["type"] in ("pd", "feedforward"):
+        if ctrl["target"] is None:
+            raise ConfigError(f"controller.target: missing (needed by controller.type = "
+                              f"{ctrl['type']!r})")
+        if not voltage_driven and ctrl["output"] == "voltage":
+            raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
+                              "(plant.drive = 'voltage' or 'voltage_full')")
+    if ctrl["type"] == "feedforward" and cfg["plant"]["model"] != "serial_arm":
+        raise ConfigError("controller.type: 'feedforward' needs the inverse dynamics of a serial "
+                          "arm (plant.model = 'serial_arm'); use 'pd' for the 3RRR")
+
+
+OPEN_LOOP_SPEC = ControllerSpec("open_loop", build, KEYS, check)
+PD_SPEC = ControllerSpec("pd", build, KEYS, check)
+FEEDFORWARD_SPEC = ControllerSpec("feedforward", build, KEYS, check)

@@ -1,17 +1,18 @@
 """The controller a config names: a registered builder (``controller.type``) or the
 user's own law (``controller.law = "package.module:function"``).
 
-Builders are found in the entry-point group ``hilrig.controllers`` (name -> a function
-``build(cfg, unit) -> Controller``); hilrig's own (open_loop, pd, feedforward) are
-registered there too (pyproject.toml). A law named by ``controller.law`` gets
+Controllers are ControllerSpecs found in the entry-point group ``hilrig.controllers``
+(name -> the spec: its builder, keys and rules); hilrig's own (open_loop, pd,
+feedforward) are registered there too (pyproject.toml). A law named by ``controller.law`` gets
 ``controller.params`` as its params and ``controller.state_size`` zeros as its state.
 """
 from __future__ import annotations
 
+import difflib
 from functools import lru_cache
 
 import numpy as np
-from hilrig.controllers.interface import Controller, compile_law
+from hilrig.controllers.interface import Controller, ControllerSpec, compile_law
 from hilrig.errors import ConfigError
 from hilrig.plugins import load_object, registered
 from hilrig.schema import Config
@@ -33,9 +34,24 @@ def command_unit(cfg: Config) -> str:
 
 
 @lru_cache(maxsize=None)
-def builders() -> dict[str, str]:
-    """Registered controller builders: name -> "module:attribute"."""
+def controllers() -> dict[str, str]:
+    """Registered controllers: name -> "module:attribute" of their ControllerSpec."""
     return registered(GROUP)
+
+
+@lru_cache(maxsize=None)
+def controller_spec(name: str) -> ControllerSpec:
+    """The ControllerSpec ``controller.type`` names; ControllerError with the known names."""
+    if name not in controllers():
+        hint = difflib.get_close_matches(name, list(controllers()), n=1)
+        raise ControllerError(f"controller.type: no controller {name!r} is registered"
+                              + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                              + f"; known: {', '.join(sorted(controllers()))}")
+    spec = load_object(controllers()[name], "controller.type")
+    if not isinstance(spec, ControllerSpec):
+        raise ControllerError(f"controller.type: {controllers()[name]!r} is a "
+                              f"{type(spec).__name__}, not a ControllerSpec")
+    return spec
 
 
 def controller_from_config(cfg: Config, unit: str | None = None,
@@ -49,10 +65,7 @@ def controller_from_config(cfg: Config, unit: str | None = None,
     unit = command_unit(cfg) if unit is None else unit
     c = cfg.controller
     if c.law is None:
-        if c.type not in builders():
-            raise ControllerError(f"controller.type: no controller {c.type!r} is registered "
-                                  f"(known: {', '.join(sorted(builders()))})")
-        return load_object(builders()[c.type], "controller.type")(cfg, unit)
+        return controller_spec(c.type).build(cfg, unit)
     target = load_object(c.law, "controller.law")
     params = np.array(c.params, dtype=float)
     state = np.zeros(c.state_size)

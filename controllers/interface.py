@@ -25,7 +25,7 @@ compiled code anyway.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -74,3 +74,21 @@ class Controller:
 def call_law(law, t, pos, vel, cur, params, state, u):
     """law(t, pos, vel, cur, params, state, u) from Python (compiled once for every law)."""
     law(t, pos, vel, cur, params, state, u)
+
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    """A family of controllers as the config and the registry see it (entry-point group
+    ``hilrig.controllers``; its name is a ``controller.type``).
+
+    build(cfg, unit) -> Controller for a link that takes ``unit`` ("V" or "N m").
+    keys: the ``[controller]`` keys it owns besides type, law, params, state_size and
+    output (hilrig.schema.Key). check(cfg, voltage_driven): its rules across keys on the
+    validated config dict (raise hilrig.errors.ConfigError); voltage_driven: whether the
+    link takes volts.
+    """
+
+    name: str
+    build: Callable[..., Controller]
+    keys: dict = field(default_factory=dict)
+    check: Callable[[dict, bool], None] | None = None

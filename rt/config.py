@@ -26,7 +26,7 @@ from hilrig.schema import Config, Key, typed
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-from hilrig.controllers.factory import builders
+from hilrig.controllers.factory import controller_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -83,26 +83,9 @@ SCHEMA: dict[str, Any] = {
         "params": Key("floats", [], doc="controller.law's params array"),
         "state_size": Key("int", 0, minimum=0,
                           doc="length of controller.law's state array (zeros at the start)"),
-        "kp": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad (V/rad or N m/rad)"),
-        "kd": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad/s"),
-        "target": Key("floats", None, length="nact", doc="joint targets, rad"),
         "output": Key("str", None, choices=("voltage", "torque"),
                       doc="what the law computes; on a voltage-driven plant torque goes to "
                           "volts by controller.torque_to_voltage"),
-        "torque_to_voltage": Key("str", "gain", choices=("gain", "motor_model"),
-                                 doc="gain: u = tau / k (k = r K_m / R_a, the paper's reading); "
-                                     "motor_model: inverse of the DC motor and gear"),
-        "reference": Key("str", "hold", choices=("hold", "step", "quintic", "sinusoid"),
-                         doc="hold: target; step: start, then target at t_start; quintic: "
-                             "start to target over duration; sinusoid: target + amplitude "
-                             "sin(2 pi frequency (t - t_start) + phase)"),
-        "start": Key("floats", None, length="nact",
-                     doc="reference before t_start, rad (default: q0 of the actuated joints)"),
-        "t_start": Key("float", 0.0, minimum=0.0, doc="s"),
-        "duration": Key("float", 1.0, positive=True, doc="quintic transition time, s"),
-        "amplitude": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
-        "frequency": Key("float", 0.0, minimum=0.0, doc="sinusoid, Hz"),
-        "phase": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
     },
     "loop": {
         "overrun": Key("str", "skip", choices=("skip", "catch_up", "stop"),
@@ -276,6 +259,12 @@ def resolve(raw: dict) -> Config:
     schema["plant"].update(spec.keys)
     nq, nact = spec.sizes(plant_raw)
     sizes = {"nq": nq, "nact": nact}
+    controller = raw.get("controller", {})
+    kind = controller.get("type", SCHEMA["controller"]["type"].default) \
+        if isinstance(controller, dict) else None
+    if not isinstance(kind, str):
+        raise ConfigError(f"controller.type: expected a string, got {kind!r}")
+    schema["controller"].update(controller_spec(kind).keys)
     links_used = _link_specs(raw)
     for name, link in links_used.items():
         if link.keys:
@@ -457,19 +446,12 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
                           "give input.torque or set plant.drive = 'voltage'")
     _check_controller(ctrl, voltage_driven)
-    if ctrl["type"] in ("pd", "feedforward"):
-        if ctrl["target"] is None:
-            raise ConfigError(f"controller.target: missing (needed by controller.type = "
-                              f"{ctrl['type']!r})")
-        if not voltage_driven and ctrl["output"] == "voltage":
-            raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
-                              "(plant.drive = 'voltage' or 'voltage_full')")
+    check = controller_spec(ctrl["type"]).check
+    if ctrl["law"] is None and check is not None:
+        check(cfg, voltage_driven)
     if cfg["loop"]["fifo_priority"] > 99:
         raise ConfigError(f"loop.fifo_priority: SCHED_FIFO priorities are 1..99 (0: off), got "
                           f"{cfg['loop']['fifo_priority']}")
-    if ctrl["type"] == "feedforward" and plant["model"] != "serial_arm":
-        raise ConfigError("controller.type: 'feedforward' needs the inverse dynamics of a serial "
-                          "arm (plant.model = 'serial_arm'); use 'pd' for the 3RRR")
     if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
         raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
                           "fixed-step run holds the command over each step)")
@@ -484,13 +466,7 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
 
 
 def _check_controller(ctrl: dict, voltage_driven: bool) -> None:
-    """controller.type names a registered builder; controller.law stands alone."""
-    known = sorted(builders())
-    if ctrl["type"] not in known:
-        hint = difflib.get_close_matches(ctrl["type"], known, n=1)
-        raise ConfigError(f"controller.type: no controller {ctrl['type']!r} is registered"
-                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                          + f"; known: {', '.join(known)}")
+    """controller.law stands alone: no controller.type beside it."""
     if ctrl["law"] is None:
         if ctrl["params"] or ctrl["state_size"]:
             raise ConfigError("controller.params: only for a law named by controller.law")

@@ -2,6 +2,7 @@
 by `hil sim` and `hil run`, a plain Python law run by `hil control` against `hil emulate`,
 and a user's own loop through hilrig.connect; and the one-line errors of a wrong law."""
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -128,3 +129,63 @@ def test_a_law_that_does_not_compile_names_itself():
         u[0] = {}["key"]
     with pytest.raises(ConfigError, match="not_a_law does not compile as a law"):
         compile_law(not_a_law)
+
+
+FAMILY = '''
+import numpy as np
+from numba import njit
+from hilrig.controllers.interface import Controller, ControllerSpec, compile_law
+from hilrig.errors import ConfigError
+from hilrig.schema import Key
+
+
+@njit
+def damping_law(t, pos, vel, cur, params, state, u):
+    for j in range(u.shape[0]):
+        u[j] = -params[0] * vel[j]
+
+
+def build(cfg, unit):
+    return Controller(compile_law(damping_law), np.array([cfg.controller.damping]),
+                      np.zeros(0), name="damper")
+
+
+def check(cfg, voltage_driven):
+    if cfg["controller"]["damping"] > 100.0:
+        raise ConfigError("controller.damping: more than 100 shakes the arm")
+
+
+DAMPER = ControllerSpec("damper", build, {"damping": Key("float", 1.0, minimum=0.0,
+                                                         doc="N m s/rad")}, check)
+'''
+
+
+def test_a_registered_controller_family_brings_its_own_keys(tmp_path):
+    """A package's ControllerSpec in the hilrig.controllers entry-point group becomes a
+    controller.type whose keys are validated like ours and whose law runs in hil sim."""
+    site = tmp_path / "site"
+    dist = site / "damper-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: damper\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[hilrig.controllers]\ndamper = damper:DAMPER\n")
+    (site / "damper.py").write_text(FAMILY)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    base = ["sim", "serial3_free", "--set", "controller.type=damper", "--set",
+            "plant.qd0=[1.0, 0.0, 0.0]", "--duration", "0.5"]
+
+    def sim(*sets):
+        args = [a for s in sets for a in ("--set", s)]
+        return subprocess.run(hil(*base, *args, "--out", str(tmp_path / "d.npz")),
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    proc = sim("controller.damping=20")
+    assert proc.returncode == 0, proc.stderr
+    arrays = np.load(tmp_path / "d.npz")
+    assert np.allclose(arrays["u"], -20.0 * arrays["qd"], rtol=0, atol=1e-12)
+    for override, message in (("controller.dampng=2", "did you mean 'controller.damping'"),
+                              ("controller.damping=-1", "controller.damping: must be >= 0"),
+                              ("controller.damping=200", "more than 100 shakes the arm")):
+        proc = sim(override)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert message in proc.stderr
