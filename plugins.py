@@ -6,6 +6,7 @@ a config may also name a part directly by its module and attribute.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
@@ -47,4 +48,25 @@ def load_object(reference: str, key: str) -> Any:
             target = getattr(target, part)
     except AttributeError:
         raise ConfigError(f"{key}: module {module_name!r} has no {attribute!r}") from None
+    return target
+
+
+def lookup(group: str, name: str, key: str, expected: type | tuple[type, ...],
+           references: bool = False) -> Any:
+    """The part registered as ``name`` in the entry-point ``group`` (or, with
+    ``references``, named directly as "package.module:attribute"), checked to be an
+    ``expected`` instance. ConfigError names ``key``, the known names and the nearest one.
+    """
+    known = registered(group)
+    if name not in known and not (references and ":" in name):
+        hint = difflib.get_close_matches(name, list(known), n=1)
+        raise ConfigError(f"{key}: no {key.split('.')[0]} {name!r} is registered"
+                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                          + f"; known: {', '.join(sorted(known))}"
+                          + (", or 'package.module:NAME'" if references else ""))
+    target = load_object(known.get(name, name), key)
+    if not isinstance(target, expected):
+        kinds = expected if isinstance(expected, tuple) else (expected,)
+        raise ConfigError(f"{key}: {name!r} is a {type(target).__name__}, not a "
+                          + " or ".join(kind.__name__ for kind in kinds))
     return target

@@ -8,13 +8,12 @@ feedforward) are registered there too (pyproject.toml). A law named by ``control
 """
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
 
 import numpy as np
 from hilrig.controllers.interface import Controller, ControllerSpec, compile_law
 from hilrig.errors import ConfigError
-from hilrig.plugins import load_object, registered
+from hilrig.plugins import load_object, lookup
 from hilrig.schema import Config
 from numba.core.ccallback import CFunc
 from numba.core.registry import CPUDispatcher
@@ -34,24 +33,10 @@ def command_unit(cfg: Config) -> str:
 
 
 @lru_cache(maxsize=None)
-def controllers() -> dict[str, str]:
-    """Registered controllers: name -> "module:attribute" of their ControllerSpec."""
-    return registered(GROUP)
-
-
-@lru_cache(maxsize=None)
 def controller_spec(name: str) -> ControllerSpec:
-    """The ControllerSpec ``controller.type`` names; ControllerError with the known names."""
-    if name not in controllers():
-        hint = difflib.get_close_matches(name, list(controllers()), n=1)
-        raise ControllerError(f"controller.type: no controller {name!r} is registered"
-                              + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                              + f"; known: {', '.join(sorted(controllers()))}")
-    spec = load_object(controllers()[name], "controller.type")
-    if not isinstance(spec, ControllerSpec):
-        raise ControllerError(f"controller.type: {controllers()[name]!r} is a "
-                              f"{type(spec).__name__}, not a ControllerSpec")
-    return spec
+    """The ControllerSpec ``controller.type`` names (entry-point group hilrig.controllers);
+    ConfigError with the known names otherwise."""
+    return lookup(GROUP, name, "controller.type", ControllerSpec)
 
 
 def controller_from_config(cfg: Config, unit: str | None = None,

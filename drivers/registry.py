@@ -7,12 +7,10 @@ used, so a rig without CAN hardware never imports the CAN stack.
 """
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
 
 from hilrig.drivers.link import Link, LinkSpec
-from hilrig.errors import ConfigError
-from hilrig.plugins import load_object, registered
+from hilrig.plugins import load_object, lookup, registered
 from hilrig.schema import Config
 
 GROUP = "hilrig.links"
@@ -29,16 +27,7 @@ def links() -> dict[str, str]:
 @lru_cache(maxsize=None)
 def link_spec(name: str) -> LinkSpec:
     """The LinkSpec ``link.type`` names; ConfigError with the known names otherwise."""
-    if name not in links():
-        hint = difflib.get_close_matches(name, list(links()), n=1)
-        raise ConfigError(f"link.type: no link {name!r} is registered"
-                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                          + f"; known: {', '.join(sorted(links()))}")
-    spec = load_object(links()[name], "link.type")
-    if not isinstance(spec, LinkSpec):
-        raise ConfigError(f"link.type: {links()[name]!r} is a {type(spec).__name__}, not a "
-                          "hilrig.drivers.link.LinkSpec")
-    return spec
+    return lookup(GROUP, name, "link.type", LinkSpec)
 
 
 def link_from_config(cfg: Config) -> Link:

@@ -3,18 +3,16 @@ state, the config's motors and jam schedule."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from functools import lru_cache
 
 import numpy as np
-from hilrig.errors import ConfigError
 from hilrig.plant.interface import ChainModel, PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
 from hilrig.plant.motor import MotorParams
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
 from hilrig.plant.stepping import SCHEDULE_COLUMNS
-from hilrig.plugins import load_object, registered
+from hilrig.plugins import lookup
 from hilrig.schema import Config, plain
 
 GROUP = "hilrig.plants"
@@ -28,28 +26,14 @@ def motor_params(cfg: Config) -> MotorParams:
 
 
 @lru_cache(maxsize=None)
-def models() -> dict[str, str]:
-    """Registered plant models (entry-point group hilrig.plants): name -> "module:attribute"."""
-    return registered(GROUP)
-
-
-@lru_cache(maxsize=None)
 def plant_model(name: str) -> PlantModel:
-    """The model ``plant.model`` names: a registered name or "package.module:attribute"
-    (a PlantModel or a ChainModel). Raises ConfigError naming the known models."""
-    if name not in models() and ":" not in name:
-        hint = difflib.get_close_matches(name, list(models()), n=1)
-        raise ConfigError(f"plant.model: no model {name!r} is registered"
-                          + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                          + f"; known: {', '.join(sorted(models()))}, or 'package.module:MODEL'")
-    target = load_object(models().get(name, name), "plant.model")
+    """The model ``plant.model`` names: registered in the entry-point group hilrig.plants,
+    or "package.module:attribute" (a PlantModel or a ChainModel). ConfigError otherwise."""
+    target = lookup(GROUP, name, "plant.model", (PlantModel, ChainModel), references=True)
     if isinstance(target, ChainModel):
         mechanism = compile_mechanism(target.mechanism)
         return PlantModel(target.name, target.keys, lambda plant: (target.nq, target.nact),
                           lambda cfg: _chain(cfg, target, mechanism), jams=True)
-    if not isinstance(target, PlantModel):
-        raise ConfigError(f"plant.model: {name!r} is a {type(target).__name__}, not a "
-                          "hilrig.plant.interface.PlantModel or ChainModel")
     return target
 
 

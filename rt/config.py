@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from hilrig.drivers.registry import link_spec, links
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import models, plant_model
+from hilrig.plant.factory import GROUP as PLANT_MODELS
+from hilrig.plant.factory import plant_model
 from hilrig.plant.interface import PlantModel
+from hilrig.plugins import registered
 from hilrig.rt import builtin_configs
 from hilrig.schema import Config, Key, typed
 
@@ -248,7 +250,7 @@ def resolve(raw: dict) -> Config:
     if not isinstance(plant_raw, dict):
         raise ConfigError("plant: expected a table")
     model = plant_raw.get("model")
-    known = ", ".join(repr(name) for name in sorted(models()))
+    known = ", ".join(repr(name) for name in sorted(registered(PLANT_MODELS)))
     if model is None:
         raise ConfigError(f"plant.model: missing (one of {known}, or 'package.module:MODEL')")
     if not isinstance(model, str):
