@@ -79,6 +79,10 @@ class Emulator:
         plant = self.plant = self.link.plant
         self.nact = plant.nact
         self.voltage = int(plant.params[H_DRIVE]) != DRIVE_TORQUE
+        # what the emulated drives can physically apply: every command is saturated there
+        self.command_limit = cfg.emulator.supply_voltage if self.voltage \
+            else cfg.emulator.max_torque
+        self.failed = False                # the plant reached an invalid state
         self.schedule = jam_schedule(cfg)
         self.pending_faults = len(self.schedule)
         self.meas = Measurement(self.nact)
@@ -214,7 +218,7 @@ class Emulator:
             self._go_safe("controller said BYE")
             self.controller = None
             return False
-        self.command[:] = values
+        np.clip(values, -self.command_limit, self.command_limit, out=self.command)
         self.last_command_ns = now_ns(self.ts)
         if self.safe:
             self.safe = False
@@ -226,8 +230,6 @@ class Emulator:
         status = 0
         try:
             if kind == FAULT_JAM:
-                if duration < 0.0:
-                    raise ValueError(f"jam duration must be >= 0, got {duration}")
                 self.plant.start_jam(joint, duration)
                 t = self.tick * self.h
                 self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
@@ -315,9 +317,11 @@ class Emulator:
                 reason = "duration reached"
         except KeyboardInterrupt:
             reason = "interrupted"
-        except LinkError as exc:
+        except LinkError as exc:    # an invalid plant state: a fault, not a normal end
             reason = str(exc)
+            self.failed = True
             log.error("plant: %s", exc)
+            self._event("plant_fault", reason=reason, tick=self.tick)
         self._event("stop", reason=reason, tick=self.tick)
         return reason
 

@@ -65,6 +65,21 @@ def restructured_accel(mass, bias, force, jams, qdd, scratch):
     return pivot
 
 
+# A jamming phase lasts 0 (blocked at once) or this long at least, and at most
+# MAX_JAM_DURATION: shorter phases give decelerations -qd/dt that overflow (a duration
+# of 1e-320 s made the plant NaN).
+MIN_JAM_DURATION = 1e-6     # s
+MAX_JAM_DURATION = 1e4      # s
+
+
+def jam_duration_error(duration: float) -> str | None:
+    """Why ``duration`` (s) cannot be a jamming phase, or None when it can."""
+    if not (duration == 0.0 or MIN_JAM_DURATION <= duration <= MAX_JAM_DURATION):
+        return (f"jam duration must be 0 (blocked at once) or {MIN_JAM_DURATION:g}.."
+                f"{MAX_JAM_DURATION:g} s, got {duration!r}")
+    return None
+
+
 @kernel
 def start_jam(jams, x, nq, joint, t, duration):
     """Start jamming ``joint`` (0-based) at time t (s) over ``duration`` (s).

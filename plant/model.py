@@ -166,8 +166,12 @@ class Plant:
 
     # -- faults ------------------------------------------------------------------
     def start_jam(self, joint: int, duration: float) -> None:
-        """Jam ``joint`` (1-based, as in the papers) now, over ``duration`` seconds."""
+        """Jam ``joint`` (1-based, as in the papers) now, over ``duration`` seconds
+        (ValueError when plant.jam.jam_duration_error refuses it)."""
         index = self._joint_index(joint)
+        error = jam.jam_duration_error(duration)
+        if error is not None:
+            raise ValueError(error)
         jam.start_jam(self.jams, self.x, self.nq, index, self.t, duration)
 
     def clear_jam(self, joint: int) -> None:

@@ -178,7 +178,7 @@ def _emulate(args) -> int:
     finally:
         emulator.close(reason)
     print(f"emulator stopped at tick {emulator.tick}: {reason}")
-    return 0
+    return 1 if emulator.failed else 0
 
 
 def _emulate_drives(cfg: Config) -> int:

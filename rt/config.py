@@ -21,6 +21,7 @@ from hilrig.errors import ConfigError
 from hilrig.plant.factory import GROUP as PLANT_MODELS
 from hilrig.plant.factory import plant_model
 from hilrig.plant.interface import PlantModel
+from hilrig.plant.jam import jam_duration_error
 from hilrig.plugins import registered
 from hilrig.rt import builtin_configs
 from hilrig.schema import Config, Key, typed
@@ -136,6 +137,12 @@ SCHEMA: dict[str, Any] = {
         "command_timeout": Key("float", 0.02, positive=True,
                                doc="free mode: a command older than this puts the plant in its "
                                    "safe state (zero input), s"),
+        "supply_voltage": Key("float", 48.0, positive=True,
+                              doc="the emulated drives' supply: a voltage command is saturated "
+                                  "at +-this, V"),
+        "max_torque": Key("float", 1000.0, positive=True,
+                          doc="the emulated drives' peak joint torque: a torque command is "
+                              "saturated at +-this, N m"),
         "canopen": {   # the emulated CiA 402 drives (devices/cia402_drive.py)
             "latency": Key("float", 0.0, minimum=0.0,
                            doc="the drives send their TPDOs this long after SYNC, s"),
@@ -411,6 +418,9 @@ def _check_range(value: float, spec: Key, name: str) -> None:
 def _check_jams(cfg: dict, sizes: dict, listed: bool, spec: PlantModel) -> None:
     for i, jam in enumerate(cfg["faults"]["jam"]):
         name = f"faults.jam[{i}]" if listed else "faults.jam"
+        error = jam_duration_error(jam["duration"])
+        if error is not None:
+            raise ConfigError(f"{name}.duration: {error}")
         if not 1 <= jam["joint"] <= sizes["nact"]:
             raise ConfigError(f"{name}.joint: must be 1..{sizes['nact']}, got {jam['joint']}")
     if cfg["faults"]["jam"] and not spec.jams:

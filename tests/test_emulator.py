@@ -222,3 +222,90 @@ def test_closing_the_link_delivers_the_last_command_and_bye(tmp_path):
                                     MessageType.BYE: 0})[0])
     back.close(0)
     assert MessageType.COMMAND in kinds and kinds[-1] == MessageType.BYE
+
+
+# -- absurd but well-formed values (issue: valid but absurd values move nothing) -------------
+
+def _lockstep_states(ep, commands):
+    """HELLO, then one COMMAND per row of ``commands`` to a lockstep emulator: the STATEs."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(ep)
+    try:
+        n = commands.shape[1]
+        sock.send(encode(MessageType.HELLO, 0, 0.0, [n]))
+        expected = {MessageType.WELCOME: 4, MessageType.STATE: 1 + 3 * n, MessageType.ERROR: 1}
+        assert sock.poll(10000)
+        assert decode(sock.recv(), expected)[0] == MessageType.WELCOME
+        assert sock.poll(10000)
+        decode(sock.recv(), expected)                  # the state at HELLO
+        states = []
+        for k, u in enumerate(commands, start=1):
+            sock.send(encode(MessageType.COMMAND, k, 0.0, u))
+            assert sock.poll(10000)
+            kind, _, _, values = decode(sock.recv(), expected)
+            assert kind == MessageType.STATE
+            states.append(values)
+        return np.array(states)
+    finally:
+        sock.close(0)
+
+
+def test_a_command_of_1e300_is_saturated_at_the_supply_voltage(tmp_path):
+    """COMMAND ±1e300 V drove the plant to NaN; now it is the supply voltage, exactly."""
+    runs = []
+    for command in (1e300, 48.0):
+        ep = endpoint(tmp_path)
+        emu = EmulatorProcess("rig_zmq", ep, tmp_path / f"emu{command:g}.mcap", "--mode",
+                              "lockstep")
+        runs.append(_lockstep_states(ep, np.tile([command, -command, command], (50, 1))))
+        emu.stop()
+    assert np.all(np.isfinite(runs[0]))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    arrays = read_complete(tmp_path / "emu1e+300.mcap")[0]
+    assert np.abs(arrays["u"]).max() == 48.0           # emulator.supply_voltage
+
+
+def test_an_absurd_jam_duration_is_refused_live_and_in_the_config(tmp_path):
+    """A jam of 1e-320 s made the deceleration overflow; it is refused with the reason."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep")
+    try:
+        proc = subprocess.run(hil("fault", "jam", "--joint", "2", "--duration", "1e-320",
+                                  "--connect", ep), capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        states = _lockstep_states(ep, np.zeros((5, 3)))      # still serving, state finite
+        assert np.all(np.isfinite(states))
+    finally:
+        emu.stop()
+    _, events, _, _ = read_complete(tmp_path / "emu.mcap")
+    refused = [e for e in events if e["kind"] == "rejected"]
+    assert refused and "jam duration must be 0 (blocked at once) or 1e-06..10000 s" \
+        in refused[0]["reason"]
+    proc = subprocess.run(hil("sim", str(ROOT / "configs" / "serial3_jam1.toml"), "--set",
+                              "faults.jam.duration=1e-320", "--out", str(tmp_path / "x.npz")),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "faults.jam.duration: jam duration must be 0" in proc.stderr
+
+
+def test_an_invalid_plant_state_is_a_fault_with_a_nonzero_exit(tmp_path):
+    """A supply of 1e300 V lets a command drive the plant to NaN: the emulator stops on it
+    with an event and a non-zero exit code (it exited 0)."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
+                          "--set", "emulator.supply_voltage=1e300")
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(ep)
+    sock.send(encode(MessageType.HELLO, 0, 0.0, [3]))
+    for k in range(1, 6):
+        sock.send(encode(MessageType.COMMAND, k, 0.0, [1e300, -1e300, 1e300]))
+    sock.close(0)
+    emu.proc.wait(timeout=60)
+    out, _ = emu.stop()
+    assert emu.proc.returncode == 1
+    assert "plant state invalid" in out or "invalid" in out
+    _, events, _, summary = read_complete(tmp_path / "emu.mcap")
+    assert [e for e in events if e["kind"] == "plant_fault"]
+    assert "invalid" in summary["reason"]
