@@ -168,21 +168,24 @@ class Plant:
     def start_jam(self, joint: int, duration: float) -> None:
         """Jam ``joint`` (1-based, as in the papers) now, over ``duration`` seconds
         (ValueError when plant.jam.jam_duration_error refuses it)."""
-        index = self._joint_index(joint)
-        error = jam.jam_duration_error(duration)
-        if error is not None:
-            raise ValueError(error)
-        jam.start_jam(self.jams, self.x, self.nq, index, self.t, duration)
+        jam.start_jam(self.jams, self.x, self.nq, self.jam_index(joint, duration), self.t,
+                      duration)
 
     def clear_jam(self, joint: int) -> None:
         """Make ``joint`` (1-based) healthy again from its current state."""
-        jam.clear_jam(self.jams, self._joint_index(joint))
+        jam.clear_jam(self.jams, self.jam_index(joint))
 
     def jammed_joints(self) -> list[int]:
         """1-based joints that are jamming or blocked."""
         return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] != HEALTHY]
 
-    def _joint_index(self, joint: int) -> int:
+    def jam_index(self, joint: int, duration: float = 0.0) -> int:
+        """The 0-based index of ``joint`` (1-based) for a jam of ``duration`` s; ValueError
+        naming the reason when this plant cannot jam it (a 3RRR, a joint out of range, a
+        duration plant.jam.jam_duration_error refuses)."""
+        error = jam.jam_duration_error(duration)
+        if error is not None:
+            raise ValueError(error)
         if self.model == MODEL_RRR3:
             raise ValueError("jams are modelled for chains only (serial arms, a user's chain)")
         if not 1 <= joint <= self.nact:

@@ -22,9 +22,7 @@ from hilrig.plant.factory import (
     correction_id,
     jam_schedule,
     plant_from_config,
-    plant_model,
 )
-from hilrig.plant.jam import jam_duration_error
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
@@ -149,14 +147,7 @@ class Session:
         """Post a live fault (``jam`` or ``clear``, joint 1-based) for the next tick boundary."""
         if kind not in ("jam", "clear"):
             raise ValueError(f"unknown fault {kind!r} (jam, clear)")
-        if not plant_model(self.cfg.plant.model).jams:
-            raise ValueError("jams are modelled for chains (serial arms, a user's chain), not "
-                             f"for plant.model = {self.cfg.plant.model!r}")
-        if not 1 <= joint <= self.plant.nact:
-            raise ValueError(f"joint must be 1..{self.plant.nact}, got {joint}")
-        error = jam_duration_error(duration) if kind == "jam" else None
-        if error is not None:
-            raise ValueError(error)
+        self.plant.jam_index(joint, duration if kind == "jam" else 0.0)   # or ValueError
         self.request_seq += 1
         self.mail[rtk.M_REQ_KIND] = rtk.F_JAM if kind == "jam" else rtk.F_CLEAR
         self.mail[rtk.M_REQ_JOINT] = joint - 1
