@@ -49,6 +49,7 @@ word bits). Scheduled jams of ``faults.jam`` start at their t1 (plant time).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import queue
 import select
@@ -58,6 +59,7 @@ from collections import deque
 from time import monotonic
 
 import numpy as np
+from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
@@ -94,6 +96,8 @@ class RoboClawEmulator:
             emulator.mode, emulator.serial and faults.jam.
         master_fd: serve this pty master; by default a new pty is opened (raw mode)
             and its slave kept open while the emulator lives.
+        log_path: telemetry of the plant (devices.plant_log), one row per plant step;
+            closed by ``close``.
 
     Attributes:
         port: slave path for the link (None when ``master_fd`` was given).
@@ -103,7 +107,7 @@ class RoboClawEmulator:
         error: the exception that ended the thread, if any.
     """
 
-    def __init__(self, cfg: Config, master_fd: int | None = None):
+    def __init__(self, cfg: Config, master_fd: int | None = None, log_path=None):
         sim, serial_cfg, emu = cfg.sim, cfg.link.serial, cfg.emulator.serial
         if cfg.plant.drive == "torque":
             raise ConfigError("the emulated RoboClaw drives DC motors: plant.drive must be "
@@ -151,6 +155,7 @@ class RoboClawEmulator:
         self._master = master_fd
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.plant_log = PlantLog(cfg, log_path, self.plant) if log_path else None
 
     @staticmethod
     def _plant(cfg: Config) -> PlantLink:
@@ -187,8 +192,11 @@ class RoboClawEmulator:
             self._thread = None
         self.close()
 
-    def close(self) -> None:
-        """Close the pty if the emulator opened it. Idempotent."""
+    def close(self, reason: str = "stopped") -> None:
+        """Close the pty if the emulator opened it, and the plant log. Idempotent."""
+        if self.plant_log is not None:
+            self.plant_log.close(reason)
+            self.plant_log = None
         for fd in (self._master if self._owns_master else -1, self._slave):
             if fd >= 0:
                 try:
@@ -209,16 +217,20 @@ class RoboClawEmulator:
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to inspect
             self.error = exc
 
-    def run(self, stop_event) -> None:
-        """Serve until ``stop_event`` (threading or multiprocessing Event) is set.
+    def run(self, stop_event, duration: float | None = None) -> str:
+        """Serve until ``stop_event`` (threading or multiprocessing Event) is set, or for
+        ``duration`` s of wall-clock time; returns "stopped" or "duration reached".
 
         Raises RuntimeError when the pty has no slave end open any more, and
         drivers.link.LinkError when the plant state becomes invalid.
         """
         fd = self._master
         self._next_step = monotonic() + self.dt
+        end = math.inf if duration is None else monotonic() + duration
         while not stop_event.is_set():
             now = monotonic()
+            if now >= end:
+                return "duration reached"
             wait = POLL
             if not self.lockstep:
                 wait = min(wait, self._next_step - now)
@@ -245,6 +257,7 @@ class RoboClawEmulator:
                 self._execute(address, command, values)
             if not self.lockstep:
                 self._keep_time(now)
+        return "stopped"
 
     def _keep_time(self, now: float) -> None:
         while now >= self._next_step:
@@ -394,6 +407,8 @@ class RoboClawEmulator:
         p = self.plant.plant
         if len(self.schedule):
             stepping.apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.dt)
+        if self.plant_log is not None:
+            self.plant_log.record(self._volts, self._meas.current)
         self.plant.write(self._volts)
         self.stats["steps"] += 1
         self._sample()
@@ -423,8 +438,10 @@ class RoboClawEmulator:
                 controller.warnings |= rc.OVERCURRENT_WARNING[channel]
 
 
-def serve(cfg: Config, port: str | int, stop_event) -> None:
-    """Run the emulated drives in this thread until ``stop_event`` is set (for ``hil emulate``).
+def serve(cfg: Config, port: str | int, stop_event, duration: float | None = None,
+          log_path=None) -> str:
+    """Run the emulated drives in this thread until ``stop_event`` is set or for ``duration``
+    s (for ``hil emulate``); returns why it stopped.
 
     Args:
         cfg: resolved config.
@@ -434,20 +451,26 @@ def serve(cfg: Config, port: str | int, stop_event) -> None:
             (replacing what was there; removed on return), for the link's
             ``link.serial.port``.
         stop_event: threading.Event or multiprocessing.Event.
+        duration: wall-clock limit, s (None: none).
+        log_path: telemetry of the plant (.mcap), flushed on every way out.
     """
     if isinstance(port, int):
-        emulator = RoboClawEmulator(cfg, master_fd=port)
+        emulator = RoboClawEmulator(cfg, master_fd=port, log_path=log_path)
         link_path = None
     else:
-        emulator = RoboClawEmulator(cfg)
+        emulator = RoboClawEmulator(cfg, log_path=log_path)
         link_path = str(port)
         temporary = f"{link_path}.{os.getpid()}"
         os.symlink(emulator.port, temporary)
         os.replace(temporary, link_path)
+    reason = "stopped"
     try:
-        emulator.run(stop_event)
+        reason = emulator.run(stop_event, duration)
+    except KeyboardInterrupt:
+        reason = "interrupted"
     finally:
         if link_path is not None and os.path.islink(link_path) \
                 and os.readlink(link_path) == emulator.port:
             os.unlink(link_path)
-        emulator.close()
+        emulator.close(reason)
+    return reason
