@@ -1,15 +1,23 @@
 """Emulated CiA 402 drives: CANopen nodes that answer on a CAN bus, with the plant behind them.
 
 One ``EmulatedDrives`` is the set of drives of one robot on one bus: a
-``canopen.LocalNode`` per axis (it gives the SDO server, the NMT slave with
-boot-up and heartbeat producer, the EMCY producer and the object dictionary of
+``DriveNode`` (devices.canopen_node: ``canopen.LocalNode`` made strict) per axis (it
+gives the SDO server, the NMT slave with boot-up and heartbeat producer, the EMCY
+producer, the error history 0x1003 and the object dictionary of
 ``cia402.object_dictionary``), and by hand what the library leaves out
-(docs/PROTOCOLS.md §3.2): the CiA 402 state machine, synchronous PDOs, the
-heartbeat consumer (0x1016) and the drive's protections.
+(docs/PROTOCOLS.md §3.2): the CiA 402 state machine, synchronous and event-driven
+PDOs, the heartbeat consumer (0x1016) and the drive's protections.
 
-The bus cycle is the plant clock: each SYNC advances the plant (a
-``PlantLink``) by one step of ``sim.dt``, so a run is deterministic whatever the
-wall-clock timing. Per SYNC, as a real drive does:
+After a reset the drives have the default PDO mapping of ``cia402`` (event-driven,
+transmission type 255: TPDOs on their event timer and on a statusword change, RPDO
+data applied on reception) and produce heartbeats (0x1017 from
+``link.canopen.heartbeat_period``). While no operational drive has a synchronous PDO,
+the plant runs on its own clock (one step every sim.dt of wall-clock time once a drive
+is OPERATIONAL), so a master that sends no SYNC sees the arm move.
+
+Once a master maps synchronous PDOs (``CanopenLink`` does), the bus cycle is the plant
+clock: each SYNC advances the plant (a ``PlantLink``) by one step of ``sim.dt``, so a
+run is deterministic whatever the wall-clock timing. Per SYNC, as a real drive does:
 
 1. latch the actual values of every axis (position in encoder increments with
    quantisation, velocity in increments/s, current in per-mille of the rated
@@ -31,9 +39,11 @@ while enabled quick-stops the drive. Faults (state FAULT, an EMCY with the code,
 (0x8130), the I2t protection (0x2310), an invalid plant state (0x6100). A fault
 reset (rising edge of controlword bit 7) clears them.
 
-Not emulated: SYNC counters, event-driven / RTR PDOs (only transmission types
-1..240 send), the quick stop option code (a quick stop stays in QUICK STOP
-ACTIVE until disable voltage or enable operation), node guarding, LSS.
+SDO writes of a mode that 0x6502 does not list are refused (abort 0x06090030).
+
+Not emulated: SYNC counters, RTR PDOs, the quick stop option code's effect (a quick
+stop stays in QUICK STOP ACTIVE until disable voltage or enable operation), node
+guarding, LSS.
 
 Run the drives in another process with ``serve`` (``hil emulate``) on the
 ``hilrig_zmq`` interface (drivers.zmqcan), which relays frames between processes.

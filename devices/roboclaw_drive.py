@@ -20,7 +20,11 @@ Plant stepping (``emulator.mode``):
   duty. Deterministic: meant for tests.
 
 Wire commands to plant inputs: motor voltage = duty / 32767 x battery voltage
-(``emulator.serial.battery_voltage``). Plant state to what a drive reports,
+(``emulator.serial.battery_voltage``). In speed mode (cmds 35..40) the channel's
+velocity PID (``_VelocityLoop``, gains and QPPS by cmds 28/29, read by 55/56) sets the
+duty every plant step. Besides the link's commands the device answers ReadVersion,
+logic battery, GetEncoders, GetSpeeds, GetISpeeds (both the plant's rate), ReadTemp
+(constant), GetTimeout, ResetEncoders and SetEncM1/M2 (an offset on the count). Plant state to what a drive reports,
 sampled after every step (and at start):
 - encoder count round(r q cpr / 2 pi + noise), sent as uint32 (mod 2^32);
 - speed round(r qd cpr / 2 pi + noise), counts/s: the plant's motor rate
@@ -33,8 +37,9 @@ Noise is Gaussian (``emulator.serial.*_noise``), seeded by ``emulator.serial.see
 
 Device behaviour, as the manual describes it (docs/PROTOCOLS.md §5): a write with a
 bad CRC is dropped without reply; a partial packet is discarded after
-PACKET_GAP of silence; bytes for unmapped addresses and unknown commands get no
-reply; with a serial timeout set (cmd 14) a controller zeroes its duties when no
+PACKET_GAP of silence; bytes for unmapped addresses get no reply; an unknown command
+(its length unknown) makes the device drop all input until PACKET_GAP of silence, so
+its data is never taken for requests; with a serial timeout set (cmd 14) a controller zeroes its duties when no
 valid packet reached it for that long (free mode; in lockstep the plant only
 moves on commands). Every request is executed and answered
 ``emulator.serial.latency`` s after its last byte arrived.
