@@ -57,7 +57,8 @@ def report(name: str, times: np.ndarray, missed: int, stale: int) -> None:
 
 def main(n: int = 3000) -> None:
     overrides = ["link.canopen.tpdo_timeout=0.5", f"sim.duration={n * 0.002}"]
-    cfg = load(ROOT / "configs" / "rig_canopen.toml", overrides + ["link.canopen.channel=bench"])
+    cfg = load(ROOT / "configs" / "rig_canopen.toml",
+               overrides + ["link.canopen.interface=virtual", "link.canopen.channel=bench"])
     with EmulatedDrives(cfg):
         report("virtual bus, drives in a thread", *cycles(cfg, n))
 

@@ -1,15 +1,23 @@
 """Emulated CiA 402 drives: CANopen nodes that answer on a CAN bus, with the plant behind them.
 
 One ``EmulatedDrives`` is the set of drives of one robot on one bus: a
-``canopen.LocalNode`` per axis (it gives the SDO server, the NMT slave with
-boot-up and heartbeat producer, the EMCY producer and the object dictionary of
+``DriveNode`` (devices.canopen_node: ``canopen.LocalNode`` made strict) per axis (it
+gives the SDO server, the NMT slave with boot-up and heartbeat producer, the EMCY
+producer, the error history 0x1003 and the object dictionary of
 ``cia402.object_dictionary``), and by hand what the library leaves out
-(docs/PROTOCOLS.md §3.2): the CiA 402 state machine, synchronous PDOs, the
-heartbeat consumer (0x1016) and the drive's protections.
+(docs/PROTOCOLS.md §3.2): the CiA 402 state machine, synchronous and event-driven
+PDOs, the heartbeat consumer (0x1016) and the drive's protections.
 
-The bus cycle is the plant clock: each SYNC advances the plant (a
-``PlantLink``) by one step of ``sim.dt``, so a run is deterministic whatever the
-wall-clock timing. Per SYNC, as a real drive does:
+After a reset the drives have the default PDO mapping of ``cia402`` (event-driven,
+transmission type 255: TPDOs on their event timer and on a statusword change, RPDO
+data applied on reception) and produce heartbeats (0x1017 from
+``link.canopen.heartbeat_period``). While no operational drive has a synchronous PDO,
+the plant runs on its own clock (one step every sim.dt of wall-clock time once a drive
+is OPERATIONAL), so a master that sends no SYNC sees the arm move.
+
+Once a master maps synchronous PDOs (``CanopenLink`` does), the bus cycle is the plant
+clock: each SYNC advances the plant (a ``PlantLink``) by one step of ``sim.dt``, so a
+run is deterministic whatever the wall-clock timing. Per SYNC, as a real drive does:
 
 1. latch the actual values of every axis (position in encoder increments with
    quantisation, velocity in increments/s, current in per-mille of the rated
@@ -31,9 +39,11 @@ while enabled quick-stops the drive. Faults (state FAULT, an EMCY with the code,
 (0x8130), the I2t protection (0x2310), an invalid plant state (0x6100). A fault
 reset (rising edge of controlword bit 7) clears them.
 
-Not emulated: SYNC counters, event-driven / RTR PDOs (only transmission types
-1..240 send), the quick stop option code (a quick stop stays in QUICK STOP
-ACTIVE until disable voltage or enable operation), node guarding, LSS.
+SDO writes of a mode that 0x6502 does not list are refused (abort 0x06090030).
+
+Not emulated: SYNC counters, RTR PDOs, the quick stop option code's effect (a quick
+stop stays in QUICK STOP ACTIVE until disable voltage or enable operation), node
+guarding, LSS.
 
 Run the drives in another process with ``serve`` (``hil emulate``) on the
 ``hilrig_zmq`` interface (drivers.zmqcan), which relays frames between processes.
@@ -50,7 +60,11 @@ import time
 import canopen
 import numpy as np
 from canopen.objectdictionary import SIGNED_TYPES
+from canopen.sdo import SdoAbortedError
+from hilrig.devices.canopen_node import ABORT_VALUE_RANGE, DriveNode
+from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import cia402
+from hilrig.drivers.cia402_eds import event_timer_ms, heartbeat_ms
 from hilrig.drivers.cia402 import State
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, Measurement
@@ -70,6 +84,7 @@ log = logging.getLogger(__name__)
 _FORMATS = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h",
             (32, False): "I", (32, True): "i"}
 _SUPERVISION_PERIOD = 0.005   # s, heartbeat-consumer check
+_RESYNC = 0.1                 # s: the free-running clock further behind than this re-anchors
 
 
 def bus_config_from(cfg: Config) -> dict:
@@ -89,9 +104,17 @@ class _Pdo:
     """One configured PDO of a node: COB-ID, transmission type, packing of its entries."""
 
     def __init__(self, cob_id: int, trans_type: int, entries: list[tuple[int, int]],
-                 layout: struct.Struct):
+                 layout: struct.Struct, inhibit: float = 0.0, event_timer: float = 0.0):
         self.cob_id, self.trans_type = cob_id, trans_type
         self.entries, self.layout = entries, layout
+        self.inhibit, self.event_timer = inhibit, event_timer     # s (0: none)
+        self.last_sent = -math.inf                  # time.monotonic() of the last frame
+        self.last_statusword: int | None = None
+
+    @property
+    def synchronous(self) -> bool:
+        """Transmission types 0..240 act on SYNC; 254/255 are event-driven."""
+        return self.trans_type <= 240
 
 
 class DriveAxis:
@@ -102,7 +125,7 @@ class DriveAxis:
     ``torque`` per-mille of the rated current / torque.
     """
 
-    def __init__(self, axis: int, node: canopen.LocalNode):
+    def __init__(self, axis: int, node: DriveNode):
         self.axis, self.node = axis, node
         self.state = State.SWITCH_ON_DISABLED
         self.controlword = 0
@@ -139,11 +162,26 @@ class DriveAxis:
             self.node.emcy.reset()
         self.controlword = word
 
+    @property
+    def error_register(self) -> int:
+        """0x1001: bit 0 generic error, bit 4 communication error (codes 0x8xxx)."""
+        if not self.error_code:
+            return 0
+        return 0x01 | (0x10 if self.error_code & 0xF000 == 0x8000 else 0)
+
     def enter_fault(self, code: int) -> None:
         if self.state == State.FAULT:
             return
         self.state, self.error_code = State.FAULT, code
-        self.node.emcy.send(code, 0x01 | (0x10 if code & 0xF000 == 0x8000 else 0))
+        self.node.push_error(code)
+        self.node.emcy.send(code, self.error_register)
+
+    def values(self) -> dict[int, int]:
+        """The objects a TPDO may carry, as last latched (wire units)."""
+        return {cia402.STATUSWORD: self.statusword, cia402.POSITION_ACTUAL: self.position,
+                cia402.VELOCITY_ACTUAL: self.velocity, cia402.CURRENT_ACTUAL: self.current,
+                cia402.TORQUE_ACTUAL: self.torque, cia402.MODES_DISPLAY: self.mode,
+                cia402.ERROR_CODE: self.error_code, cia402.ERROR_REGISTER: self.error_register}
 
 
 class EmulatedDrives:
@@ -155,12 +193,13 @@ class EmulatedDrives:
             ``emulator.canopen`` (latency, noise, supply voltage, I2t).
         bus_config: python-can keyword arguments (interface, channel, ...); default
             ``bus_config_from(cfg)``.
+        log_path: telemetry of the plant (devices.plant_log), one row per plant step.
 
     Fault-injection hooks (thread-safe; axes are 1-based): ``inject_fault``,
     ``stop_heartbeat``, ``drop_tpdos``, ``drop_syncs``, ``jam``.
     """
 
-    def __init__(self, cfg: Config, bus_config: dict | None = None):
+    def __init__(self, cfg: Config, bus_config: dict | None = None, log_path=None):
         integrator = cfg.sim.integrator
         if integrator not in METHODS:
             raise ConfigError(f"sim.integrator: the emulated drives step with a fixed-step "
@@ -189,6 +228,9 @@ class EmulatedDrives:
         self.bus_config = bus_config if bus_config is not None else bus_config_from(cfg)
         self.node_ids = list(can_cfg.node_ids)
         self.max_torque = can_cfg.max_torque
+        self.heartbeat_ms, self.event_timer_ms = heartbeat_ms(cfg), event_timer_ms(cfg)
+        self.plant_log = PlantLog(cfg, log_path, self.plant) if log_path else None
+        self.free_steps = 0         # plant steps of the free-running clock (no SYNC in use)
         self.u = np.zeros(n)
         self.lock = threading.RLock()
         self.axes: list[DriveAxis] = []
@@ -198,6 +240,7 @@ class EmulatedDrives:
         self.plant_failed = False
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
+        self._clock: threading.Thread | None = None
 
     # -- life cycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -214,8 +257,9 @@ class EmulatedDrives:
         for axis, node_id in enumerate(self.node_ids, start=1):
             d = cia402.object_dictionary(
                 node_id, int(round(self.rated_torque[axis - 1] * 1000)),
-                int(round(self.rated_current[axis - 1] * 1000)), self.max_torque)
-            node = canopen.LocalNode(node_id, d)
+                int(round(self.rated_current[axis - 1] * 1000)), self.max_torque,
+                self.heartbeat_ms, self.event_timer_ms)
+            node = DriveNode(node_id, d)
             net.add_node(node)
             drive = DriveAxis(axis, node)
             node.add_read_callback(lambda drive=drive, **kw: self._on_sdo_read(drive, **kw))
@@ -234,13 +278,22 @@ class EmulatedDrives:
         self._supervisor = threading.Thread(target=self._supervise, daemon=True,
                                             name="cia402 emulator supervision")
         self._supervisor.start()
+        self._clock = threading.Thread(target=self._run_clock, daemon=True,
+                                       name="cia402 emulator clock")
+        self._clock.start()
 
-    def stop(self) -> None:
-        """Stop heartbeats and supervision, leave the bus. Idempotent."""
+    def stop(self, reason: str = "stopped") -> None:
+        """Stop heartbeats, supervision and clock, leave the bus, close the log. Idempotent."""
         self._stop.set()
-        if self._supervisor is not None:
-            self._supervisor.join(1.0)
-            self._supervisor = None
+        for name in ("_supervisor", "_clock"):
+            thread = getattr(self, name)
+            if thread is not None:
+                thread.join(1.0)
+                setattr(self, name, None)
+        if self.plant_log is not None:
+            with self.lock:
+                self.plant_log.close(reason)
+                self.plant_log = None
         if self.network is not None:
             for drive in self.axes:
                 drive.node.nmt.stop_heartbeat()
@@ -293,13 +346,10 @@ class EmulatedDrives:
     # -- SDO ---------------------------------------------------------------------------
     def _on_sdo_read(self, drive: DriveAxis, index: int, subindex: int, od) -> int | None:
         with self.lock:
-            values = {cia402.STATUSWORD: drive.statusword, cia402.CONTROLWORD: drive.controlword,
-                      cia402.MODES_OF_OPERATION: drive.mode, cia402.MODES_DISPLAY: drive.mode,
-                      cia402.TARGET_TORQUE: drive.target, cia402.ERROR_CODE: drive.error_code,
-                      cia402.ERROR_REGISTER: 1 if drive.error_code else 0,
-                      cia402.POSITION_ACTUAL: drive.position,
-                      cia402.VELOCITY_ACTUAL: drive.velocity,
-                      cia402.CURRENT_ACTUAL: drive.current, cia402.TORQUE_ACTUAL: drive.torque}
+            values = drive.values()
+            values.update({cia402.CONTROLWORD: drive.controlword,
+                           cia402.MODES_OF_OPERATION: drive.mode,
+                           cia402.TARGET_TORQUE: drive.target})
             return values.get(index)
 
     def _on_sdo_write(self, drive: DriveAxis, index: int, subindex: int, od, data: bytes) -> None:
@@ -308,6 +358,8 @@ class EmulatedDrives:
             if index == cia402.CONTROLWORD:
                 drive.apply_controlword(value)
             elif index == cia402.MODES_OF_OPERATION:
+                if not supported_mode(value):
+                    raise SdoAbortedError(ABORT_VALUE_RANGE)     # not listed in 0x6502
                 drive.mode = value
             elif index == cia402.TARGET_TORQUE:
                 drive.target = value
@@ -339,7 +391,10 @@ class EmulatedDrives:
                     signed = obj.data_type in SIGNED_TYPES
                     entries.append((index, subindex))
                     fmt += _FORMATS[(bits, signed)]
-                pdo = _Pdo(cob_id & 0x7FF, node.sdo[com + k][2].raw, entries, struct.Struct(fmt))
+                inhibit = 1e-4 * node.sdo[com + k][3].raw                # 100 µs units
+                timer = 1e-3 * node.sdo[com + k][5].raw if is_tpdo else 0.0  # ms
+                pdo = _Pdo(cob_id & 0x7FF, node.sdo[com + k][2].raw, entries, struct.Struct(fmt),
+                           inhibit, timer)
                 if is_tpdo:
                     drive.tpdos.append(pdo)
                 else:
@@ -392,12 +447,14 @@ class EmulatedDrives:
                 return
             values = dict(zip((index for index, _ in pdo.entries),
                               pdo.layout.unpack_from(data)))
-            if pdo.trans_type <= 240:
+            if pdo.synchronous:
                 drive.pending.update(values)
             else:
                 self._apply(drive, values)
 
     def _apply(self, drive: DriveAxis, values: dict[int, int]) -> None:
+        if supported_mode(values.get(cia402.MODES_OF_OPERATION, 0)):
+            drive.mode = values[cia402.MODES_OF_OPERATION]   # an unlisted mode is ignored
         if cia402.CONTROLWORD in values:
             drive.apply_controlword(values[cia402.CONTROLWORD])
         if cia402.TARGET_TORQUE in values:
@@ -408,6 +465,8 @@ class EmulatedDrives:
             if self.drop_sync_count:
                 self.drop_sync_count -= 1
                 return
+            if not self._sync_driven():
+                return          # no synchronous PDO: the plant runs on the free clock
             self.syncs += 1
             frames = self._sample()
             if self.latency:
@@ -420,8 +479,69 @@ class EmulatedDrives:
                     drive.pending = {}
             self._step()
 
+    def _sync_driven(self) -> bool:
+        """The plant clock is SYNC when any operational drive has a synchronous PDO."""
+        for drive in self.axes:
+            if not drive.operational():
+                continue
+            if drive.pdo_dirty:
+                self._read_pdos(drive)
+            if any(pdo.synchronous for pdo in drive.tpdos) or \
+                    any(pdo.synchronous for pdo in drive.rpdos.values()):
+                return True
+        return False
+
+    def _run_clock(self) -> None:
+        """Event-driven TPDOs, and the plant's own clock while no synchronous PDO is in use.
+
+        Every sim.dt of wall-clock time: if some drive is OPERATIONAL and no PDO is
+        synchronous, latch the actual values and step the plant (as the SYNC does
+        otherwise); then send each event-driven TPDO (type 254/255) whose event timer
+        expired or whose statusword changed, its inhibit time respected.
+        """
+        next_tick = time.monotonic()
+        while True:
+            next_tick += self.h
+            delay = next_tick - time.monotonic()
+            if self._stop.wait(max(delay, 0.0)):
+                return
+            now = time.monotonic()
+            if now - next_tick > _RESYNC:
+                next_tick = now
+            with self.lock:
+                if self.network is None:
+                    return
+                running = any(drive.operational() for drive in self.axes)
+                if running and not self._sync_driven():
+                    self._sample()
+                    self._step()
+                    self.free_steps += 1
+                for cob_id, payload in self._event_frames(now):
+                    self.network.send_message(cob_id, payload)
+
+    def _event_frames(self, now: float) -> list[tuple[int, bytes]]:
+        frames = []
+        for drive in self.axes:
+            if not drive.operational():
+                continue
+            if drive.pdo_dirty:
+                self._read_pdos(drive)
+            values = None
+            for pdo in drive.tpdos:
+                if pdo.synchronous or now - pdo.last_sent < pdo.inhibit:
+                    continue
+                if values is None:
+                    values = drive.values()
+                changed = pdo.last_statusword != values[cia402.STATUSWORD] and \
+                    any(index == cia402.STATUSWORD for index, _ in pdo.entries)
+                if changed or (pdo.event_timer and now - pdo.last_sent >= pdo.event_timer):
+                    pdo.last_sent, pdo.last_statusword = now, values[cia402.STATUSWORD]
+                    frames.append((pdo.cob_id, pdo.layout.pack(
+                        *(values.get(index, 0) for index, _ in pdo.entries))))
+        return frames
+
     def _sample(self) -> list[tuple[int, bytes]]:
-        """Latch every axis' actual values; the TPDO frames due at this SYNC."""
+        """Latch every axis' actual values; the synchronous TPDO frames due at this SYNC."""
         meas = self.meas
         self.plant.read(meas)
         sd_q, sd_v, sd_i = self.noise
@@ -446,10 +566,7 @@ class EmulatedDrives:
             if drive.drop_tpdos:
                 drive.drop_tpdos -= 1
                 continue
-            values = {cia402.STATUSWORD: drive.statusword, cia402.POSITION_ACTUAL: drive.position,
-                      cia402.VELOCITY_ACTUAL: drive.velocity,
-                      cia402.CURRENT_ACTUAL: drive.current, cia402.TORQUE_ACTUAL: drive.torque,
-                      cia402.MODES_DISPLAY: drive.mode, cia402.ERROR_CODE: drive.error_code}
+            values = drive.values()
             for pdo in drive.tpdos:
                 if 1 <= pdo.trans_type <= 240 and self.syncs % pdo.trans_type == 0:
                     frames.append((pdo.cob_id, pdo.layout.pack(
@@ -481,6 +598,8 @@ class EmulatedDrives:
             self.u[j] = max(-self.supply, min(self.supply, volts))
         p = self.plant.plant
         apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
+        if self.plant_log is not None:
+            self.plant_log.record(self.u, self.meas.current)
         try:
             self.plant.write(self.u)
         except LinkError as exc:
@@ -520,8 +639,13 @@ def _clamp(value: int, bound: int) -> int:
     return max(-bound, min(bound - 1, value))
 
 
+def supported_mode(mode: int) -> bool:
+    """Whether 0x6502 lists ``mode`` (0x6060 value): only those are accepted."""
+    return 1 <= mode <= 32 and bool(cia402.SUPPORTED_MODE_BITS >> (mode - 1) & 1)
+
+
 def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Event | None = None,
-          ready=None) -> None:
+          ready=None, duration: float | None = None, log_path=None) -> str:
     """Run the emulated drives of ``cfg`` until ``stop_event`` is set (or forever).
 
     The entry point of ``hil emulate`` for ``link.type = "canopen"``. For the drives
@@ -533,18 +657,30 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
         bus_config: python-can keyword arguments; default ``bus_config_from(cfg)``.
         stop_event: a threading or multiprocessing Event; None: run until interrupted.
         ready: an optional Event, set once the drives have booted.
+        duration: stop after this many seconds of wall-clock time (None: no limit).
+        log_path: telemetry of the plant (.mcap), flushed on every way out.
+    Returns:
+        why it stopped: "duration reached", "stopped" or "interrupted".
     """
-    drives = EmulatedDrives(cfg, bus_config)
-    drives.start()
-    log.info("emulated CiA 402 drives %s on %s", drives.node_ids, drives.bus_config)
-    if ready is not None:
-        ready.set()
-    stop_event = stop_event if stop_event is not None else threading.Event()
+    logging.getLogger("canopen").setLevel(logging.WARNING)   # not a line per SDO transfer
+    drives = EmulatedDrives(cfg, bus_config, log_path)
+    reason = "stopped"
     try:
-        while not stop_event.wait(0.5):
-            pass
+        drives.start()
+        log.info("emulated CiA 402 drives %s on %s", drives.node_ids, drives.bus_config)
+        if ready is not None:
+            ready.set()
+        stop_event = stop_event if stop_event is not None else threading.Event()
+        end = None if duration is None else time.monotonic() + duration
+        while not stop_event.is_set():
+            left = 0.5 if end is None else min(0.5, end - time.monotonic())
+            if left <= 0.0:
+                reason = "duration reached"
+                break
+            stop_event.wait(left)
     except KeyboardInterrupt:
-        pass
+        reason = "interrupted"
     finally:
-        drives.stop()
+        drives.stop(reason)
+    return reason
 

@@ -20,7 +20,11 @@ Plant stepping (``emulator.mode``):
   duty. Deterministic: meant for tests.
 
 Wire commands to plant inputs: motor voltage = duty / 32767 x battery voltage
-(``emulator.serial.battery_voltage``). Plant state to what a drive reports,
+(``emulator.serial.battery_voltage``). In speed mode (cmds 35..40) the channel's
+velocity PID (``_VelocityLoop``, gains and QPPS by cmds 28/29, read by 55/56) sets the
+duty every plant step. Besides the link's commands the device answers ReadVersion,
+logic battery, GetEncoders, GetSpeeds, GetISpeeds (both the plant's rate), ReadTemp
+(constant), GetTimeout, ResetEncoders and SetEncM1/M2 (an offset on the count). Plant state to what a drive reports,
 sampled after every step (and at start):
 - encoder count round(r q cpr / 2 pi + noise), sent as uint32 (mod 2^32);
 - speed round(r qd cpr / 2 pi + noise), counts/s: the plant's motor rate
@@ -33,8 +37,9 @@ Noise is Gaussian (``emulator.serial.*_noise``), seeded by ``emulator.serial.see
 
 Device behaviour, as the manual describes it (docs/PROTOCOLS.md §5): a write with a
 bad CRC is dropped without reply; a partial packet is discarded after
-PACKET_GAP of silence; bytes for unmapped addresses and unknown commands get no
-reply; with a serial timeout set (cmd 14) a controller zeroes its duties when no
+PACKET_GAP of silence; bytes for unmapped addresses get no reply; an unknown command
+(its length unknown) makes the device drop all input until PACKET_GAP of silence, so
+its data is never taken for requests; with a serial timeout set (cmd 14) a controller zeroes its duties when no
 valid packet reached it for that long (free mode; in lockstep the plant only
 moves on commands). Every request is executed and answered
 ``emulator.serial.latency`` s after its last byte arrived.
@@ -49,6 +54,7 @@ word bits). Scheduled jams of ``faults.jam`` start at their t1 (plant time).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import queue
 import select
@@ -58,12 +64,13 @@ from collections import deque
 from time import monotonic
 
 import numpy as np
+from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant import stepping
-from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
+from hilrig.plant.factory import correction_id, jam_schedule, motor_params, plant_from_config
 from hilrig.plant.model import METHODS
 from hilrig.schema import Config
 
@@ -71,19 +78,72 @@ PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
 RESYNC = 0.1                # free mode: further behind than this re-anchors the clock, s
 DEFAULT_MAX_CURRENT = 30.0  # power-up current limit per channel, A
-MEASUREMENT_READS = (16, 17, 18, 19, 49, 90)
+MEASUREMENT_READS = (16, 17, 18, 19, 49, 78, 79, 90, 108)
+SPEED_COMMANDS = (35, 36, 37, 38, 39, 40)
+LOGIC_BATTERY = 5.0         # V, the logic supply the emulated board reports
+TEMPERATURE = 25.0          # degC, the board temperature it reports (no thermal model)
+DEFAULT_QPPS = 44000        # counts/s, velocity PID of a channel that drives no joint
+DEFAULT_VELOCITY_PID = (8.0, 40.0, 0.0)  # P, I, D of the emulated velocity loop
+
+
+class _VelocityLoop:
+    """The velocity PID of one channel (cmds 28/29, 35..40, 55/56).
+
+    Every plant step in speed mode: the set-point approaches the commanded speed at the
+    commanded acceleration (at once for cmds 35..37), e = set-point - measured speed
+    (counts/s), and duty = 32767 set-point / QPPS + P e + I integral(e dt) + D de/dt,
+    clamped to +-32767; the integral stops growing while the duty saturates. Gains are
+    in duty per count/s (P), per count (I) and per count/s^2 (D); on the wire they are
+    16.16 fixed point, as on the device.
+    """
+
+    def __init__(self, qpps: int):
+        self.p, self.i, self.d = DEFAULT_VELOCITY_PID
+        self.qpps = int(qpps)
+        self.active = False                       # speed mode (else duty mode)
+        self.target = self.setpoint = 0.0         # counts/s
+        self.accel = 0.0                          # counts/s^2, 0: step at once
+        self.integral = 0.0
+        self.error = 0.0
+
+    def command(self, speed: int, accel: int = 0) -> None:
+        if not self.active:
+            self.active, self.integral, self.error = True, 0.0, 0.0
+        self.target, self.accel = float(speed), float(accel)
+        if not accel:
+            self.setpoint = self.target
+
+    def duty(self, measured: float, dt: float) -> int:
+        if self.accel:
+            step = self.accel * dt
+            self.setpoint += max(-step, min(step, self.target - self.setpoint))
+        error = self.setpoint - measured
+        derivative = (error - self.error) / dt
+        self.error = error
+        feed = rc.DUTY_FULL * self.setpoint / self.qpps if self.qpps else 0.0
+        duty = feed + self.p * error + self.i * (self.integral + error * dt) + self.d * derivative
+        if abs(duty) < rc.DUTY_FULL:
+            self.integral += error * dt           # anti-windup: hold it while saturated
+        return int(round(max(-rc.DUTY_FULL, min(rc.DUTY_FULL, duty))))
 
 
 class _Controller:
     """The state of one emulated controller (one address)."""
 
-    def __init__(self):
+    def __init__(self, qpps=(DEFAULT_QPPS, DEFAULT_QPPS)):
         self.duty = [0, 0]                        # M1, M2, +-32767
+        self.velocity = [_VelocityLoop(q) for q in qpps]
         self.max_current = [DEFAULT_MAX_CURRENT] * 2   # A
         self.serial_timeout = 0.0                 # s, 0 = off
         self.last_packet = monotonic()
         self.errors = 0                           # injected status bits
         self.warnings = 0                         # over-current warning bits
+
+    def stop_motors(self) -> None:
+        """Duty 0 on both channels, speed mode off (serial timeout)."""
+        self.duty = [0, 0]
+        for loop in self.velocity:
+            loop.active = False
 
 
 class RoboClawEmulator:
@@ -94,6 +154,8 @@ class RoboClawEmulator:
             emulator.mode, emulator.serial and faults.jam.
         master_fd: serve this pty master; by default a new pty is opened (raw mode)
             and its slave kept open while the emulator lives.
+        log_path: telemetry of the plant (devices.plant_log), one row per plant step;
+            closed by ``close``.
 
     Attributes:
         port: slave path for the link (None when ``master_fd`` was given).
@@ -103,7 +165,7 @@ class RoboClawEmulator:
         error: the exception that ended the thread, if any.
     """
 
-    def __init__(self, cfg: Config, master_fd: int | None = None):
+    def __init__(self, cfg: Config, master_fd: int | None = None, log_path=None):
         sim, serial_cfg, emu = cfg.sim, cfg.link.serial, cfg.emulator.serial
         if cfg.plant.drive == "torque":
             raise ConfigError("the emulated RoboClaw drives DC motors: plant.drive must be "
@@ -121,7 +183,13 @@ class RoboClawEmulator:
         self._joint_of = {axis: j for j, axis in enumerate(self.axes)}
         gear = np.asarray(cfg.plant.motor.gear_ratio, dtype=float)
         self.counts_per_rad = np.asarray(serial_cfg.counts_per_rev) * gear / (2.0 * np.pi)
-        self.controllers = {address: _Controller() for address, _ in self.axes}
+        motors = motor_params(cfg)                # QPPS: no-load speed at the battery voltage
+        qpps = {axis: int(round(self.battery / motors.back_emf_constant[j]
+                                * self.counts_per_rad[j] / gear[j]))
+                for j, axis in enumerate(self.axes)}
+        self.controllers = {address: _Controller((qpps.get((address, 1), DEFAULT_QPPS),
+                                                  qpps.get((address, 2), DEFAULT_QPPS)))
+                            for address, _ in self.axes}
         self.plant = self._plant(cfg)
         self._warm_up(cfg)
         self.schedule = jam_schedule(cfg)
@@ -129,16 +197,18 @@ class RoboClawEmulator:
         self._meas = Measurement(n)
         self._volts = np.zeros(n)
         self._enc, self._speed, self._amps = [0] * n, [0] * n, [0] * n
+        self._enc_offset = [0] * n                # set by cmds 20, 22, 23
         self._sample()
         self._measured = False                    # lockstep: a measurement was read ...
         self._commanded = False                   # ... and a duty followed it
         self._buf = bytearray()
         self._last_byte = 0.0
+        self._resync = False                      # an unknown command: skip to a silence
         self._pending: deque = deque()            # (due, address, command, values)
         self._faults = {"drop": 0, "corrupt": 0, "truncate": 0}
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.stats = dict.fromkeys(("requests", "replies", "bad_frames", "discarded", "ignored",
-                                    "steps", "resyncs"), 0)
+                                    "unknown", "steps", "resyncs"), 0)
         self.last_bad_frame = ""
         self.error: BaseException | None = None
         self._slave = -1
@@ -151,6 +221,7 @@ class RoboClawEmulator:
         self._master = master_fd
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.plant_log = PlantLog(cfg, log_path, self.plant) if log_path else None
 
     @staticmethod
     def _plant(cfg: Config) -> PlantLink:
@@ -187,8 +258,11 @@ class RoboClawEmulator:
             self._thread = None
         self.close()
 
-    def close(self) -> None:
-        """Close the pty if the emulator opened it. Idempotent."""
+    def close(self, reason: str = "stopped") -> None:
+        """Close the pty if the emulator opened it, and the plant log. Idempotent."""
+        if self.plant_log is not None:
+            self.plant_log.close(reason)
+            self.plant_log = None
         for fd in (self._master if self._owns_master else -1, self._slave):
             if fd >= 0:
                 try:
@@ -209,16 +283,20 @@ class RoboClawEmulator:
         except BaseException as exc:  # noqa: BLE001 - kept for the owner to inspect
             self.error = exc
 
-    def run(self, stop_event) -> None:
-        """Serve until ``stop_event`` (threading or multiprocessing Event) is set.
+    def run(self, stop_event, duration: float | None = None) -> str:
+        """Serve until ``stop_event`` (threading or multiprocessing Event) is set, or for
+        ``duration`` s of wall-clock time; returns "stopped" or "duration reached".
 
         Raises RuntimeError when the pty has no slave end open any more, and
         drivers.link.LinkError when the plant state becomes invalid.
         """
         fd = self._master
         self._next_step = monotonic() + self.dt
+        end = math.inf if duration is None else monotonic() + duration
         while not stop_event.is_set():
             now = monotonic()
+            if now >= end:
+                return "duration reached"
             wait = POLL
             if not self.lockstep:
                 wait = min(wait, self._next_step - now)
@@ -236,7 +314,11 @@ class RoboClawEmulator:
                     if exc.errno == errno.EIO:
                         raise RuntimeError("pty: no process has the slave end open") from None
                     raise
-                self._buf += data
+                if self._resync and now - self._last_byte <= PACKET_GAP:
+                    self.stats["discarded"] += 1          # the rest of an unknown command
+                else:
+                    self._resync = False
+                    self._buf += data
                 self._last_byte = now
             self._drain_inbox()
             self._parse(now)
@@ -245,13 +327,14 @@ class RoboClawEmulator:
                 self._execute(address, command, values)
             if not self.lockstep:
                 self._keep_time(now)
+        return "stopped"
 
     def _keep_time(self, now: float) -> None:
         while now >= self._next_step:
             for controller in self.controllers.values():
                 if controller.serial_timeout and \
                         now - controller.last_packet > controller.serial_timeout:
-                    controller.duty = [0, 0]
+                    controller.stop_motors()
             self._step()
             self._next_step += self.dt
             if now - self._next_step > RESYNC:
@@ -312,10 +395,11 @@ class RoboClawEmulator:
             if len(buf) < 2:
                 return
             command = rc.COMMANDS.get(buf[1])
-            if command is None:
-                del buf[:2]
-                self.stats["ignored"] += 1
-                continue
+            if command is None:     # its length is unknown: drop all until a silence
+                buf.clear()
+                self._resync = True
+                self.stats["unknown"] += 1
+                return
             if len(buf) < command.request_length:
                 return
             frame = bytes(buf[:command.request_length])
@@ -374,26 +458,73 @@ class RoboClawEmulator:
             return (controller.errors | controller.warnings,)
         if code == 24:
             return (round(10.0 * self.battery),)
+        if code == 25:
+            return (round(10.0 * LOGIC_BATTERY),)
+        if code == 82:
+            return (round(10.0 * TEMPERATURE),)
+        if code == 21:
+            return (rc.VERSION_TEXT,)
+        if code == 15:
+            return (round(10.0 * controller.serial_timeout),)
+        both = (joint((address, 1)), joint((address, 2)))
+        if code == 78:
+            return tuple(0 if j is None else self._enc[j] & 0xFFFFFFFF for j in both)
+        if code in (79, 108):
+            return tuple(0 if j is None else self._speed[j] for j in both)
+        if code in (55, 56):
+            loop = controller.velocity[code - 55]
+            return (*(round(g * rc.PID_SCALE) & 0xFFFFFFFF for g in (loop.p, loop.i, loop.d)),
+                    loop.qpps)
         if code == 14:
             controller.serial_timeout = 0.1 * values[0]
         elif code in (133, 134):
             controller.max_current[code - 133] = 0.01 * values[0]
+        elif code == 20:
+            for j in both:
+                if j is not None:
+                    self._set_encoder(j, 0)
+        elif code in (22, 23):
+            j = joint((address, code - 21))
+            if j is not None:
+                self._set_encoder(j, values[0] - (1 << 32) if values[0] >= 1 << 31 else values[0])
+        elif code in (28, 29):
+            loop = controller.velocity[code - 28]
+            d, p, i, loop.qpps = values
+            loop.p, loop.i, loop.d = (_signed(g) / rc.PID_SCALE for g in (p, i, d))
+        elif code in SPEED_COMMANDS:
+            accel, speeds = (values[0], values[1:]) if code >= 38 else (0, values)
+            channels = (1, 2) if code in (37, 40) else ((code - 34) if code < 38 else (code - 37),)
+            for channel, speed in zip(channels, speeds):
+                controller.velocity[channel - 1].command(speed, accel)
+            self._commanded = self._commanded or self._measured
         else:                                                 # 32, 33, 34: duty
             channels = (1, 2) if code == 34 else (code - 31,)
             for channel, duty in zip(channels, values):
                 controller.duty[channel - 1] = duty
+                controller.velocity[channel - 1].active = False
             self._commanded = self._commanded or self._measured
         return ()
+
+    def _set_encoder(self, j: int, count: int) -> None:
+        """Make joint j's encoder read ``count`` now (cmds 20, 22, 23)."""
+        self._enc_offset[j] += count - self._enc[j]
+        self._enc[j] = count
 
     # -- the plant ----------------------------------------------------------------
 
     def _step(self) -> None:
         scale = self.battery / rc.DUTY_FULL
         for j, (address, channel) in enumerate(self.axes):
-            self._volts[j] = self.controllers[address].duty[channel - 1] * scale
+            controller = self.controllers[address]
+            loop = controller.velocity[channel - 1]
+            if loop.active:
+                controller.duty[channel - 1] = loop.duty(self._speed[j], self.dt)
+            self._volts[j] = controller.duty[channel - 1] * scale
         p = self.plant.plant
         if len(self.schedule):
             stepping.apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.dt)
+        if self.plant_log is not None:
+            self.plant_log.record(self._volts, self._meas.current)
         self.plant.write(self._volts)
         self.stats["steps"] += 1
         self._sample()
@@ -415,7 +546,7 @@ class RoboClawEmulator:
         for controller in self.controllers.values():
             controller.warnings = 0
         for j, (address, channel) in enumerate(self.axes):
-            self._enc[j] = int(round(counts[j]))
+            self._enc[j] = int(round(counts[j])) + self._enc_offset[j]
             self._speed[j] = max(-2 ** 31, min(2 ** 31 - 1, int(round(speeds[j]))))
             self._amps[j] = max(-32768, min(32767, int(round(100.0 * amps[j]))))
             controller = self.controllers[address]
@@ -423,8 +554,15 @@ class RoboClawEmulator:
                 controller.warnings |= rc.OVERCURRENT_WARNING[channel]
 
 
-def serve(cfg: Config, port: str | int, stop_event) -> None:
-    """Run the emulated drives in this thread until ``stop_event`` is set (for ``hil emulate``).
+def _signed(value: int) -> int:
+    """A 32-bit field as two's complement."""
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def serve(cfg: Config, port: str | int, stop_event, duration: float | None = None,
+          log_path=None) -> str:
+    """Run the emulated drives in this thread until ``stop_event`` is set or for ``duration``
+    s (for ``hil emulate``); returns why it stopped.
 
     Args:
         cfg: resolved config.
@@ -434,20 +572,26 @@ def serve(cfg: Config, port: str | int, stop_event) -> None:
             (replacing what was there; removed on return), for the link's
             ``link.serial.port``.
         stop_event: threading.Event or multiprocessing.Event.
+        duration: wall-clock limit, s (None: none).
+        log_path: telemetry of the plant (.mcap), flushed on every way out.
     """
     if isinstance(port, int):
-        emulator = RoboClawEmulator(cfg, master_fd=port)
+        emulator = RoboClawEmulator(cfg, master_fd=port, log_path=log_path)
         link_path = None
     else:
-        emulator = RoboClawEmulator(cfg)
+        emulator = RoboClawEmulator(cfg, log_path=log_path)
         link_path = str(port)
         temporary = f"{link_path}.{os.getpid()}"
         os.symlink(emulator.port, temporary)
         os.replace(temporary, link_path)
+    reason = "stopped"
     try:
-        emulator.run(stop_event)
+        reason = emulator.run(stop_event, duration)
+    except KeyboardInterrupt:
+        reason = "interrupted"
     finally:
         if link_path is not None and os.path.islink(link_path) \
                 and os.readlink(link_path) == emulator.port:
             os.unlink(link_path)
-        emulator.close()
+        emulator.close(reason)
+    return reason

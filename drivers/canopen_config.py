@@ -9,12 +9,15 @@ from hilrig.drivers.link import LinkSpec
 from hilrig.errors import ConfigError
 from hilrig.schema import Key
 
+ZMQ_DEFAULT_CHANNEL = "ipc:///tmp/hilrig-can"
+
 KEYS = {   # CiA 402 drives in cyclic synchronous torque mode (docs/CANOPEN.md)
     "interface": Key("str", "virtual",
                      doc="python-can interface: socketcan, pcan, kvaser, virtual, "
                          "hilrig_zmq (emulated drives in another process), ..."),
-    "channel": Key("str", "hilrig", doc="python-can channel (can0, PCAN_USBBUS1, "
-                                        "ipc:///tmp/hilrig-can for hilrig_zmq, ...)"),
+    "channel": Key("str", None, doc="python-can channel (can0, PCAN_USBBUS1, "
+                                    "ipc:///PATH or tcp://127.0.0.1:PORT for hilrig_zmq, ...); "
+                                    "default ipc:///tmp/hilrig-can on hilrig_zmq, else hilrig"),
     "bitrate": Key("int", 1_000_000, positive=True,
                    doc="bit/s; the cycle must fit (docs/CANOPEN.md, bus-load plan)"),
     "node_ids": Key("ints", None, length="nact",
@@ -51,6 +54,11 @@ def check(cfg: dict, sizes: dict) -> None:
     """Fill the table's defaults that depend on the plant; when link.type is "canopen",
     check what one key alone cannot (node-ids, heartbeat, the bus load of the cycle)."""
     can = cfg["link"]["canopen"]
+    if can["channel"] is None:
+        can["channel"] = ZMQ_DEFAULT_CHANNEL if can["interface"] == "hilrig_zmq" else "hilrig"
+    if can["interface"] == "hilrig_zmq" and not can["channel"].startswith(("ipc://", "tcp://")):
+        raise ConfigError(f"link.canopen.channel: the hilrig_zmq interface takes ipc:///PATH or "
+                          f"tcp://127.0.0.1:PORT, got {can['channel']!r}")
     if can["node_ids"] is None:
         can["node_ids"] = list(range(1, sizes["nact"] + 1))
     if can["rated_torque"] is None:
@@ -74,6 +82,9 @@ def check(cfg: dict, sizes: dict) -> None:
     if can["heartbeat_timeout"] <= can["heartbeat_period"]:
         raise ConfigError(f"{name}heartbeat_timeout: must exceed heartbeat_period "
                           f"({can['heartbeat_period']} s), got {can['heartbeat_timeout']} s")
+    if cfg["emulator"]["canopen"]["event_timer"] > 65.535:
+        raise ConfigError("emulator.canopen.event_timer: at most 65.535 s (0x1800:05 is UNSIGNED16 "
+                          f"ms), got {cfg['emulator']['canopen']['event_timer']} s")
     if cfg["input"]["voltage"] is not None:
         raise ConfigError("input.voltage: CiA 402 drives in cyclic synchronous torque mode take "
                           "torques (link.type = 'canopen'); give input.torque")

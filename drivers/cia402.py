@@ -243,22 +243,50 @@ def describe_error(code: int) -> str:
 
 # -- the object dictionary -----------------------------------------------------------
 
+ERROR_HISTORY = 0x1003           # pre-defined error field: sub0 count, sub1 newest
+DEVICE_NAME, HARDWARE_VERSION, SOFTWARE_VERSION = 0x1008, 0x1009, 0x100A
+QUICK_STOP_OPTION = 0x605A       # I16
+MAX_CURRENT = 0x6073             # U16, per-mille of the rated current
+ERROR_HISTORY_DEPTH = 8
+DEVICE_NAME_TEXT = "hilrig emulated CiA 402 drive"
+HARDWARE_VERSION_TEXT = "emulated"
+SOFTWARE_VERSION_TEXT = "hilrig"
+VENDOR_ID = 0                    # no CiA vendor-id: an emulator
+PRODUCT_CODE = 0x402
+
+# Supported modes 0x6502: bit m-1 for mode m (CiA 402); the emulated drive has CST only.
+SUPPORTED_MODE_BITS = 1 << (MODE_CST - 1)
+
+# The drive's default PDO mapping (what it has after a reset, before any master remaps):
+# event-driven (transmission type 255: TPDOs sent on the event timer and when the
+# statusword changes, RPDO data applied on reception), so a master that sends no SYNC
+# still sees the arm move. COB-IDs of the predefined connection set; PDOs 3 and 4 off.
+DEFAULT_RPDOS = {1: RPDO1_LAYOUT}
+DEFAULT_TPDOS = {1: TPDO1_LAYOUT, 2: ((VELOCITY_ACTUAL, 0, 32), (TORQUE_ACTUAL, 0, 16))}
+EVENT_DRIVEN = 255               # transmission type: manufacturer-specific event
+_PDO_MAPPABLE_RX = {CONTROLWORD, MODES_OF_OPERATION, TARGET_TORQUE, MAX_TORQUE}
+_PDO_MAPPABLE_TX = {STATUSWORD, MODES_DISPLAY, POSITION_ACTUAL, VELOCITY_ACTUAL,
+                    TORQUE_ACTUAL, CURRENT_ACTUAL, ERROR_CODE, ERROR_REGISTER}
+
+
 def _var(name: str, index: int, subindex: int, data_type: int, access: str = "rw",
-         default: int = 0) -> od.ODVariable:
+         default=0, mappable: bool = False) -> od.ODVariable:
     var = od.ODVariable(name, index, subindex)
     var.data_type, var.access_type, var.default = data_type, access, default
+    var.pdo_mappable = mappable
     return var
 
 
-def _record(name: str, index: int, members) -> od.ODRecord:
-    rec = od.ODRecord(name, index)
+def _record(name: str, index: int, members, kind=od.ODRecord):
+    rec = kind(name, index)
     for var in members:
         rec.add_member(var)
     return rec
 
 
 def object_dictionary(node_id: int, rated_torque_mnm: int = 1000, rated_current_ma: int = 1000,
-                      max_torque: int = 3000) -> od.ObjectDictionary:
+                      max_torque: int = 3000, heartbeat_ms: int = 0,
+                      event_timer_ms: int = 10) -> od.ObjectDictionary:
     """The object dictionary of a CST drive at ``node_id`` (the role of its EDS file).
 
     Args:
@@ -266,38 +294,69 @@ def object_dictionary(node_id: int, rated_torque_mnm: int = 1000, rated_current_
         rated_torque_mnm: 0x6076, motor rated torque, mN m.
         rated_current_ma: 0x6075, motor rated current, mA.
         max_torque: 0x6072, torque limit, per-mille of the rated torque.
+        heartbeat_ms: 0x1017 at power-on, ms (0: no heartbeat until a master writes it).
+        event_timer_ms: event timer (sub-index 5) of the default TPDOs, ms.
+
+    Objects a master may map into PDOs carry ``pdo_mappable`` (``PDOMapping=1`` in the
+    EDS): 0x6040, 0x6060, 0x6071, 0x6072 into RPDOs, the actual values, statusword, mode
+    display and error code into TPDOs.
     """
     d = od.ObjectDictionary()
-    U8, U16, U32, I8, I16, I32 = (od.UNSIGNED8, od.UNSIGNED16, od.UNSIGNED32, od.INTEGER8,
-                                  od.INTEGER16, od.INTEGER32)
-    for var in (_var("Device type", DEVICE_TYPE, 0, U32, "ro", DEVICE_TYPE_SERVO),
-                _var("Error register", ERROR_REGISTER, 0, U8, "ro"),
-                _var("COB-ID SYNC", SYNC_COB_ID, 0, U32, "rw", 0x80),
-                _var("Communication cycle period", CYCLE_PERIOD, 0, U32),
-                _var("Producer heartbeat time", HEARTBEAT_PRODUCER, 0, U16),
-                _var("Error code", ERROR_CODE, 0, U16, "ro"),
-                _var("Controlword", CONTROLWORD, 0, U16),
-                _var("Statusword", STATUSWORD, 0, U16, "ro"),
-                _var("Modes of operation", MODES_OF_OPERATION, 0, I8),
-                _var("Modes of operation display", MODES_DISPLAY, 0, I8, "ro"),
-                _var("Position actual value", POSITION_ACTUAL, 0, I32, "ro"),
-                _var("Velocity actual value", VELOCITY_ACTUAL, 0, I32, "ro"),
-                _var("Target torque", TARGET_TORQUE, 0, I16),
-                _var("Max torque", MAX_TORQUE, 0, U16, "rw", max_torque),
-                _var("Motor rated current", RATED_CURRENT, 0, U32, "rw", rated_current_ma),
-                _var("Motor rated torque", RATED_TORQUE, 0, U32, "rw", rated_torque_mnm),
-                _var("Torque actual value", TORQUE_ACTUAL, 0, I16, "ro"),
-                _var("Current actual value", CURRENT_ACTUAL, 0, I16, "ro"),
-                _var("Supported drive modes", SUPPORTED_MODES, 0, U32, "ro", 1 << 9)):
-        d.add_object(var)
-    consumer = od.ODArray("Consumer heartbeat time", HEARTBEAT_CONSUMER)
-    consumer.add_member(_var("Number of entries", HEARTBEAT_CONSUMER, 0, U8, "ro", 1))
-    consumer.add_member(_var("Consumer heartbeat time 1", HEARTBEAT_CONSUMER, 1, U32))
-    d.add_object(consumer)
+    d.node_id = node_id
+    info = d.device_information
+    info.vendor_name, info.vendor_number = "hilrig", VENDOR_ID
+    info.product_name, info.product_number = DEVICE_NAME_TEXT, PRODUCT_CODE
+    info.revision_number, info.order_code = 1, "emulated"
+    info.simple_boot_up_master, info.simple_boot_up_slave = False, True
+    info.granularity = 8                         # PDO mapping in whole bytes
+    info.dynamic_channels_supported, info.group_messaging = False, False
+    info.nr_of_RXPDO, info.nr_of_TXPDO = N_PDO, N_PDO
+    info.LSS_supported = False
+    info.allowed_baudrates = {125e3, 250e3, 500e3, 1000e3}
+    U8, U16, U32, I8, I16, I32, TEXT = (od.UNSIGNED8, od.UNSIGNED16, od.UNSIGNED32,
+                                        od.INTEGER8, od.INTEGER16, od.INTEGER32,
+                                        od.VISIBLE_STRING)
+    rx, tx = _PDO_MAPPABLE_RX, _PDO_MAPPABLE_TX
+    for index, name, data_type, access, default in (
+            (DEVICE_TYPE, "Device type", U32, "ro", DEVICE_TYPE_SERVO),
+            (ERROR_REGISTER, "Error register", U8, "ro", 0),
+            (SYNC_COB_ID, "COB-ID SYNC", U32, "rw", 0x80),
+            (CYCLE_PERIOD, "Communication cycle period", U32, "rw", 0),
+            (DEVICE_NAME, "Manufacturer device name", TEXT, "const", DEVICE_NAME_TEXT),
+            (HARDWARE_VERSION, "Manufacturer hardware version", TEXT, "const",
+             HARDWARE_VERSION_TEXT),
+            (SOFTWARE_VERSION, "Manufacturer software version", TEXT, "const",
+             SOFTWARE_VERSION_TEXT),
+            (HEARTBEAT_PRODUCER, "Producer heartbeat time", U16, "rw", heartbeat_ms),
+            (ERROR_CODE, "Error code", U16, "ro", 0),
+            (CONTROLWORD, "Controlword", U16, "rw", 0),
+            (STATUSWORD, "Statusword", U16, "ro", 0),
+            (QUICK_STOP_OPTION, "Quick stop option code", I16, "rw", 2),
+            (MODES_OF_OPERATION, "Modes of operation", I8, "rw", 0),
+            (MODES_DISPLAY, "Modes of operation display", I8, "ro", 0),
+            (POSITION_ACTUAL, "Position actual value", I32, "ro", 0),
+            (VELOCITY_ACTUAL, "Velocity actual value", I32, "ro", 0),
+            (TARGET_TORQUE, "Target torque", I16, "rw", 0),
+            (MAX_TORQUE, "Max torque", U16, "rw", max_torque),
+            (MAX_CURRENT, "Max current", U16, "rw", max_torque),
+            (RATED_CURRENT, "Motor rated current", U32, "rw", rated_current_ma),
+            (RATED_TORQUE, "Motor rated torque", U32, "rw", rated_torque_mnm),
+            (TORQUE_ACTUAL, "Torque actual value", I16, "ro", 0),
+            (CURRENT_ACTUAL, "Current actual value", I16, "ro", 0),
+            (SUPPORTED_MODES, "Supported drive modes", U32, "ro", SUPPORTED_MODE_BITS)):
+        mappable = index in (rx if access == "rw" else tx)
+        d.add_object(_var(name, index, 0, data_type, access, default, mappable))
+    history = [_var("Number of errors", ERROR_HISTORY, 0, U8, "rw", 0)]
+    history += [_var(f"Standard error field {s}", ERROR_HISTORY, s, U32, "ro", 0)
+                for s in range(1, ERROR_HISTORY_DEPTH + 1)]
+    d.add_object(_record("Pre-defined error field", ERROR_HISTORY, history, od.ODArray))
+    d.add_object(_record("Consumer heartbeat time", HEARTBEAT_CONSUMER, (
+        _var("Number of entries", HEARTBEAT_CONSUMER, 0, U8, "ro", 1),
+        _var("Consumer heartbeat time 1", HEARTBEAT_CONSUMER, 1, U32)), od.ODArray))
     d.add_object(_record("Identity object", IDENTITY, (
         _var("Highest sub-index", IDENTITY, 0, U8, "ro", 4),
-        _var("Vendor-ID", IDENTITY, 1, U32, "ro", 0),
-        _var("Product code", IDENTITY, 2, U32, "ro", 0x402),
+        _var("Vendor-ID", IDENTITY, 1, U32, "ro", VENDOR_ID),
+        _var("Product code", IDENTITY, 2, U32, "ro", PRODUCT_CODE),
         _var("Revision number", IDENTITY, 3, U32, "ro", 1),
         _var("Serial number", IDENTITY, 4, U32, "ro", node_id))))
     d.add_object(_record("Interpolation time period", INTERPOLATION_PERIOD, (
@@ -305,20 +364,27 @@ def object_dictionary(node_id: int, rated_torque_mnm: int = 1000, rated_current_
         _var("Interpolation time period value", INTERPOLATION_PERIOD, 1, U8, "rw", 1),
         _var("Interpolation time index", INTERPOLATION_PERIOD, 2, I8, "rw", -3))))
     for k in range(N_PDO):
-        for com, mapping, base, kind in ((RPDO_COM, RPDO_MAP, 0x200, "RPDO"),
-                                         (TPDO_COM, TPDO_MAP, 0x180, "TPDO")):
-            cob_id = base + 0x100 * k + node_id | (PDO_DISABLED if k else 0)
-            com_vars = [_var("Highest sub-index", com + k, 0, U8, "ro", 6 if kind == "TPDO" else 5),
+        for com, mapping, base, kind, defaults in (
+                (RPDO_COM, RPDO_MAP, 0x200, "RPDO", DEFAULT_RPDOS),
+                (TPDO_COM, TPDO_MAP, 0x180, "TPDO", DEFAULT_TPDOS)):
+            layout = defaults.get(k + 1, ())
+            cob_id = base + 0x100 * k + node_id | (0 if layout else PDO_DISABLED)
+            com_vars = [_var("Highest sub-index", com + k, 0, U8, "ro",
+                             6 if kind == "TPDO" else 5),
                         _var("COB-ID", com + k, 1, U32, "rw", cob_id),
-                        _var("Transmission type", com + k, 2, U8, "rw", 255),
+                        _var("Transmission type", com + k, 2, U8, "rw", EVENT_DRIVEN),
                         _var("Inhibit time", com + k, 3, U16),
-                        _var("Event timer", com + k, 5, U16)]
+                        _var("Event timer", com + k, 5, U16, "rw",
+                             event_timer_ms if kind == "TPDO" and layout else 0)]
             if kind == "TPDO":
                 com_vars.append(_var("SYNC start value", com + k, 6, U8))
             d.add_object(_record(f"{kind}{k + 1} communication parameter", com + k, com_vars))
+            entries = [index << 16 | subindex << 8 | bits for index, subindex, bits in layout]
             d.add_object(_record(f"{kind}{k + 1} mapping parameter", mapping + k,
-                                 [_var("Number of mapped objects", mapping + k, 0, U8)]
-                                 + [_var(f"Mapped object {s}", mapping + k, s, U32)
+                                 [_var("Number of mapped objects", mapping + k, 0, U8, "rw",
+                                       len(entries))]
+                                 + [_var(f"Mapped object {s}", mapping + k, s, U32, "rw",
+                                         entries[s - 1] if s <= len(entries) else 0)
                                     for s in range(1, 9)]))
     return d
 

@@ -67,9 +67,35 @@ def _command(code: int, name: str, request: str, reply: str | None) -> Command:
 
 
 # Units (docs/PROTOCOLS.md §5.2): counts, counts/s, duty ±32767 = ±100 %, currents in
-# 10 mA, voltages in 0.1 V, serial timeout in 100 ms. Status byte of 16/17:
+# 10 mA, voltages in 0.1 V, temperatures in 0.1 degC, serial timeout in 100 ms. Request and
+# reply layouts checked against the basicmicro library (2.0.10). Status byte of 16/17:
 # bit0 underflow, bit1 backwards, bit2 overflow; of 18/19: 1 = backwards.
 SET_SERIAL_TIMEOUT = _command(14, "SetSerialTimeout", "B", None)
+GET_TIMEOUT = _command(15, "GetTimeout", "", "B")            # serial timeout, 0.1 s
+RESET_ENCODERS = _command(20, "ResetEncoders", "", None)     # both channels to 0
+# ReadVersion answers a text ending in "\n" and a NUL (at most 48 bytes); the emulated
+# device's text is fixed, so its reply has a fixed length.
+VERSION_TEXT = b"USB Roboclaw 2x15a v4.2.8 (hilrig emulated)\n\0"
+READ_VERSION = _command(21, "ReadVersion", "", f"{len(VERSION_TEXT)}s")
+SET_ENC_M1 = _command(22, "SetEncM1", "I", None)             # count (uint32)
+SET_ENC_M2 = _command(23, "SetEncM2", "I", None)
+READ_LOGIC_BATTERY = _command(25, "ReadLogicBatteryVoltage", "", "H")   # 0.1 V
+# Velocity PID of a channel: gains in 16.16 fixed point, QPPS (counts/s at full duty).
+# The set command sends D, P, I, QPPS; the read command answers P, I, D, QPPS.
+SET_M1_VELOCITY_PID = _command(28, "SetM1VelocityPID", "IIII", None)
+SET_M2_VELOCITY_PID = _command(29, "SetM2VelocityPID", "IIII", None)
+SPEED_M1 = _command(35, "SpeedM1", "i", None)                # counts/s
+SPEED_M2 = _command(36, "SpeedM2", "i", None)
+SPEED_M1M2 = _command(37, "SpeedM1M2", "ii", None)
+SPEED_ACCEL_M1 = _command(38, "SpeedAccelM1", "Ii", None)    # accel counts/s^2, speed
+SPEED_ACCEL_M2 = _command(39, "SpeedAccelM2", "Ii", None)
+SPEED_ACCEL_M1M2 = _command(40, "SpeedAccelM1M2", "Iii", None)
+READ_M1_VELOCITY_PID = _command(55, "ReadM1VelocityPID", "", "IIII")
+READ_M2_VELOCITY_PID = _command(56, "ReadM2VelocityPID", "", "IIII")
+GET_ENCODERS = _command(78, "GetEncoders", "", "II")         # M1, M2 counts (uint32)
+GET_ISPEEDS = _command(79, "GetISpeeds", "", "ii")           # instantaneous, counts/s
+READ_TEMP = _command(82, "ReadTemp", "", "H")                # 0.1 degC
+GET_SPEEDS = _command(108, "GetSpeeds", "", "ii")            # counts/s
 READ_ENC_M1 = _command(16, "ReadEncM1", "", "IB")            # count (uint32), status
 READ_ENC_M2 = _command(17, "ReadEncM2", "", "IB")
 READ_SPEED_M1 = _command(18, "ReadSpeedM1", "", "iB")        # counts/s (int32), status
@@ -86,7 +112,13 @@ SET_M2_MAX_CURRENT = _command(134, "SetM2MaxCurrent", "II", None)
 COMMANDS = {c.code: c for c in (SET_SERIAL_TIMEOUT, READ_ENC_M1, READ_ENC_M2, READ_SPEED_M1,
                                  READ_SPEED_M2, READ_MAIN_BATTERY, DUTY_M1, DUTY_M2, DUTY_M1M2,
                                  READ_CURRENTS, READ_STATUS, SET_M1_MAX_CURRENT,
-                                 SET_M2_MAX_CURRENT)}
+                                 SET_M2_MAX_CURRENT, GET_TIMEOUT, RESET_ENCODERS, READ_VERSION,
+                                 SET_ENC_M1, SET_ENC_M2, READ_LOGIC_BATTERY,
+                                 SET_M1_VELOCITY_PID, SET_M2_VELOCITY_PID, SPEED_M1, SPEED_M2,
+                                 SPEED_M1M2, SPEED_ACCEL_M1, SPEED_ACCEL_M2, SPEED_ACCEL_M1M2,
+                                 READ_M1_VELOCITY_PID, READ_M2_VELOCITY_PID, GET_ENCODERS,
+                                 GET_ISPEEDS, READ_TEMP, GET_SPEEDS)}
+PID_SCALE = 65536.0         # 16.16 fixed point of the velocity PID gains
 READ_ENC = {1: READ_ENC_M1, 2: READ_ENC_M2}
 READ_SPEED = {1: READ_SPEED_M1, 2: READ_SPEED_M2}
 DUTY = {1: DUTY_M1, 2: DUTY_M2}

@@ -36,6 +36,9 @@ KEYS = {  # RoboClaw-style packet serial (drivers/serial_link.py)
     "max_current": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0,
                        doc="motor current limit written to the drive at open "
                            "(cmds 133/134), A; 0: keep the drive's setting"),
+    "command": Key("str", "duty", choices=("duty", "speed"),
+                   doc="duty: DutyM1M2 (duty = u / supply); speed: SpeedM1M2, the drive's "
+                       "velocity PID holds speed = duty x QPPS / 32767 counts/s"),
     "overcurrent_ticks": Key("int", 20, minimum=0,
                              doc="an over-current warning on this many consecutive "
                                  "reads is a drive fault (a stalled or jammed joint); "

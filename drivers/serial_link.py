@@ -101,6 +101,10 @@ class SerialLink(Link):
         max_current: per joint, A, written at ``configure`` (cmds 133/134); 0 = keep the
             drive's.
         overcurrent_ticks: consecutive over-current warnings that make a DriveFault; 0 = never.
+        command_mode: "duty" (cmds 32..34: duty = u / supply) or "speed" (cmds 35..37:
+            the drive's velocity PID follows speed = duty x QPPS / 32767 counts/s, the QPPS
+            of each channel read at ``configure`` with cmds 55/56: the no-load speed that
+            voltage would give, held against the load by the drive).
     """
 
     command_unit = "V"
@@ -108,7 +112,10 @@ class SerialLink(Link):
     def __init__(self, port: str, axes, counts_per_rev, gear_ratio, *, baud: int = 460800,
                  supply_voltage: float = 0.0, timeout: float = 0.002, retries: int = 1,
                  budget: float = 0.004, lost_after: float = 0.1, drive_timeout: float = 0.0,
-                 max_current=0.0, overcurrent_ticks: int = 20):
+                 max_current=0.0, overcurrent_ticks: int = 20, command_mode: str = "duty"):
+        if command_mode not in ("duty", "speed"):
+            raise ValueError(f"command_mode must be 'duty' or 'speed', got {command_mode!r}")
+        self.command_mode = command_mode
         self.port = port
         self.axes = [(int(a), int(c)) for a, c in axes]
         self.n_axes = n = len(self.axes)
@@ -142,6 +149,7 @@ class SerialLink(Link):
                        for cmd in (rc.READ_ENC_M1, rc.READ_ENC_M2, rc.READ_SPEED_M1,
                                    rc.READ_SPEED_M2, rc.READ_CURRENTS, rc.READ_STATUS)}
         self.supply = np.zeros(n)           # V per joint, set by configure
+        self.qpps = np.zeros(n)             # counts/s at full duty, speed mode (configure)
         self.status = {a: 0 for a, _ in self.controllers}   # last status word per address
         self.last_error = ""                # the latest failed exchange attempt, and why
         self.failed_exchanges = 0           # failed attempts (each retried while time allows)
@@ -166,7 +174,7 @@ class SerialLink(Link):
                    baud=s.baud, supply_voltage=s.supply_voltage, timeout=s.timeout,
                    retries=s.retries, budget=s.budget, lost_after=cfg.link.timeout,
                    drive_timeout=s.drive_timeout, max_current=s.max_current,
-                   overcurrent_ticks=s.overcurrent_ticks)
+                   overcurrent_ticks=s.overcurrent_ticks, command_mode=s.command)
 
     # -- Link ---------------------------------------------------------------------
 
@@ -242,7 +250,10 @@ class SerialLink(Link):
         failed = None
         for address, row in self.controllers:
             try:
-                self._send_duty(address, row, duty, deadline)
+                if self.command_mode == "speed":
+                    self._send_speed(address, row, duty, deadline)
+                else:
+                    self._send_duty(address, row, duty, deadline)
             except (rc.FrameError, ExchangeTimeout) as exc:
                 failed = exc
         if failed is None:
@@ -423,6 +434,16 @@ class SerialLink(Link):
                        self.timeout if wait is None else wait,
                        self.retries + 1 if tries is None else tries)
 
+    def _send_speed(self, address: int, row, duty: list, deadline: float) -> None:
+        speed = [round(duty[j] * self.qpps[j] / rc.DUTY_FULL) for j in range(self.n_axes)]
+        if len(row) == 2:
+            command, values = rc.SPEED_M1M2, (speed[row[0][1]], speed[row[1][1]])
+        else:
+            channel, j = row[0]
+            command, values = (rc.SPEED_M1, rc.SPEED_M2)[channel - 1], (speed[j],)
+        self._exchange(address, command, rc.encode_request(address, command, *values), deadline,
+                       self.timeout, self.retries + 1)
+
     def _set_up(self, address: int, row) -> None:
         try:
             (tenths,) = self.exchange(address, rc.READ_MAIN_BATTERY, timeout=OPEN_TIMEOUT,
@@ -440,6 +461,15 @@ class SerialLink(Link):
                               timeout=OPEN_TIMEOUT, attempts=OPEN_ATTEMPTS)
             for channel, j in row:
                 self.supply[j] = supply
+                if self.command_mode == "speed":
+                    pid = (rc.READ_M1_VELOCITY_PID, rc.READ_M2_VELOCITY_PID)[channel - 1]
+                    *_, qpps = self.exchange(address, pid, timeout=OPEN_TIMEOUT,
+                                             attempts=OPEN_ATTEMPTS)
+                    if qpps <= 0:
+                        raise LinkError(f"RoboClaw at 0x{address:02X} M{channel}: QPPS is 0; "
+                                        "tune its velocity PID before link.serial.command = "
+                                        "'speed'")
+                    self.qpps[j] = qpps
                 if self.max_current[j] > 0.0:
                     self.exchange(address, rc.SET_MAX_CURRENT[channel],
                                   round(self.max_current[j] * 100), 0,

@@ -142,6 +142,7 @@ class ZmqCanBus(can.BusABC):
                  connect_timeout: float = 5.0, receive_own_messages: bool = False, **kwargs):
         up, down = endpoints(str(channel))
         self.channel_info = f"hilrig_zmq {channel}" + (" (hub)" if hub else "")
+        self._channel = str(channel)
         self._own = receive_own_messages
         self._sender = int.from_bytes(os.urandom(8), "little")
         self._lock = threading.Lock()
@@ -195,7 +196,7 @@ class ZmqCanBus(can.BusABC):
         msg, sender, probe = decoded
         if probe or (sender == self._sender and not self._own):
             return None, False
-        msg.channel = self.channel_info
+        msg.channel = self._channel         # no spaces: log formats split on them
         return msg, False
 
     def _close_sockets(self) -> None:

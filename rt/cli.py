@@ -4,6 +4,7 @@
     hil run CONFIG [--duration T] [--fast] [--log PATH] [--set key=value ...]
     hil emulate CONFIG --bind ENDPOINT [--mode free|lockstep] [--log PATH]
     hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH]
+    hil canopen eds --node N [CONFIG] [-o FILE]
     hil fault jam --joint K --duration DT --connect ENDPOINT
     hil fault clear --joint K --connect ENDPOINT
     hil estop [--connect ENDPOINT]
@@ -65,6 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     emulate.add_argument("--mode", choices=("free", "lockstep"), help="sets emulator.mode")
     emulate.add_argument("--log", help="telemetry log of the plant (.mcap)")
     emulate.set_defaults(handler=_emulate)
+
+    canopen_cmd = sub.add_parser("canopen", help="CANopen files of the emulated CiA 402 drives")
+    canopen_sub = canopen_cmd.add_subparsers(dest="canopen_command", required=True)
+    eds = canopen_sub.add_parser("eds", help="write the EDS (CiA 306) of an emulated drive")
+    eds.add_argument("config", nargs="?", default="rig_canopen", help=CONFIG_HELP +
+                     "; default rig_canopen")
+    eds.add_argument("--node", type=int, required=True, help="the drive's node-id")
+    eds.add_argument("-o", "--out", help="output .eds (default: standard output)")
+    eds.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override any config key")
+    eds.set_defaults(handler=_canopen_eds)
 
     control = sub.add_parser("control", help="run the controller against a link")
     _common(control)
@@ -167,7 +179,8 @@ def _emulate(args) -> int:
     extra = [f"emulator.mode={args.mode}"] if args.mode else []
     cfg = _load(args, extra)
     if cfg.link.type in ("canopen", "serial"):
-        return _emulate_drives(cfg)
+        return _emulate_drives(cfg, cfg.sim.duration if args.duration is not None else None,
+                               args.log)
     endpoint = args.bind or cfg.link.endpoint
     emulator = Emulator(cfg, endpoint, args.log)
     print(f"emulating {cfg.plant.model} ({emulator.nact} axes, "
@@ -181,8 +194,9 @@ def _emulate(args) -> int:
     return 1 if emulator.failed else 0
 
 
-def _emulate_drives(cfg: Config) -> int:
-    """Emulated drives on the wire the config's link uses (CAN bus or serial pty)."""
+def _emulate_drives(cfg: Config, duration: float | None, log_path: str | None) -> int:
+    """Emulated drives on the wire the config's link uses (CAN bus or serial pty), for
+    ``duration`` s (None: until interrupted), the plant's telemetry to ``log_path``."""
     import threading
 
     stop = threading.Event()
@@ -192,18 +206,36 @@ def _emulate_drives(cfg: Config) -> int:
 
         can = cfg.link.canopen
         where = f"CAN {can.interface}:{can.channel}"
-        run = lambda: serve(cfg, stop_event=stop)          # noqa: E731
+        run = lambda: serve(cfg, stop_event=stop, duration=duration,   # noqa: E731
+                            log_path=log_path)
     else:
         from hilrig.devices.roboclaw_drive import serve
 
         where = f"serial pty {cfg.link.serial.port}"
-        run = lambda: serve(cfg, cfg.link.serial.port, stop)   # noqa: E731
+        run = lambda: serve(cfg, cfg.link.serial.port, stop, duration,   # noqa: E731
+                            log_path)
     print(f"emulating {cfg.plant.model} behind {kind} drives on {where}", flush=True)
+    reason = "interrupted"
     try:
-        run()
+        reason = run()
     except KeyboardInterrupt:
         stop.set()
-    print("emulated drives stopped")
+    print(f"emulated drives stopped: {reason}")
+    if log_path:
+        print(f"wrote {log_path}")
+    return 0
+
+
+def _canopen_eds(args) -> int:
+    from hilrig.drivers.cia402_eds import eds_text
+
+    cfg = load(args.config, list(args.set) + ["link.type=canopen"])
+    text = eds_text(cfg, args.node)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out} (node {args.node})")
+    else:
+        sys.stdout.write(text)
     return 0
 
 

@@ -157,6 +157,9 @@ SCHEMA: dict[str, Any] = {
             "i2t_time": Key("float", 0.0, minimum=0.0,
                             doc="I2t protection: fault 0x2310 when the integral of i^2 - "
                                 "i_rated^2 exceeds i_rated^2 * i2t_time (0: off), s"),
+            "event_timer": Key("float", 0.01, minimum=0.001,
+                               doc="event timer of the drives' default (event-driven) "
+                                   "TPDOs, s (at most 65.535); the EDS carries it"),
         },
         "serial": {  # the emulated packet-serial drives (devices/roboclaw_drive.py)
             "battery_voltage": Key("float", 24.0, positive=True,

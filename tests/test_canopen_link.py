@@ -30,7 +30,8 @@ SETTLED_BOUND = 0.1      # rad, |q - target| over the last second (the PD's grav
 
 
 def rig(channel, *overrides):
-    return config("rig_canopen", f"link.canopen.channel='{channel}'", *GENEROUS, *overrides)
+    return config("rig_canopen", "link.canopen.interface='virtual'",
+                  f"link.canopen.channel='{channel}'", *GENEROUS, *overrides)
 
 
 @pytest.fixture

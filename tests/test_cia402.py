@@ -110,7 +110,8 @@ def test_bus_load_budget():
 @pytest.fixture
 def drive():
     """One emulated axis (node 1 of the rig) and a bare canopen master on its bus."""
-    cfg = config("rig_canopen", "link.canopen.channel='sdo-round-trip'")
+    cfg = config("rig_canopen", "link.canopen.interface='virtual'",
+                 "link.canopen.channel='sdo-round-trip'")
     with EmulatedDrives(cfg) as emu:
         net = canopen.Network()
         net.NOTIFIER_CYCLE = 0.05

@@ -270,8 +270,10 @@ def test_the_zeromq_link_passes_against_hil_emulate(tmp_path):
 
 def test_the_canopen_link_passes_against_emulated_drives(request):
     generous = ("link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0")
-    cfg = config("rig_canopen", f"link.canopen.channel='{request.node.name}'", *generous)
-    empty_bus = config("rig_canopen", f"link.canopen.channel='{request.node.name}-empty'",
+    cfg = config("rig_canopen", "link.canopen.interface='virtual'",
+                 f"link.canopen.channel='{request.node.name}'", *generous)
+    empty_bus = config("rig_canopen", "link.canopen.interface='virtual'",
+                       f"link.canopen.channel='{request.node.name}-empty'",
                        "link.canopen.boot_timeout=0.2")
     with EmulatedDrives(cfg):
         check_link(lambda: CanopenLink.from_config(cfg),

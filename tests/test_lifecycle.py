@@ -27,7 +27,8 @@ Q0 = [0.1, -0.2, 0.3]          # rad, away from every rig's zero
 
 
 def canopen_rig(channel, *overrides):
-    return config("rig_canopen", f"link.canopen.channel='{channel}'",
+    return config("rig_canopen", "link.canopen.interface='virtual'",
+                  f"link.canopen.channel='{channel}'",
                   "link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0",
                   f"plant.q0={Q0}", *overrides)
 

@@ -501,3 +501,19 @@ def test_bad_serial_config_names_the_key_and_the_reason(override, message):
     with pytest.raises(ConfigError) as info:
         config("rig_serial", override)
     assert message in str(info.value)
+
+
+def test_speed_mode_holds_the_speed_the_voltage_stands_for(emulator, connect):
+    """link.serial.command = "speed": SpeedM1M2 with duty x QPPS / 32767; the drive's
+    velocity PID holds joint 1 at u / supply x (no-load motor speed) / r = 2.4 rad/s for
+    2.4 V, where the duty-driven motor would settle lower (back-EMF and damping)."""
+    link = connect(emulator, "link.serial.command=speed",
+                   "link.serial.overcurrent_ticks=0")   # the PID accelerates at > 4 A
+    qpps = 24.0 / 0.1 * 2048 / (2 * math.pi)            # battery / K_e, in counts/s
+    assert np.allclose(link.qpps, round(qpps))
+    meas, u = Measurement(3), np.array([2.4, 0.0, 0.0])
+    for _ in range(300):                                # 3 s
+        assert link.read(meas)
+        link.write(u)
+    assert meas.vel[0] == pytest.approx(2.4 * round(qpps) / qpps, abs=0.02)
+    assert np.abs(meas.vel[1:]).max() < 0.02            # speed 0: held, not free

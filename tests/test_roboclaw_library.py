@@ -1,0 +1,161 @@
+"""The ``basicmicro`` RoboClaw library against the emulated packet-serial drives on a pty.
+
+Every command the library and common robot drivers use first or most, as the library
+sends and parses them (its own framing and CRC), and the emulated velocity PID: a speed
+command settles at the commanded speed. An unknown command is dropped whole: no reply,
+and the next request is answered normally.
+"""
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import numpy as np
+import pytest
+import serial
+from basicmicro import Basicmicro
+from conftest import config
+from hilrig.devices.roboclaw_drive import RoboClawEmulator
+from hilrig.drivers import roboclaw_codec as rc
+from rt_helpers import ROOT, hil, read_complete, wait_for
+
+M = 0x80           # joints 1 and 2 of rig_serial: M1 and M2 of 0x80
+
+
+@pytest.fixture
+def device():
+    emu = RoboClawEmulator(config("rig_serial")).start()       # free mode: real time
+    bm = Basicmicro(emu.port, 460800, timeout=0.05, retries=3)
+    assert bm.Open()
+    try:
+        yield emu, bm
+    finally:
+        bm.close()
+        emu.stop()
+    assert emu.error is None
+
+
+def test_every_listed_command_through_basicmicro(device):
+    emu, bm = device
+    ok, version = bm.ReadVersion(M)
+    assert ok and version == rc.VERSION_TEXT[:-1].decode()      # up to the NUL
+    assert bm.ReadLogicBatteryVoltage(M) == (True, 50)          # 5.0 V
+    assert bm.ReadMainBatteryVoltage(M) == (True, 240)          # 24.0 V
+    assert bm.ReadTemp(M) == (True, 250)                        # 25.0 degC
+    assert bm.GetTimeout(M) == (True, 0.0)
+    assert bm.SetTimeout(M, 2.5) and bm.GetTimeout(M) == (True, 2.5)
+    assert bm.SetEncM1(M, 123456) and bm.SetEncM2(M, 0xFFFFFF00)     # -256
+    ok, enc1, enc2 = bm.GetEncoders(M)
+    assert ok and (enc1, enc2) == (123456, 0xFFFFFF00)          # the arm is at rest
+    assert bm.ReadEncM1(M)[1] == 123456
+    assert bm.ResetEncoders(M) and bm.GetEncoders(M) == (True, 0, 0)
+    assert bm.GetSpeeds(M) == (True, 0, 0) and bm.GetISpeeds(M) == (True, 0, 0)
+    ok, p, i, d, qpps = bm.ReadM1VelocityPID(M)
+    assert ok and (p, i, d) == (8.0, 40.0, 0.0)
+    assert qpps == round(24.0 / 0.1 * 2048 / (2 * np.pi))     # no-load speed at 24 V
+    assert bm.SetM2VelocityPID(M, 2.5, 0.75, 0.125, 50000)
+    assert bm.ReadM2VelocityPID(M) == (True, 2.5, 0.75, 0.125, 50000)
+    assert bm.ReadM1VelocityPID(M)[1:4] == (8.0, 40.0, 0.0)    # M1 untouched
+    for command in (lambda: bm.SpeedM1(M, 1000), lambda: bm.SpeedM2(M, -1000),
+                    lambda: bm.SpeedM1M2(M, 500, -500), lambda: bm.SpeedAccelM1(M, 10000, 800),
+                    lambda: bm.SpeedAccelM2(M, 10000, -800),
+                    lambda: bm.SpeedAccelM1M2(M, 20000, 0, 0), lambda: bm.DutyM1M2(M, 0, 0)):
+        assert command() is True
+    assert emu.stats["bad_frames"] == 0 and emu.stats["unknown"] == 0
+
+
+def signed(value):
+    """basicmicro returns GetSpeeds' 32-bit fields unsigned; the device sends int32."""
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _settle(bm, target, channel=1, limit=4.0):
+    """Poll GetSpeeds until the speed stays within 2 % of ``target`` for 0.3 s; the time
+    it first entered that band (s after the call), and the speeds seen."""
+    start = time.monotonic()
+    entered, seen = None, []
+    while time.monotonic() - start < limit:
+        ok, s1, s2 = bm.GetSpeeds(M)
+        assert ok
+        speed = signed((s1, s2)[channel - 1])
+        seen.append(speed)
+        now = time.monotonic() - start
+        if abs(speed - target) <= 0.02 * abs(target):
+            entered = entered if entered is not None else now
+            if now - entered > 0.3:
+                return entered, seen
+        else:
+            entered = None
+        time.sleep(0.005)
+    raise AssertionError(f"speed did not settle at {target}: last {seen[-5:]}")
+
+
+def test_a_speed_command_settles_with_the_emulated_velocity_pid(device):
+    _, bm = device
+    target = 4000                                   # counts/s: 1.2 rad/s at joint 1
+    assert bm.SpeedM1(M, target)
+    settle, _ = _settle(bm, target)
+    print(f"SpeedM1 {target} counts/s settled within 2 % after {settle * 1e3:.0f} ms")
+    assert bm.SpeedM1(M, -target)                   # and back the other way
+    _settle(bm, -target)
+    assert bm.DutyM1M2(M, 0, 0)
+
+
+def test_speed_with_acceleration_ramps_the_set_point(device):
+    _, bm = device
+    accel, target = 4000, 4000                      # 1 s ramp
+    assert bm.SpeedAccelM1(M, accel, target)
+    started = time.monotonic()
+    time.sleep(0.2)
+    ok, speed, _ = bm.GetSpeeds(M)
+    elapsed = time.monotonic() - started
+    assert ok and 0 < speed <= accel * elapsed * 1.1 + 200   # on the ramp, not at target
+    settle, _ = _settle(bm, target)
+    assert settle > 0.5                             # the ramp takes a second
+    assert bm.DutyM1M2(M, 0, 0)
+
+
+def test_an_unknown_command_is_dropped_whole(device):
+    emu, _ = device
+    port = serial.Serial(emu.port, 460800, timeout=0.2)
+    try:
+        read_version = bytes((M, rc.READ_VERSION.code))
+        # cmd 65 (position with speed and acceleration, not emulated); its payload holds
+        # what would parse as a ReadVersion request
+        port.write(bytes((M, 65)) + read_version * 8 + b"\x12\x34")
+        assert port.read(64) == b""                 # no reply at all, not a version text
+        port.write(read_version)
+        reply = port.read(len(rc.VERSION_TEXT) + 2)
+        assert rc.decode_reply(M, rc.READ_VERSION, reply) == (rc.VERSION_TEXT,)
+    finally:
+        port.close()
+    assert emu.stats["unknown"] == 1
+
+
+def test_hil_emulate_serves_basicmicro_for_its_duration_and_logs(tmp_path):
+    port = f"/tmp/hil-pty-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "drives.mcap"
+    proc = subprocess.Popen(hil("emulate", "rig_serial", "--set", f"link.serial.port='{port}'",
+                                "--duration", "12", "--log", str(log)),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: os.path.exists(port), 60, "the emulated pty")
+        bm = Basicmicro(port, 460800, timeout=0.05, retries=3)
+        assert bm.Open()
+        assert bm.ReadVersion(M)[0]
+        assert bm.SpeedM1M2(M, 3000, -3000)
+        _settle(bm, 3000, 1, limit=8.0)
+        _settle(bm, -3000, 2, limit=2.0)
+        bm.close()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert proc.returncode == 0, out + err
+    assert "stopped: duration reached" in out
+    arrays, _, _, summary = read_complete(log)
+    assert summary["reason"] == "duration reached"
+    assert len(arrays["t"]) > 100 and abs(arrays["u"][-1, 0]) > 0.5    # the PID's voltage
+    assert arrays["qd"][-1, 0] > 0.5 and arrays["qd"][-1, 1] < -0.5
