@@ -101,7 +101,7 @@ def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tm
     own; `hil estop RUN_ID` stops one, `hil estop` the others; a third run on a live
     run's e-stop endpoint is refused (it used to bind over it)."""
     logs = [tmp_path / f"ctl{i}.mcap" for i in range(2)]
-    ctls = [subprocess.Popen(hil("control", RIG_INPROCESS, "--duration", "60", "--log",
+    ctls = [subprocess.Popen(hil("control", RIG_INPROCESS, "--duration", "600", "--log",
                                  str(log)), cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for log in logs]
     try:
@@ -409,7 +409,7 @@ def test_a_flood_of_malformed_frames_is_counted_not_narrated_and_the_controller_
     latecomer.safe_stop()
     latecomer.close()
     out, err = emu.stop()
-    assert errors <= 200 * (elapsed + 1)         # ERROR replies rate-limited
+    assert errors <= 200 * (elapsed + 2)         # ERROR replies rate-limited (200 per 1 s window)
     assert grown < 64e6, f"RSS grew by {grown / 1e6:.0f} MB"
     _, events, _, summary = read_complete(tmp_path / "emu.mcap")
     rejected = [e for e in events if e["kind"] == "rejected"]
