@@ -11,32 +11,46 @@ frames of drivers.wire. Two modes (``emulator.mode``):
 - **lockstep**: each COMMAND advances the plant exactly one step and is
   answered with the next STATE: deterministic, for tests and batch runs.
 
+One controller commands the plant at a time: a HELLO while the controller that said
+HELLO before is still connected is refused (ERROR_BUSY) unless it is a TAKEOVER, which
+is logged. The endpoint is bound by drivers.endpoint (never over a live one, ipc sockets
+owner-only, tcp with CURVE keys), so FAULT frames come only from this user.
+
 Faults (FAULT frames from ``hil fault``, or ``faults.jam`` in the config) take
 effect at the next tick boundary; the FAULT_ACK names that tick and its plant
-time. Every frame that breaks the wire format is rejected with a logged reason
-(and an ERROR frame back) while the emulator keeps running. Telemetry (the full
-plant state, every event) goes to ``--log`` if given.
+time. Every frame that breaks the wire format is rejected while the emulator keeps
+running, at a bounded cost (devices.rejects): per reason and second one logged line
+and event, ERROR replies rate-limited, at most DRAIN_BUDGET of a period spent receiving
+per tick, RCVHWM frames queued per peer. Late ticks are counted as overruns, as in
+``hil run``. Telemetry (the full plant state, every event) goes to ``--log`` if given.
 """
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
 import zmq
+import zmq.utils.monitor
+from hilrig.devices.rejects import RejectLog
+from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, Measurement
 from hilrig.drivers.wire import (
+    ERROR_BUSY,
     ERROR_STATE,
+    ERROR_TEXT,
     ERROR_VALUE,
     FAULT_CLEAR,
     FAULT_JAM,
+    HEADER,
+    MAX_VALUES,
     MessageType,
     WireError,
     decode,
     encode,
 )
-from hilrig.errors import ConfigError
 from hilrig.plant.factory import jam_schedule
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
@@ -52,17 +66,11 @@ from hilrig.timing.summary import summarize
 log = logging.getLogger("hil.emulator")
 
 MODES = {"free": 0, "lockstep": 1}
-MAX_FRAME_BYTES = 65536       # larger frames are dropped by ZeroMQ before they reach us
-MAX_MESSAGES_PER_TICK = 64    # a flooding peer cannot starve the plant
-
-
-def check_endpoint(endpoint: str) -> None:
-    """Refuse endpoints that are not ipc, inproc or tcp; warn when tcp is not loopback."""
-    if not endpoint.startswith(("ipc://", "tcp://", "inproc://")):
-        raise ConfigError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
-    if endpoint.startswith("tcp://") and not endpoint.startswith(("tcp://127.", "tcp://localhost")):
-        log.warning("binding %s: reachable from other machines (the default is loopback)",
-                    endpoint)
+MAX_FRAME_BYTES = HEADER.size + 8 * MAX_VALUES   # larger frames are dropped by ZeroMQ
+MAX_MESSAGES_PER_TICK = 256   # a flooding peer cannot starve the plant ...
+DRAIN_BUDGET = 0.25           # ... nor take more than this fraction of a period (free mode)
+RECEIVE_HWM = 100             # frames queued per peer; beyond, ZeroMQ stops reading it
+HELLO_KINDS = (MessageType.HELLO, MessageType.TAKEOVER)
 
 
 class Emulator:
@@ -70,7 +78,7 @@ class Emulator:
 
     def __init__(self, cfg: Config, endpoint: str, log_path: str | Path | None = None,
                  context: zmq.Context | None = None):
-        check_endpoint(endpoint)
+        endpoints.check(endpoint, binding=True)
         self.cfg = cfg
         self.mode = cfg.emulator.mode
         self.h = cfg.sim.dt
@@ -89,16 +97,27 @@ class Emulator:
         self.command = np.zeros(self.nact)
         self.tick = 0
         self.controller = None            # ZeroMQ identity of the controller
+        self.controller_fd = -1           # its connection (file descriptor; -1: unknown)
         self.last_command_ns = 0
         self.safe = True                  # zero input until the first command
-        self.rejected = 0
+        self.rejects = RejectLog()
+        self.overruns = 0
         self.ts = timespec()
         self.context = context or zmq.Context.instance()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        self.socket.setsockopt(zmq.RCVHWM, RECEIVE_HWM)
+        self.socket.setsockopt(zmq.SNDHWM, RECEIVE_HWM)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
-        self.socket.bind(endpoint)
+        # disconnections, to know whether the controller is still there
+        self.monitor = self.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        try:
+            endpoints.bind(self.socket, endpoint, "emulator")
+        except BaseException:
+            self.monitor.close(0)
+            self.socket.close(0)
+            raise
         self.endpoint = endpoint
         self.telemetry = None
         self.timings = np.full((max(1, int(60.0 / self.h)), 5), np.nan)  # the last minute of ticks
@@ -178,41 +197,93 @@ class Emulator:
         if self.controller is not None:
             self._send(self.controller, MessageType.STATE, self.meas.buffer)
 
-    def _reject(self, peer: bytes, reason: str, code: int) -> None:
-        self.rejected += 1
-        log.warning("rejected a frame from peer %s: %s", peer.hex(), reason)
-        self._event("rejected", peer=peer.hex(), reason=reason)
-        self._send(peer, MessageType.ERROR, [code])
+    @property
+    def rejected(self) -> int:
+        """Frames rejected since the start."""
+        return self.rejects.total
+
+    def _reject(self, peer: bytes, reason: str, detail: str, code: int) -> None:
+        """Count a rejected frame; log and record only the first per reason and second,
+        and answer ERROR while the window's reply budget lasts."""
+        first, reply = self.rejects.note(reason)
+        if first:
+            text = f"{reason}: {detail}" if detail else reason
+            log.warning("rejected a frame from peer %s: %s", peer.hex(), text)
+            self._event("rejected", peer=peer.hex(), reason=text, count=1)
+        if reply:
+            self._send(peer, MessageType.ERROR, [code])
+
+    def _report_rejects(self, force: bool = False) -> None:
+        """Once a second (and at the end): one line and one event for the rejects not
+        logged one by one."""
+        suppressed = self.rejects.close_window(time.monotonic_ns(), force)
+        if suppressed:
+            n = sum(suppressed.values())
+            text = ", ".join(f"{reason} x{count}" for reason, count in suppressed.items())
+            log.warning("rejected %d more frames in the last second: %s", n, text)
+            self._event("rejected", reason=text, count=n, counts=suppressed)
+
+    def _controller_connected(self) -> bool:
+        """Whether the controller's connection is still open (disconnections come from the
+        socket monitor; an unknown connection counts as open)."""
+        while self.monitor.poll(0):
+            try:
+                event = zmq.utils.monitor.recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if event["value"] == self.controller_fd:
+                self.controller_fd = None
+        return self.controller is not None and self.controller_fd is not None
+
+    def _hello(self, peer: bytes, kind: MessageType, n_axes: int, fd: int) -> None:
+        """HELLO or TAKEOVER: ``peer`` becomes the controller unless another one is still
+        connected (then only a TAKEOVER, which is logged)."""
+        if n_axes not in (0, self.nact):   # 0: a client that asks the plant's size
+            self._reject(peer, f"{kind.name} for the wrong number of axes",
+                         f"{n_axes} axes, this plant has {self.nact}", ERROR_VALUE)
+            return
+        previous = self.controller
+        if previous is not None and previous != peer and self._controller_connected():
+            if kind == MessageType.HELLO:
+                self._reject(peer, "HELLO while another controller is connected",
+                             f"controller {previous.hex()}; a TAKEOVER replaces it", ERROR_BUSY)
+                return
+            log.warning("controller %s taken over by peer %s", previous.hex(), peer.hex())
+            self._event("takeover", peer=peer.hex(), previous=previous.hex(), tick=self.tick)
+        self.controller, self.controller_fd = peer, fd
+        self._event("hello", peer=peer.hex(), tick=self.tick)
+        self._send(peer, MessageType.WELCOME, [MODES[self.mode], self.nact, self.h,
+                                               1.0 if self.voltage else 0.0])
+        self._send_state()
 
     def _handle(self, parts: list) -> bool:
-        """Handle one message; True if it was a COMMAND (lockstep: time to step)."""
+        """Handle one message (zmq.Frames); True if it was a COMMAND (lockstep: time to step)."""
         if len(parts) != 2:
-            self._reject(parts[0], f"{len(parts) - 1} frames in one message, expected 1", 1)
+            self._reject(parts[0].bytes, "several frames in one message",
+                         f"{len(parts) - 1} frames, expected 1", 1)
             return False
-        peer, frame = parts
+        peer, frame = parts[0].bytes, parts[1]
         try:
-            kind, seq, _, values = decode(frame, {
-                MessageType.HELLO: 1, MessageType.COMMAND: self.nact, MessageType.FAULT: 3,
-                MessageType.BYE: 0})
+            kind, seq, _, values = decode(frame.buffer, {
+                MessageType.HELLO: 1, MessageType.TAKEOVER: 1, MessageType.COMMAND: self.nact,
+                MessageType.FAULT: 3, MessageType.BYE: 0})
         except WireError as exc:
-            self._reject(peer, str(exc), exc.code)
+            self._reject(peer, ERROR_TEXT[exc.code], exc.detail, exc.code)
             return False
-        if kind == MessageType.HELLO:
-            if int(values[0]) not in (0, self.nact):   # 0: a client that asks the plant's size
-                self._reject(peer, f"HELLO for {int(values[0])} axes, this plant has "
-                                   f"{self.nact}", ERROR_VALUE)
-                return False
-            self.controller = peer
-            self._event("hello", peer=peer.hex(), tick=self.tick)
-            self._send(peer, MessageType.WELCOME, [MODES[self.mode], self.nact, self.h,
-                                                   1.0 if self.voltage else 0.0])
-            self._send_state()
+        if kind in HELLO_KINDS:
+            try:
+                fd = frame.get(zmq.SRCFD)
+            except zmq.ZMQError:
+                fd = -1
+            self._controller_connected()     # disconnections so far (a reused fd)
+            self._hello(peer, kind, int(values[0]), fd)
             return False
         if kind == MessageType.FAULT:
             self._fault(peer, values)
             return False
         if peer != self.controller:
-            self._reject(peer, f"{kind.name} from a peer that did not say HELLO", ERROR_STATE)
+            self._reject(peer, f"{kind.name} from a peer that is not the controller", "",
+                         ERROR_STATE)
             return False
         if kind == MessageType.BYE:
             self._go_safe("controller said BYE")
@@ -245,7 +316,7 @@ class Emulator:
             self.link.read(self.meas)     # a jam of duration 0 zeroes the joint's rate now
         except ValueError as exc:
             status = ERROR_VALUE
-            self._reject(peer, f"fault refused: {exc}", ERROR_VALUE)
+            self._reject(peer, "fault refused", str(exc), ERROR_VALUE)
             return
         self._send(peer, MessageType.FAULT_ACK, [status, self.tick, self.tick * self.h, kind,
                                                  joint])
@@ -256,20 +327,25 @@ class Emulator:
             log.warning("safe state (zero input): %s", why)
             self._event("safe_state", reason=why, tick=self.tick)
 
-    def _drain(self, timing=None) -> None:
-        """Handle every waiting message (up to a bound).
+    def _drain(self, timing=None, budget_ns: int | None = None) -> None:
+        """Handle the waiting messages: up to MAX_MESSAGES_PER_TICK, for at most
+        ``budget_ns`` (the rest waits for the next tick; ZeroMQ queues fairly per peer, so
+        the controller's frames come through a flood of others').
 
         With ``timing`` (lockstep), each COMMAND steps the plant at once and is answered
         with the next STATE, so a BYE right behind it cannot pre-empt it.
         """
+        end = None if budget_ns is None else time.monotonic_ns() + budget_ns
         for _ in range(MAX_MESSAGES_PER_TICK):
             try:
-                parts = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=True)
+                parts = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
             if self._handle(parts) and timing is not None:
                 self._step(timing)
                 self._send_state()
+            if end is not None and time.monotonic_ns() > end:
+                break
 
     # -- serving ----------------------------------------------------------------------------
     def serve(self, duration: float | None = None, stop=None) -> str:
@@ -282,6 +358,7 @@ class Emulator:
         period = int(round(self.h * 1e9))
         spin = spin_window_ns(self.cfg.loop.spin, self.h)
         timeout_ns = int(self.cfg.emulator.command_timeout * 1e9)
+        budget_ns = int(DRAIN_BUDGET * period)
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         reason = "stopped"
@@ -291,6 +368,7 @@ class Emulator:
                     return reason
                 if poller.poll(10):
                     self._drain()
+                self._report_rejects()
             start = now_ns(self.ts)
             while n_ticks is None or self.tick < n_ticks:
                 if stop is not None and stop():
@@ -298,11 +376,14 @@ class Emulator:
                 if self.mode == "lockstep":
                     if poller.poll(50):
                         self._drain(timing)
+                    self._report_rejects()
                     continue
                 deadline = start + self.tick * period
                 wake = wait_until_ns(self.ts, deadline, spin)
                 timing[0] = (wake - deadline) * 1e-9
-                self._drain()
+                self._drain(budget_ns=budget_ns)
+                if self.tick % 64 == 0:        # keep the disconnection queue short
+                    self._controller_connected()
                 if not self.safe and now_ns(self.ts) - self.last_command_ns > timeout_ns:
                     self._go_safe(f"no command for {self.cfg.emulator.command_timeout} s "
                                   "(controller silent)")
@@ -311,8 +392,15 @@ class Emulator:
                 timing[2] = 0.0
                 self._step(timing)
                 self._send_state()
-                timing[4] = (now_ns(self.ts) - wake) * 1e-9
+                done = now_ns(self.ts)
+                timing[4] = (done - wake) * 1e-9
                 self.timings[(self.tick - 1) % len(self.timings)] = timing
+                late = done - (start + self.tick * period)
+                if late > 0:                   # this tick ended after the next deadline
+                    self.overruns += 1
+                    self._event("overrun", tick=self.tick - 1, missed=int(late // period + 1),
+                                lateness=late * 1e-9)
+                self._report_rejects()
             else:
                 reason = "duration reached"
         except KeyboardInterrupt:
@@ -325,11 +413,22 @@ class Emulator:
         self._event("stop", reason=reason, tick=self.tick)
         return reason
 
-    def close(self, reason: str = "closed") -> None:
-        self.socket.close(0)
+    def summary(self, reason: str) -> dict:
+        """Timing of the last minute of ticks (free mode), overruns and rejects."""
+        timings = self.timings[~np.isnan(self.timings[:, 0])]
+        summary = summarize(timings, self.overruns) if len(timings) else {}
+        summary.update(reason=reason, rejected=self.rejected, overruns=self.overruns,
+                       ticks=self.tick)
+        return summary
+
+    def close(self, reason: str = "closed") -> dict:
+        """Release the endpoint and finish the log; returns the summary."""
+        self._report_rejects(force=True)
+        self.socket.disable_monitor()
+        self.monitor.close(0)
+        endpoints.close(self.socket, self.endpoint)
+        summary = self.summary(reason)
         if self.telemetry is not None:
-            timings = self.timings[~np.isnan(self.timings[:, 0])]
-            summary = summarize(timings, 0) if len(timings) else {}
-            summary.update(reason=reason, rejected=self.rejected, ticks=self.tick)
             with deferred_signals():
                 self.telemetry.close(summary)
+        return summary

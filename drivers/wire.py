@@ -36,6 +36,7 @@ class MessageType(enum.IntEnum):
     ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
     ESTOP = 9       # tool -> controller (hil control --estop-endpoint): stop now, drives off
     ESTOP_ACK = 10  # controller -> tool: [tick at which the drives were stopped]
+    TAKEOVER = 11   # controller -> emulator: [n_axes]; a HELLO that replaces a live controller
 
 
 FAULT_JAM = 1
@@ -47,9 +48,12 @@ ERROR_TYPE = 3
 ERROR_SIZE = 4
 ERROR_VALUE = 5
 ERROR_STATE = 6
+ERROR_BUSY = 7
 ERROR_TEXT = {ERROR_MALFORMED: "malformed message", ERROR_VERSION: "wrong wire version",
               ERROR_TYPE: "unknown or unexpected message type", ERROR_SIZE: "wrong payload size",
-              ERROR_VALUE: "invalid value", ERROR_STATE: "not allowed in this state"}
+              ERROR_VALUE: "invalid value", ERROR_STATE: "not allowed in this state",
+              ERROR_BUSY: "another controller commands this plant (take it over explicitly: "
+                          "hil control --takeover, hilrig.connect(..., takeover=True))"}
 
 
 class WireError(ValueError):
@@ -58,6 +62,7 @@ class WireError(ValueError):
     def __init__(self, code: int, detail: str):
         super().__init__(f"{ERROR_TEXT[code]}: {detail}")
         self.code = code
+        self.detail = detail
 
 
 def encode(kind: MessageType, seq: int, time: float, values=()) -> bytes:

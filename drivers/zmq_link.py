@@ -17,6 +17,8 @@ import time
 import numpy as np
 import zmq
 from hilrig.controllers.factory import command_unit
+from hilrig.drivers import curve
+from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import (
     Link,
     LinkError,
@@ -46,11 +48,20 @@ class ZmqLink(Link):
         n_axes: actuated joints the controller drives; 0 takes the plant's number from
             the emulator's WELCOME at configure.
         timeout: s to wait for WELCOME and (lockstep) for each STATE.
+        takeover: say TAKEOVER instead of HELLO: command the plant even while another
+            controller is connected (the emulator logs it); otherwise the emulator refuses.
+
+    An invalid endpoint, or a tcp endpoint without this user's CURVE keys, is a
+    ConfigError here.
     """
 
     def __init__(self, endpoint: str, n_axes: int, timeout: float = 0.1,
-                 context: zmq.Context | None = None):
+                 context: zmq.Context | None = None, takeover: bool = False):
+        transport, _ = endpoints.check(endpoint)
+        if transport == "tcp":
+            curve.client_keys()
         self.endpoint = endpoint
+        self.takeover = takeover
         self.n_axes = n_axes
         self.timeout_ms = max(1, int(timeout * 1000))
         self.context = context or zmq.Context.instance()
@@ -97,8 +108,9 @@ class ZmqLink(Link):
 
     def _hello(self) -> np.ndarray:
         """Say HELLO; the WELCOME's values [mode, n_axes, dt, voltage]."""
-        self.socket.connect(self.endpoint)
-        self.socket.send(encode(MessageType.HELLO, 0, 0.0, [self.n_axes]))
+        endpoints.connect(self.socket, self.endpoint, "emulator")
+        hello = MessageType.TAKEOVER if self.takeover else MessageType.HELLO
+        self.socket.send(encode(hello, 0, 0.0, [self.n_axes]))
         if not self.socket.poll(max(self.timeout_ms, 1000)):
             raise LinkTimeout(f"no emulator answered at {self.endpoint} (is `hil emulate` "
                               f"running there?)")

@@ -7,7 +7,8 @@
     hil canopen eds --node N [CONFIG] [-o FILE]
     hil fault jam --joint K --duration DT --connect ENDPOINT
     hil fault clear --joint K --connect ENDPOINT
-    hil estop [--connect ENDPOINT]
+    hil estop [RUN_ID | --list | --connect ENDPOINT]
+    hil keys [--force]
     hil log export LOG --out run.npz
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
@@ -84,8 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     control.add_argument("--link", choices=sorted(links()),
                          help="sets link.type")
     control.add_argument("--log", help="telemetry log (.mcap); default runs/<config>-control.mcap")
-    control.add_argument("--estop-endpoint", default="ipc:///tmp/hilrig-estop",
-                         help="where `hil estop` reaches this controller ('' to disable)")
+    control.add_argument("--estop-endpoint", default=None,
+                         help="where `hil estop` reaches this controller (default: one of "
+                              "its own in the per-user runtime folder; '' to disable)")
+    control.add_argument("--takeover", action="store_true",
+                         help="command the emulator's plant even while another controller "
+                              "is connected (logged by the emulator)")
     control.set_defaults(handler=_control)
 
     fault = sub.add_parser("fault", help="inject a fault into a running emulator")
@@ -107,11 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     plot.add_argument("log", help="telemetry log (.mcap)")
     plot.add_argument("--out", help="output PNG (default: LOG with .png)")
     plot.set_defaults(handler=_logs)
-    estop = sub.add_parser("estop", help="e-stop a running `hil control`: drives disabled")
-    estop.add_argument("--connect", default="ipc:///tmp/hilrig-estop",
-                       help="the controller's --estop-endpoint")
+    estop = sub.add_parser("estop", help="e-stop running `hil control` runs: drives disabled "
+                                         "(default: every run of yours)")
+    estop.add_argument("run_id", nargs="?", help="only this run (hil estop --list)")
+    estop.add_argument("--list", action="store_true", help="list your running controllers")
+    estop.add_argument("--connect", help="the e-stop endpoint of one controller")
     estop.add_argument("--timeout", type=float, default=2.0, help="s to wait for the ack")
     estop.set_defaults(handler=_estop)
+    keys = sub.add_parser("keys", help="make the CURVE keys that tcp endpoints require")
+    keys.add_argument("--dir", help="key folder (default $HILRIG_KEYS or "
+                                    "~/.config/hilrig/keys)")
+    keys.add_argument("--force", action="store_true", help="replace existing keys")
+    keys.set_defaults(handler=_keys)
     configs = sub.add_parser("configs", help="list the built-in configs (`hil run NAME` runs one)")
     configs.add_argument("--show", metavar="NAME", help="print this config's TOML text")
     configs.set_defaults(handler=_configs)
@@ -181,6 +193,8 @@ def _emulate(args) -> int:
     if cfg.link.type in ("canopen", "serial"):
         return _emulate_drives(cfg, cfg.sim.duration if args.duration is not None else None,
                                args.log)
+    from hilrig.timing.summary import format_summary
+
     endpoint = args.bind or cfg.link.endpoint
     emulator = Emulator(cfg, endpoint, args.log)
     print(f"emulating {cfg.plant.model} ({emulator.nact} axes, "
@@ -189,8 +203,11 @@ def _emulate(args) -> int:
     try:
         reason = emulator.serve(cfg.sim.duration if args.duration is not None else None)
     finally:
-        emulator.close(reason)
+        summary = emulator.close(reason)
     print(f"emulator stopped at tick {emulator.tick}: {reason}")
+    if "ticks_run" in summary:
+        print(format_summary(summary))
+    print(f"overruns {emulator.overruns}, rejected frames {emulator.rejected}")
     return 1 if emulator.failed else 0
 
 
@@ -241,6 +258,7 @@ def _canopen_eds(args) -> int:
 
 def _control(args) -> int:
     from hilrig.drivers.registry import link_from_config
+    from hilrig.rt import runs
     from hilrig.rt.loop import LinkLoop
     from hilrig.timing.summary import format_summary
 
@@ -251,7 +269,22 @@ def _control(args) -> int:
         extra.append(f"link.type={args.link}")
     cfg = _load(args, extra)
     log_path = Path(args.log) if args.log else _default_log(args, "-control")
-    result = LinkLoop(cfg, link_from_config(cfg), log_path, args.estop_endpoint or None).run()
+    link = link_from_config(cfg)
+    if args.takeover:
+        link.takeover = True
+    run_id = runs.new_run_id()
+    estop = runs.default_estop_endpoint(run_id) if args.estop_endpoint is None \
+        else args.estop_endpoint or None
+    loop = LinkLoop(cfg, link, log_path, estop)
+    record = runs.register(run_id, estop, args.config) if estop else None
+    if estop:
+        print(f"run {run_id}: `hil estop {run_id}` (or `hil estop`) stops it ({estop})",
+              flush=True)
+    try:
+        result = loop.run()
+    finally:
+        if record is not None:
+            runs.unregister(record)
     print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
     print(f"wrote {result.log}")
@@ -274,15 +307,15 @@ def _fault(args) -> int:
 
 
 def _estop(args) -> int:
-    from hilrig.rt.fault import FaultError, send_estop
+    from hilrig.rt.controlplane import estop
 
-    try:
-        tick = send_estop(args.connect, args.timeout)
-    except FaultError as exc:
-        print(f"hil: {exc}", file=sys.stderr)
-        return 1
-    print(f"e-stop: the controller stopped its drives at tick {tick}")
-    return 0
+    return estop(args)
+
+
+def _keys(args) -> int:
+    from hilrig.rt.controlplane import keys
+
+    return keys(args)
 
 
 def _warmup(args) -> int:

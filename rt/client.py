@@ -30,10 +30,11 @@ class EmulatorClient:
         lockstep: True when the emulator steps once per command.
     """
 
-    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, timeout: float = 1.0):
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, timeout: float = 1.0,
+                 takeover: bool = False):
         self.endpoint = endpoint
         self.timeout = timeout
-        self._link = ZmqLink(endpoint, 0, timeout)
+        self._link = ZmqLink(endpoint, 0, timeout, takeover=takeover)
         self._link.open()
         self.n_axes = self._link.n_axes
         self.command_unit = self._link.command_unit
@@ -89,6 +90,11 @@ class EmulatorClient:
         self.close()
 
 
-def connect(endpoint: str = DEFAULT_ENDPOINT, timeout: float = 1.0) -> EmulatorClient:
-    """Connect to the ``hil emulate`` serving ``endpoint`` (raises LinkTimeout if none does)."""
-    return EmulatorClient(endpoint, timeout)
+def connect(endpoint: str = DEFAULT_ENDPOINT, timeout: float = 1.0,
+            takeover: bool = False) -> EmulatorClient:
+    """Connect to the ``hil emulate`` serving ``endpoint`` (raises LinkTimeout if none does).
+
+    While another controller is connected the emulator refuses (LinkError) unless
+    ``takeover``: then this client commands the plant and the emulator logs the takeover.
+    """
+    return EmulatorClient(endpoint, timeout, takeover)

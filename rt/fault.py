@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import zmq
+from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.wire import (
     ERROR_TEXT,
     FAULT_CLEAR,
@@ -31,11 +32,14 @@ class FaultAck:
 
 
 def _request(endpoint: str, frame: bytes, expected: dict, timeout: float, who: str):
-    """Send one frame on a fresh DEALER and return the decoded answer (type, seq, t, values)."""
+    """Send one frame on a fresh DEALER and return the decoded answer (type, seq, t, values).
+
+    The endpoint is checked (ConfigError); over tcp the socket uses this user's CURVE keys.
+    """
     socket = zmq.Context.instance().socket(zmq.DEALER)
     socket.setsockopt(zmq.LINGER, 0)
     try:
-        socket.connect(endpoint)
+        endpoints.connect(socket, endpoint, who.split()[-1])
         socket.send(frame)
         if not socket.poll(int(timeout * 1000)):
             raise FaultError(f"no answer from {who} at {endpoint} within {timeout} s")

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 from hilrig.controllers.factory import controller_from_config
+from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
@@ -57,7 +58,9 @@ class LinkLoop:
     """A controller from ``cfg`` driving ``link`` for sim.duration seconds.
 
     ``estop_endpoint``: optional ZeroMQ endpoint where ``hil estop`` can stop the run:
-    checked once per tick (a non-blocking receive), answered with ESTOP_ACK.
+    checked once per tick (a non-blocking receive), answered with ESTOP_ACK. It is bound
+    first (drivers.endpoint.bind: refused with a ConfigError when a live process serves
+    it, owner-only), so a refused run leaves no log behind.
     """
 
     def __init__(self, cfg: Config, link: Link, log_path: str | Path,
@@ -67,6 +70,18 @@ class LinkLoop:
         self.h = cfg.sim.dt
         self.n_ticks = int(round(cfg.sim.duration / self.h))
         self.controller = None            # built at open: it depends on link.command_unit
+        self.estop = None
+        self.estop_endpoint = estop_endpoint
+        if estop_endpoint is not None:
+            self.estop = zmq.Context.instance().socket(zmq.ROUTER)
+            self.estop.setsockopt(zmq.LINGER, 0)
+            self.estop.setsockopt(zmq.MAXMSGSIZE, 4096)
+            self.estop.setsockopt(zmq.RCVHWM, 100)
+            try:
+                endpoints.bind(self.estop, estop_endpoint, "e-stop")
+            except BaseException:
+                self.estop.close(0)
+                raise
         nact = link.n_axes
         self.limits = command_limits(cfg, nact)
         self.meas = Measurement(nact)
@@ -77,12 +92,6 @@ class LinkLoop:
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
         self.configured_at_ns = self.warmed_at_ns = self.first_command_ns = None
-        self.estop = None
-        if estop_endpoint is not None:
-            self.estop = zmq.Context.instance().socket(zmq.ROUTER)
-            self.estop.setsockopt(zmq.LINGER, 0)
-            self.estop.setsockopt(zmq.MAXMSGSIZE, 4096)
-            self.estop.bind(estop_endpoint)
 
     def _check_estop(self, tick: int) -> None:
         """Raise EStopRequested if a valid ESTOP frame is waiting (others are ignored)."""
@@ -216,7 +225,7 @@ class LinkLoop:
             self.link.safe_stop()
             self.link.close()
             if self.estop is not None:
-                self.estop.close(0)
+                endpoints.close(self.estop, self.estop_endpoint)
             tel.event("stop", t=k * self.h, tick=k, reason=reason)
             ran = self.timings[:k]
             summary = summarize(ran, overruns, scheduling)

@@ -32,12 +32,13 @@ class EmulatorProcess:
 
     running: list = []
 
-    def __init__(self, config: str, endpoint: str, log: Path, *extra: str):
+    def __init__(self, config: str, endpoint: str, log: Path, *extra: str, **popen):
+        """``popen``: more keyword arguments of subprocess.Popen (env, preexec_fn)."""
         self.log = log
         self.proc = subprocess.Popen(
             hil("emulate", str(ROOT / "configs" / f"{config}.toml"), "--bind", endpoint,
                 "--log", str(log), *extra),
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
         EmulatorProcess.running.append(self)
         line = self.proc.stdout.readline()
         if not line.startswith("emulating"):

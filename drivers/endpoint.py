@@ -1,0 +1,195 @@
+"""Control-plane endpoints: checked, never taken over, reachable by their owner only.
+
+``bind`` is how every hilrig server socket (the emulator, a controller's e-stop
+endpoint) takes its endpoint, ``connect`` how every client reaches one:
+
+- **checked**: ``ipc://PATH`` (its folder must exist; at most 107 bytes), ``tcp://HOST:PORT``
+  (port 1..65535, ``*`` to bind any) or ``inproc://NAME``; anything else is a ConfigError
+  naming the endpoint.
+- **never taken over**: binding an ipc path that a live process serves is refused (a
+  ZeroMQ ipc bind would silently replace its socket file, stealing its peers); the socket
+  file of a dead process is removed first. A tcp port in use is refused too.
+- **owner only**: an ipc socket is created 0600 whatever the umask (the kernel then lets
+  only its owner, and root, connect); ``runtime_dir`` is a per-user 0700 folder for the
+  default ones. Over tcp, CURVE authentication (drivers.curve) admits only holders of
+  this user's keys, and a bind other than loopback is announced with a warning.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket as sockets
+import stat
+import tempfile
+from pathlib import Path
+
+import zmq
+from hilrig.drivers import curve
+from hilrig.errors import ConfigError
+
+log = logging.getLogger("hil.endpoint")
+
+MAX_IPC_PATH = 107          # sun_path of a Unix socket, without the terminating NUL
+_socket_files: dict = {}    # {id(socket): (path, (st_dev, st_ino))} of the ipc files bound
+
+
+def runtime_dir() -> Path:
+    """This user's folder for run records and default sockets, created 0700.
+
+    ``$XDG_RUNTIME_DIR/hilrig`` when that is set, else ``/tmp/hilrig-UID``. A folder that
+    is not a directory owned by this user with no access for others is refused (someone
+    else may have planted it).
+    """
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base) / "hilrig" if base and Path(base).is_dir() \
+        else Path(tempfile.gettempdir()) / f"hilrig-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = path.lstat()
+    except OSError as exc:
+        raise ConfigError(f"runtime folder {path}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() \
+            or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(f"runtime folder {path} is not a folder of yours with mode 0700: "
+                          "refusing to put control sockets there")
+    return path
+
+
+def check(endpoint: str, binding: bool = False) -> tuple[str, str]:
+    """(transport, address) of a valid endpoint, else ConfigError naming what is wrong.
+
+    ``binding``: the endpoint is to be bound (a tcp port may then be ``*``).
+    """
+    if not isinstance(endpoint, str) or "://" not in endpoint:
+        raise ConfigError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
+    transport, address = endpoint.split("://", 1)
+    if transport == "ipc":
+        if not address or "\0" in address:
+            raise ConfigError(f"endpoint {endpoint!r}: ipc:// needs a socket path")
+        if len(address.encode()) > MAX_IPC_PATH:
+            raise ConfigError(f"endpoint {endpoint!r}: ipc path longer than "
+                              f"{MAX_IPC_PATH} bytes")
+        folder = Path(address).parent
+        if not folder.is_dir():
+            raise ConfigError(f"endpoint {endpoint!r}: folder {folder} does not exist")
+    elif transport == "tcp":
+        host, _, port = address.rpartition(":")
+        if not host:
+            raise ConfigError(f"endpoint {endpoint!r}: expected tcp://HOST:PORT")
+        if not (binding and port == "*"):
+            if not port.isdigit() or not 1 <= int(port) <= 65535:
+                raise ConfigError(f"endpoint {endpoint!r}: tcp port {port!r} is not a number "
+                                  "in 1..65535")
+    elif transport == "inproc":
+        if not address:
+            raise ConfigError(f"endpoint {endpoint!r}: inproc:// needs a name")
+    else:
+        raise ConfigError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
+    return transport, address
+
+
+def is_loopback(address: str) -> bool:
+    """True for a tcp ``HOST:PORT`` whose host is this machine's loopback."""
+    host = address.rpartition(":")[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _claim_ipc(path: str, endpoint: str, what: str) -> None:
+    """Refuse ``path`` when a live process serves it; remove a dead process's socket file."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ConfigError(f"{what} endpoint {endpoint}: {path} exists and is not a socket")
+    probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:         # nobody listens: a dead process's file
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            raise ConfigError(f"{what} endpoint {endpoint}: cannot remove the stale socket "
+                              f"{path}: {exc.strerror}") from None
+        log.info("removed the stale socket %s of a process that is gone", path)
+        return
+    except PermissionError:
+        raise ConfigError(f"{what} endpoint {endpoint} belongs to another user") from None
+    except OSError:
+        pass                               # a live but busy listener: in use
+    finally:
+        probe.close()
+    raise ConfigError(f"{what} endpoint {endpoint} is in use by a running process "
+                      "(another hil? stop it or choose another endpoint)")
+
+
+def bind(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
+    """Bind ``socket`` to ``endpoint`` as described in the module's docstring.
+
+    ``what`` names the server in messages ("emulator", "e-stop"). ConfigError (one line)
+    for an invalid, taken or unbindable endpoint. ``close`` closes the socket.
+    """
+    transport, address = check(endpoint, binding=True)
+    if transport == "ipc":
+        _claim_ipc(address, endpoint, what)
+        old = os.umask(0o077)            # the socket file is born owner-only
+        try:
+            _bind(socket, endpoint, what)
+        finally:
+            os.umask(old)
+        os.chmod(address, 0o600)
+        info = os.lstat(address)
+        _socket_files[id(socket)] = (address, (info.st_dev, info.st_ino))
+    elif transport == "tcp":
+        if not is_loopback(address):
+            log.warning("%s endpoint %s is reachable from other machines (CURVE keys "
+                        "required; the default is loopback)", what, endpoint)
+        curve.serve(socket)
+        try:
+            _bind(socket, endpoint, what)
+        except ConfigError:
+            curve.release(socket)
+            raise
+    else:
+        _bind(socket, endpoint, what)
+
+
+def _bind(socket: zmq.Socket, endpoint: str, what: str) -> None:
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as exc:
+        if exc.errno == zmq.EADDRINUSE:
+            raise ConfigError(f"{what} endpoint {endpoint} is in use by a running "
+                              "process") from None
+        raise ConfigError(f"{what} endpoint {endpoint}: cannot bind ({exc.strerror})") from None
+
+
+def close(socket: zmq.Socket, endpoint: str) -> None:
+    """Close a socket that ``bind`` bound, releasing what it took: its CURVE handler, its
+    ipc socket file (ZeroMQ leaves the file behind; removed only if it is still the one
+    this socket made)."""
+    if endpoint.startswith("tcp://"):
+        curve.release(socket)
+    made = _socket_files.pop(id(socket), None)
+    socket.close(0)
+    if made is not None:
+        path, identity = made
+        try:
+            info = os.lstat(path)
+            if (info.st_dev, info.st_ino) == identity:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def connect(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
+    """Connect ``socket`` to ``endpoint`` (checked; tcp with this user's CURVE client keys)."""
+    transport, _ = check(endpoint)
+    if transport == "tcp":
+        curve.client(socket)
+    try:
+        socket.connect(endpoint)
+    except zmq.ZMQError as exc:
+        raise ConfigError(f"{what} endpoint {endpoint}: cannot connect ({exc.strerror})") \
+            from None

@@ -1,0 +1,96 @@
+"""The running ``hil control`` runs of this user, so that ``hil estop`` can find them.
+
+Each run gets a run id and, unless ``--estop-endpoint`` says otherwise, an e-stop
+endpoint of its own, ``ipc://RUNTIME/estop-RUN_ID`` in the per-user runtime folder
+(drivers.endpoint.runtime_dir, 0700). While it runs, ``RUNTIME/runs/RUN_ID.json``
+(0600) records its run id, pid, e-stop endpoint, config and start time; the record is
+removed when the run ends, and the record of a process that is gone (killed) is
+removed by the next ``list_runs``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hilrig.drivers.endpoint import runtime_dir
+from hilrig.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    pid: int
+    endpoint: str       # its e-stop endpoint
+    config: str
+    started: str        # local time, ISO 8601
+
+
+def new_run_id() -> str:
+    """A short id, unique among this user's runs (6 hex digits)."""
+    return secrets.token_hex(3)
+
+
+def default_estop_endpoint(run_id: str) -> str:
+    return f"ipc://{runtime_dir()}/estop-{run_id}"
+
+
+def _folder() -> Path:
+    folder = runtime_dir() / "runs"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def register(run_id: str, endpoint: str, config: str) -> Path:
+    """Record this process's run; returns the record's path (for ``unregister``)."""
+    run = Run(run_id, os.getpid(), endpoint, config, time.strftime("%Y-%m-%dT%H:%M:%S"))
+    path = _folder() / f"{run_id}.json"
+    partial = path.with_suffix(".tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(asdict(run), out)
+    os.replace(partial, path)
+    return path
+
+
+def unregister(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def list_runs() -> list[Run]:
+    """This user's live runs, oldest first (records of dead processes are removed)."""
+    runs = []
+    for path in sorted(_folder().glob("*.json")):
+        try:
+            run = Run(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue
+        if _alive(run.pid):
+            runs.append(run)
+        else:
+            path.unlink(missing_ok=True)
+    return sorted(runs, key=lambda r: r.started)
+
+
+def find_run(run_id: str) -> Run:
+    """The live run ``run_id``; ConfigError naming the live ones if there is none."""
+    runs = list_runs()
+    for run in runs:
+        if run.run_id == run_id:
+            return run
+    known = ", ".join(r.run_id for r in runs) or "none running"
+    raise ConfigError(f"no running `hil control` with run id {run_id!r} (yours: {known}; "
+                      "hil estop --list)")
