@@ -8,6 +8,7 @@
     hil fault clear --joint K --connect ENDPOINT
     hil estop [--connect ENDPOINT]
     hil log export LOG --out run.npz
+    hil log repair LOG [--out fixed.mcap]
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
     hil warmup [CONFIG ...] [--prune]
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -29,6 +31,7 @@ import numpy as np
 from hilrig.drivers.registry import links
 from hilrig.rt.config import ConfigError, load
 from hilrig.schema import Config
+from hilrig.telemetry.recorder import TelemetryError
 from hilrig.timing.signals import terminate_as_interrupt
 
 CONFIG_HELP = "TOML scenario: a file, or the name of a built-in config (hil configs)"
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--log", help="telemetry log (.mcap); default runs/<config>.mcap")
     run.add_argument("--plot", help="plot PNG; default next to the log")
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
+    _log_errors(run)
     run.set_defaults(handler=_run)
 
     emulate = sub.add_parser("emulate", help="serve the plant: over ZeroMQ, or behind emulated "
@@ -74,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     control.add_argument("--log", help="telemetry log (.mcap); default runs/<config>-control.mcap")
     control.add_argument("--estop-endpoint", default="ipc:///tmp/hilrig-estop",
                          help="where `hil estop` reaches this controller ('' to disable)")
+    _log_errors(control)
     control.set_defaults(handler=_control)
 
     fault = sub.add_parser("fault", help="inject a fault into a running emulator")
@@ -91,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("log", help="telemetry log (.mcap)")
     export.add_argument("--out", required=True, help="output .npz")
     export.set_defaults(handler=_logs)
+    repair = log_sub.add_parser("repair", help="finish a log whose writer was killed: a new "
+                                               "MCAP with summary and index, messages in "
+                                               "log-time order")
+    repair.add_argument("log", help="telemetry log (.mcap) that ends early")
+    repair.add_argument("--out", help="output .mcap (default: LOG-repaired.mcap)")
+    repair.set_defaults(handler=_repair)
     plot = sub.add_parser("plot", help="draw a telemetry log: joints, commands, timing, faults")
     plot.add_argument("log", help="telemetry log (.mcap)")
     plot.add_argument("--out", help="output PNG (default: LOG with .png)")
@@ -118,6 +129,24 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hil: config error: {exc}", file=sys.stderr)
         return 2
+    except TelemetryError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hil: interrupted", file=sys.stderr)
+        return 130
+
+
+def _log_errors(parser) -> None:
+    parser.add_argument("--log-errors", choices=("stop", "continue"), default="stop",
+                        help="when the log cannot be written (a full disk): stop the run "
+                             "safely (default) or go on unlogged")
+
+
+def _positive(option: str, value: float | None, unit: str) -> None:
+    """ConfigError unless ``value`` (an option's) is unset or a finite number > 0."""
+    if value is not None and not (math.isfinite(value) and value > 0.0):
+        raise ConfigError(f"{option}: expected a finite number > 0 ({unit}), got {value:g}")
 
 
 def _common(parser) -> None:
@@ -129,10 +158,13 @@ def _common(parser) -> None:
 
 def _load(args, extra=()) -> Config:
     overrides = list(args.set) + list(extra)
+    _positive("--duration", args.duration, "s")
     if args.duration is not None:
         overrides.append(f"sim.duration={args.duration!r}")
-    if getattr(args, "rate", None):
-        overrides.append(f"sim.dt={1.0 / args.rate!r}")
+    rate = getattr(args, "rate", None)
+    _positive("--rate", rate, "Hz")
+    if rate is not None:
+        overrides.append(f"sim.dt={1.0 / rate!r}")
     return load(args.config, overrides)
 
 
@@ -146,7 +178,7 @@ def _run(args) -> int:
 
     cfg = _load(args)
     log_path = Path(args.log) if args.log else _default_log(args)
-    session = Session(cfg, log_path, fast=args.fast)
+    session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors)
     result = session.run()
     print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
           f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
@@ -155,8 +187,9 @@ def _run(args) -> int:
             print(f"  {event['kind']} joint {event['joint']} at tick {event['tick']} "
                   f"(t = {event['t']:.4f} s)")
     print(format_summary(result.summary))
-    print(f"wrote {result.log}")
-    if not args.no_plot:
+    failure = result.summary.get("log_failure")
+    print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
+    if not args.no_plot and result.ticks and not failure:
         _plot_log(result.log, args.plot)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
@@ -219,11 +252,13 @@ def _control(args) -> int:
         extra.append(f"link.type={args.link}")
     cfg = _load(args, extra)
     log_path = Path(args.log) if args.log else _default_log(args, "-control")
-    result = LinkLoop(cfg, link_from_config(cfg), log_path, args.estop_endpoint or None).run()
+    result = LinkLoop(cfg, link_from_config(cfg), log_path, args.estop_endpoint or None,
+                      log_errors=args.log_errors).run()
     print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
-    print(f"wrote {result.log}")
-    if result.status == "error":
+    failure = result.summary.get("log_failure")
+    print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
+    if result.status == "error" and result.reason != failure:
         print(f"hil: {result.reason}", file=sys.stderr)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
@@ -231,6 +266,7 @@ def _control(args) -> int:
 def _fault(args) -> int:
     from hilrig.rt.fault import FaultError, send_fault
 
+    _positive("--timeout", args.timeout, "s")
     try:
         ack = send_fault(args.connect, args.kind, args.joint, args.duration, args.timeout)
     except FaultError as exc:
@@ -244,6 +280,7 @@ def _fault(args) -> int:
 def _estop(args) -> int:
     from hilrig.rt.fault import FaultError, send_estop
 
+    _positive("--timeout", args.timeout, "s")
     try:
         tick = send_estop(args.connect, args.timeout)
     except FaultError as exc:
@@ -279,6 +316,22 @@ def _logs(args) -> int:
         for warning in caught:
             print(f"hil: warning: {warning.message}", file=sys.stderr)
     return status
+
+
+def _repair(args) -> int:
+    """hil log repair: a finished copy of a log whose writer did not finish."""
+    from hilrig.telemetry.logfile import LogError
+    from hilrig.telemetry.repair import repair
+
+    log_path = Path(args.log)
+    out = Path(args.out) if args.out else log_path.with_name(f"{log_path.stem}-repaired.mcap")
+    try:
+        report = repair(log_path, out)
+    except LogError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 2
+    print(report.describe())
+    return 0
 
 
 def _export(args) -> int:
