@@ -280,9 +280,14 @@ class Telemetry:
             lost = self._lost(first, first + n)  # overwritten while being copied
             if self.derive is not None and n > lost:
                 self.derive(rows[lost:])
-            last = self.copied + n >= end
-            until = np.inf if final and last else \
-                (rows[n - 1, self.columns["t"]] if n > lost else -np.inf)
+            if final and first + n >= end:
+                until = np.inf                      # the last chunk: every event
+            elif n > lost:
+                until = rows[n - 1, self.columns["t"]]
+            elif int(self.head[0]) <= first:
+                until = np.inf                      # no row waits: the events are the newest
+            else:
+                until = -np.inf
             events = []
             while self._events and (self._events[0][1]["t"] <= until
                                     or not np.isfinite(self._events[0][1]["t"])):

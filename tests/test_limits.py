@@ -18,15 +18,15 @@ from hilrig.rt.sim import SimulationError, simulate
 from conftest import config
 from rt_helpers import EmulatorProcess, endpoint, read_complete
 
-# a PD whose gain would ask for ~1e12 V on the first tick (rrr3_pd starts 0.4..1 rad away)
+# a gain that would ask for ~1e12 V on the first tick (the arms start 0.4..1 rad away)
 HUGE_GAIN = ("controller.kp=1e12", "sim.duration=0.05")
 
 
 def test_a_huge_gain_is_clamped_at_the_supply_from_the_first_tick(tmp_path):
     """kp = 1e12 logged 8.9e46 V; with no safety key set the command is clamped at the
     drives' supply (emulator.supply_voltage = 48 V), in hil run and in hil sim alike."""
-    cfg = config("rrr3_pd", *HUGE_GAIN)
-    assert cfg.safety.max_command is None
+    cfg = config("rig_inprocess", *HUGE_GAIN, "controller.reference=hold")
+    assert cfg.safety.max_command is None and cfg.plant.drive == "voltage"
     result = Session(cfg, tmp_path / "run.mcap", fast=True).run()
     u = read_complete(result.log)[0]["u"]
     assert np.abs(u).max() == 48.0
@@ -82,10 +82,15 @@ def test_the_emulator_holds_the_slew_limit_per_its_own_tick(tmp_path):
     finally:
         sock.close()
         emu.stop()
-    applied = read_complete(log)[0]["u"]
-    steps = np.abs(np.diff(applied, axis=0))
+    applied, events = read_complete(log)[:2]
+    applied = applied["u"]
+    # the safe state (zero input, once the commands stop) is a drive disable: at once
+    commanded = np.any(applied[1:] != 0.0, axis=1)
+    steps = np.abs(np.diff(applied, axis=0))[commanded]
     assert applied[:, 0].max() > 1.0                 # the input did rise
     assert steps.max() <= 0.05 + 1e-12, steps.max()
+    assert len(commanded) - commanded.sum() <= 1 or \
+        any(e["kind"] == "safe_state" for e in events)
 
 
 class SilentPlant:
