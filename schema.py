@@ -33,6 +33,7 @@ class Key:
     scalar_ok: bool = False
     required: bool = False
     doc: str = ""
+    infinite_ok: bool = False     # a float that may be inf (a limit switched off on purpose)
 
 
 # -- the typed view of a resolved config ------------------------------------------------

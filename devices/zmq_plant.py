@@ -94,7 +94,12 @@ class Emulator:
         self.schedule = jam_schedule(cfg)
         self.pending_faults = len(self.schedule)
         self.meas = Measurement(self.nact)
-        self.command = np.zeros(self.nact)
+        self.command = np.zeros(self.nact)     # what the drives apply over the next step
+        self.requested = np.zeros(self.nact)   # the latest COMMAND, saturated
+        # safety.max_slew holds per emulator tick, however the commands bunch up on the wire
+        slew = cfg.safety.max_slew
+        self.slew_step = np.full(self.nact, np.inf) if slew is None else np.array(slew) * self.h
+        self.slew_bounds = np.zeros((2, self.nact))
         self.tick = 0
         self.controller = None            # ZeroMQ identity of the controller
         self.controller_fd = -1           # its connection (file descriptor; -1: unknown)
@@ -166,6 +171,10 @@ class Emulator:
         """Advance one step under the held command (zero in the safe state), record the row."""
         if self.safe:
             self.command[:] = 0.0
+        else:   # toward the latest command, by at most max_slew * h
+            np.subtract(self.command, self.slew_step, out=self.slew_bounds[0])
+            np.add(self.command, self.slew_step, out=self.slew_bounds[1])
+            np.clip(self.requested, self.slew_bounds[0], self.slew_bounds[1], out=self.command)
         tel = self.telemetry
         if tel is not None:
             currents(self.plant.params, self.plant.x, self.command, self.meas.current)
@@ -289,7 +298,7 @@ class Emulator:
             self._go_safe("controller said BYE")
             self.controller = None
             return False
-        np.clip(values, -self.command_limit, self.command_limit, out=self.command)
+        np.clip(values, -self.command_limit, self.command_limit, out=self.requested)
         self.last_command_ns = now_ns(self.ts)
         if self.safe:
             self.safe = False

@@ -23,8 +23,11 @@ from scipy.integrate import solve_ivp
 
 
 def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_steps: int,
-        rtol: float, atol: float, method: str, rec: dict, continuous: bool = False) -> int:
-    """Fill the record arrays ``rec`` (t, x, u) like rt.lockstep.run; returns rows written."""
+        rtol: float, atol: float, method: str, rec: dict, continuous: bool = False,
+        max_command=None) -> int:
+    """Fill the record arrays ``rec`` (t, x, u) like rt.lockstep.run; returns rows written.
+
+    ``max_command``: |u| per axis at most this (controllers.limits; no slew limit here)."""
     p, jams, x = plant.params, plant.jams, plant.x.copy()
     nq, nact, nx = plant.nq, plant.nact, len(plant.x)
     work = plant.work
@@ -40,6 +43,8 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
         meas.vel[:] = state[nq:nq + nact]
         currents(p, state, u, meas.current)
         c(t, meas.pos, meas.vel, meas.current, out)
+        if max_command is not None:
+            np.clip(out, -max_command, max_command, out=out)
     t_final = n_steps * h
     tol = 1e-9 * h
 

@@ -10,6 +10,7 @@
     hil estop [RUN_ID | --list | --connect ENDPOINT]
     hil keys [--force]
     hil log export LOG --out run.npz
+    hil log repair LOG [--out fixed.mcap]
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
     hil warmup [CONFIG ...] [--prune]
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -31,6 +33,7 @@ import numpy as np
 from hilrig.drivers.registry import links
 from hilrig.rt.config import ConfigError, load
 from hilrig.schema import Config
+from hilrig.telemetry.recorder import TelemetryError
 from hilrig.timing.signals import terminate_as_interrupt
 
 CONFIG_HELP = "TOML scenario: a file, or the name of a built-in config (hil configs)"
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--log", help="telemetry log (.mcap); default runs/<config>.mcap")
     run.add_argument("--plot", help="plot PNG; default next to the log")
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
+    _log_errors(run)
     run.set_defaults(handler=_run)
 
     emulate = sub.add_parser("emulate", help="serve the plant: over ZeroMQ, or behind emulated "
@@ -91,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     control.add_argument("--takeover", action="store_true",
                          help="command the emulator's plant even while another controller "
                               "is connected (logged by the emulator)")
+    _log_errors(control)
     control.set_defaults(handler=_control)
 
     fault = sub.add_parser("fault", help="inject a fault into a running emulator")
@@ -108,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("log", help="telemetry log (.mcap)")
     export.add_argument("--out", required=True, help="output .npz")
     export.set_defaults(handler=_logs)
+    repair = log_sub.add_parser("repair", help="finish a log whose writer was killed: a new "
+                                               "MCAP with summary and index, messages in "
+                                               "log-time order")
+    repair.add_argument("log", help="telemetry log (.mcap) that ends early")
+    repair.add_argument("--out", help="output .mcap (default: LOG-repaired.mcap)")
+    repair.set_defaults(handler=_repair)
     plot = sub.add_parser("plot", help="draw a telemetry log: joints, commands, timing, faults")
     plot.add_argument("log", help="telemetry log (.mcap)")
     plot.add_argument("--out", help="output PNG (default: LOG with .png)")
@@ -142,6 +153,24 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"hil: config error: {exc}", file=sys.stderr)
         return 2
+    except TelemetryError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hil: interrupted", file=sys.stderr)
+        return 130
+
+
+def _log_errors(parser) -> None:
+    parser.add_argument("--log-errors", choices=("stop", "continue"), default="stop",
+                        help="when the log cannot be written (a full disk): stop the run "
+                             "safely (default) or go on unlogged")
+
+
+def _positive(option: str, value: float | None, unit: str) -> None:
+    """ConfigError unless ``value`` (an option's) is unset or a finite number > 0."""
+    if value is not None and not (math.isfinite(value) and value > 0.0):
+        raise ConfigError(f"{option}: expected a finite number > 0 ({unit}), got {value:g}")
 
 
 def _common(parser) -> None:
@@ -153,10 +182,13 @@ def _common(parser) -> None:
 
 def _load(args, extra=()) -> Config:
     overrides = list(args.set) + list(extra)
+    _positive("--duration", args.duration, "s")
     if args.duration is not None:
         overrides.append(f"sim.duration={args.duration!r}")
-    if getattr(args, "rate", None):
-        overrides.append(f"sim.dt={1.0 / args.rate!r}")
+    rate = getattr(args, "rate", None)
+    _positive("--rate", rate, "Hz")
+    if rate is not None:
+        overrides.append(f"sim.dt={1.0 / rate!r}")
     return load(args.config, overrides)
 
 
@@ -170,7 +202,7 @@ def _run(args) -> int:
 
     cfg = _load(args)
     log_path = Path(args.log) if args.log else _default_log(args)
-    session = Session(cfg, log_path, fast=args.fast)
+    session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors)
     result = session.run()
     print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
           f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
@@ -179,8 +211,9 @@ def _run(args) -> int:
             print(f"  {event['kind']} joint {event['joint']} at tick {event['tick']} "
                   f"(t = {event['t']:.4f} s)")
     print(format_summary(result.summary))
-    print(f"wrote {result.log}")
-    if not args.no_plot:
+    failure = result.summary.get("log_failure")
+    print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
+    if not args.no_plot and result.ticks and not failure:
         _plot_log(result.log, args.plot)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
@@ -275,7 +308,7 @@ def _control(args) -> int:
     run_id = runs.new_run_id()
     estop = runs.default_estop_endpoint(run_id) if args.estop_endpoint is None \
         else args.estop_endpoint or None
-    loop = LinkLoop(cfg, link, log_path, estop)
+    loop = LinkLoop(cfg, link, log_path, estop, log_errors=args.log_errors)
     record = runs.register(run_id, estop, args.config) if estop else None
     if estop:
         print(f"run {run_id}: `hil estop {run_id}` (or `hil estop`) stops it ({estop})",
@@ -287,8 +320,9 @@ def _control(args) -> int:
             runs.unregister(record)
     print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
-    print(f"wrote {result.log}")
-    if result.status == "error":
+    failure = result.summary.get("log_failure")
+    print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
+    if result.status == "error" and result.reason != failure:
         print(f"hil: {result.reason}", file=sys.stderr)
     return {"ok": 0, "interrupted": 130}.get(result.status, 1)
 
@@ -296,6 +330,7 @@ def _control(args) -> int:
 def _fault(args) -> int:
     from hilrig.rt.fault import FaultError, send_fault
 
+    _positive("--timeout", args.timeout, "s")
     try:
         ack = send_fault(args.connect, args.kind, args.joint, args.duration, args.timeout)
     except FaultError as exc:
@@ -309,6 +344,7 @@ def _fault(args) -> int:
 def _estop(args) -> int:
     from hilrig.rt.controlplane import estop
 
+    _positive("--timeout", args.timeout, "s")
     return estop(args)
 
 
@@ -344,6 +380,22 @@ def _logs(args) -> int:
         for warning in caught:
             print(f"hil: warning: {warning.message}", file=sys.stderr)
     return status
+
+
+def _repair(args) -> int:
+    """hil log repair: a finished copy of a log whose writer did not finish."""
+    from hilrig.telemetry.logfile import LogError
+    from hilrig.telemetry.repair import repair
+
+    log_path = Path(args.log)
+    out = Path(args.out) if args.out else log_path.with_name(f"{log_path.stem}-repaired.mcap")
+    try:
+        report = repair(log_path, out)
+    except LogError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 2
+    print(report.describe())
+    return 0
 
 
 def _export(args) -> int:

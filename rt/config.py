@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -115,9 +116,14 @@ SCHEMA: dict[str, Any] = {
     },
     "safety": {
         "max_command": Key("floats", None, length="nact", scalar_ok=True, positive=True,
-                           doc="clamp |u| per axis (V or N m); unset: no clamp"),
+                           infinite_ok=True,
+                           doc="clamp |u| per axis (V or N m); unset: the drives' range "
+                               "(emulator.supply_voltage or emulator.max_torque); inf: "
+                               "no clamp (warned)"),
         "max_slew": Key("floats", None, length="nact", scalar_ok=True, positive=True,
-                        doc="clamp the change of u per second (V/s or N m/s); unset: none"),
+                        infinite_ok=True,
+                        doc="clamp the change of u per second (V/s or N m/s), per tick of "
+                            "the controller and of the emulator; unset or inf: none"),
         "watchdog_ticks": Key("int", 10, minimum=1,
                               doc="links: no fresh measurement for this many ticks -> safe stop"),
     },
@@ -129,6 +135,10 @@ SCHEMA: dict[str, Any] = {
         "endpoint": Key("str", "ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator"),
         "timeout": Key("float", 0.1, positive=True,
                        doc="no measurement for this long: the link is lost, s"),
+        "first_measurement_timeout": Key("float", 1.0, positive=True,
+                                         doc="the first tick waits this long for the link's "
+                                             "first valid measurement (commands held at "
+                                             "zero until then), s"),
     },
     "emulator": {
         "mode": Key("str", "free", choices=("free", "lockstep"),
@@ -405,7 +415,7 @@ def _number(value: Any, spec: Key, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name}: expected a number, got {value!r}")
     value = float(value)
-    if not math.isfinite(value):
+    if not math.isfinite(value) and not (spec.infinite_ok and value == math.inf):
         raise ConfigError(f"{name}: must be finite, got {value}")
     _check_range(value, spec, name)
     return value
@@ -451,6 +461,7 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if steps < 1.0 - 1e-9 or abs(steps - round(steps)) > 1e-6:
         raise ConfigError(f"sim.duration: {sim['duration']} s is not a whole number of steps of "
                           f"sim.dt = {sim['dt']} s")
+    _check_run_length(steps, sizes, sim)
     voltage_driven = plant["drive"] != "torque"
     if link_spec(cfg["link"]["type"]).command_unit == "N m":
         voltage_driven = False   # the drives take torques, whatever drives the plant
@@ -478,6 +489,31 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
                               "step must stay below about 2.5 L_a/R_a). Use plant.drive = "
                               "'voltage' (L_a di/dt = 0), a smaller sim.dt, or "
                               "sim.integrator = 'accurate'")
+
+
+# what a run keeps per tick, in float64 values besides the state: command, currents,
+# diagnostics, time and the real-time loop's timing records
+VALUES_PER_TICK = 16
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory, bytes (0 if the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _check_run_length(steps: float, sizes: dict, sim: dict) -> None:
+    """A run's per-tick records (hil sim's rows, hil run's timing) must fit in memory."""
+    per_tick = 8 * (2 * sizes["nq"] + 3 * sizes["nact"] + VALUES_PER_TICK)
+    memory = memory_bytes()
+    if memory and steps * per_tick > memory / 2:
+        raise ConfigError(
+            f"sim.duration / sim.dt: {sim['duration']:g} s in steps of {sim['dt']:g} s is "
+            f"{steps:.3g} ticks, whose records ({per_tick} bytes each, {steps * per_tick / 1e9:.3g}"
+            f" GB) do not fit in half of this machine's memory ({memory / 1e9:.3g} GB); "
+            "shorten sim.duration or lengthen sim.dt")
 
 
 def _check_controller(ctrl: dict, voltage_driven: bool) -> None:

@@ -14,17 +14,19 @@ from hilrig.plant.kernel import kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
+from hilrig.rt.realtime import limit_tick
 
 
 @kernel
 def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correction, work,
-        stages, meas, held, rec_t, rec_x, rec_u, mech=None):
+        stages, meas, held, limits, rec_t, rec_x, rec_u, mech=None):
     """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows of t, x, u.
 
     Per tick the law sees what a real-time tick measures (rt.realtime.run_loop): t in
     ``meas[0]``, then copies of the actuated joints' positions and rates and the motor
     currents under the command held so far (``held``, zeros at the start), in ``meas``
-    (a drivers.link.Measurement buffer). ``mech``: a user's chain's mechanism (None for
+    (a drivers.link.Measurement buffer). The command is clamped by ``limits``
+    (controllers.limits.command_limits), as in a real-time tick. ``mech``: a user's chain's mechanism (None for
     the built-in models).
 
     Returns the number of rows written: n_steps + 1, or fewer if the plant
@@ -48,8 +50,11 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
         currents(p, x, held, cur)
         u = rec_u[k]   # the command is recorded where it is computed
         law(t, pos, vel, cur, params, state, u)
-        for j in range(nact):
-            held[j] = u[j]
+        if not limit_tick(limits, h, u, held):    # a non-finite command: the run ends
+            rec_t[k] = t
+            for i in range(nx):
+                rec_x[k, i] = x[i]
+            return k + 1
         rec_t[k] = t
         for i in range(nx):
             rec_x[k, i] = x[i]

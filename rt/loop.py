@@ -11,14 +11,15 @@ Then per tick, wait for the absolute deadline t0 + k·period (or,
 in lockstep, for the emulator's answer), then read (link), control (one
 compiled call: controller and command limits), write (link), record. The
 controller's time is its own tick clock, t = k·h. A watchdog stops the run
-safely when no fresh measurement came for ``safety.watchdog_ticks`` ticks; a
-link error, a non-finite command, too many overruns, Ctrl-C or ``hil estop`` (the
+safely when no fresh measurement came for ``safety.watchdog_ticks`` ticks; until
+the link's first valid measurement the command is held at zero and the run waits at
+most ``link.first_measurement_timeout`` for it (then stops, naming the link); a
+telemetry write error (``log_errors``), a link error, a non-finite command, too many overruns, Ctrl-C or ``hil estop`` (the
 e-stops) do the same. Whatever the cause, the drives get ``safe_stop``, further writes are
 blocked, and the log is closed complete with the timing summary.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -26,17 +27,17 @@ from pathlib import Path
 import numpy as np
 import zmq
 from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.limits import command_limits
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
-from hilrig.rt.session import SessionResult, command_limits
+from hilrig.rt.session import SessionResult, close_log, telemetry_capacity
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, Telemetry
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
-from hilrig.timing.signals import deferred_signals
 from hilrig.timing.summary import summarize
 
 log = logging.getLogger("hil.loop")
@@ -61,12 +62,16 @@ class LinkLoop:
     checked once per tick (a non-blocking receive), answered with ESTOP_ACK. It is bound
     first (drivers.endpoint.bind: refused with a ConfigError when a live process serves
     it, owner-only), so a refused run leaves no log behind.
+    ``log_errors``: a telemetry write error (a full disk) stops the run ("stop") or
+    leaves it running unlogged ("continue").
     """
 
     def __init__(self, cfg: Config, link: Link, log_path: str | Path,
-                 estop_endpoint: str | None = None):
+                 estop_endpoint: str | None = None, log_errors: str = "stop"):
         self.cfg = cfg
         self.link = link
+        self.log_errors = log_errors
+        self.log_failure: str | None = None
         self.h = cfg.sim.dt
         self.n_ticks = int(round(cfg.sim.duration / self.h))
         self.controller = None            # built at open: it depends on link.command_unit
@@ -83,11 +88,12 @@ class LinkLoop:
                 self.estop.close(0)
                 raise
         nact = link.n_axes
-        self.limits = command_limits(cfg, nact)
+        self.limits = np.full((2, nact), np.inf)     # set at configure (link.command_unit)
         self.meas = Measurement(nact)
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.telemetry = Telemetry(log_path, link_groups(nact, cfg.plant.drive), cfg.to_dict(),
-                                   capacity=max(4096, int(4.0 / self.h)))
+                                   capacity=telemetry_capacity(self.h, self.n_ticks))
+        self.telemetry.released[0] = 0   # a tick's overrun event comes after its row
         self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
@@ -158,12 +164,14 @@ class LinkLoop:
         nact = self.link.n_axes
         reason, status, overruns, stale, k = "done", "ok", 0, 0, 0
         measured = False     # no fresh measurement yet: the controller is not run on NaN
+        first_timeout = int(self.cfg.link.first_measurement_timeout * 1e9)
         scheduling = {}
         try:
             self.link.configure()
             self.configured_at_ns = time.monotonic_ns()
             self.controller = controller_from_config(self.cfg, self.link.command_unit,
                                                      allow_python=True)
+            self.limits[:] = command_limits(self.cfg, nact, self.link.command_unit)
             paced = not getattr(self.link, "lockstep", False)
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
@@ -179,7 +187,9 @@ class LinkLoop:
                         self._check_estop(k)
                     fresh = self.link.read(self.meas)
                     t_read = now_ns(self.ts)
-                    stale = 0 if fresh else stale + 1
+                    if not (measured or fresh) and t_read - start > first_timeout:
+                        raise LinkTimeout(self._no_first_measurement())
+                    stale = 0 if fresh or not measured else stale + 1
                     if stale >= watchdog:
                         raise LinkTimeout(f"watchdog: no fresh measurement for {stale} ticks "
                                           f"({stale * self.h * 1e3:.0f} ms): link lost")
@@ -203,6 +213,8 @@ class LinkLoop:
                     timing[4] = (t_write - wake) * 1e-9
                     publish_row(ring, head, cols, timing)
                     k += 1
+                    if tel.failure is not None and self._log_failed(tel.failure):
+                        break
                     late = now_ns(self.ts) - (start + k * period)
                     if paced and late > 0:
                         overruns += 1
@@ -213,6 +225,7 @@ class LinkLoop:
                             break
                         if policy == rtk.SKIP:
                             k = min(k + int(missed), self.n_ticks)
+                    tel.released[0] = k
         except KeyboardInterrupt:
             reason, status = "interrupted (e-stop)", "interrupted"
         except EStopRequested:
@@ -227,11 +240,34 @@ class LinkLoop:
             if self.estop is not None:
                 endpoints.close(self.estop, self.estop_endpoint)
             tel.event("stop", t=k * self.h, tick=k, reason=reason)
-            ran = self.timings[:k]
+            if self.log_failure is None and tel.failure is not None:
+                self._log_failed(tel.failure)
+            if self.log_failure is not None and self.log_errors == "stop":
+                reason, status = self.log_failure, "error"
+            ran = self.timings[:min(k, self.n_ticks)]
             summary = summarize(ran, overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
                            policy=loop.overrun, **self.lifecycle_summary())
-            with deferred_signals():
-                tel.close(summary)
-            tel.path.with_suffix(".timing.json").write_text(json.dumps(summary, indent=1))
+            if self.log_failure is not None:
+                summary["log_failure"] = self.log_failure
+            close_log(tel, summary)
         return SessionResult(k, reason, summary, tel.path, status)
+
+    def _log_failed(self, failure: str) -> bool:
+        """A telemetry write error, reported once; True if the run is to stop."""
+        if self.log_failure is not None:
+            return False
+        self.log_failure = failure
+        if self.log_errors == "stop":
+            log.error("%s: stopping the run", failure)
+            return True
+        log.warning("%s: the run goes on unlogged (--log-errors continue)", failure)
+        return False
+
+    def _no_first_measurement(self) -> str:
+        """Why the run stopped before its first measurement, naming the link."""
+        link = self.cfg.link
+        where = {"zmq": f" at {link.endpoint}"}.get(link.type, "")
+        return (f"no measurement from the {link.type} link{where} within "
+                f"link.first_measurement_timeout = {link.first_measurement_timeout:g} s of "
+                "the enable (commands held at zero): is the plant or drive answering?")

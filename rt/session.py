@@ -10,12 +10,14 @@ log is closed complete, with the timing summary.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import (
@@ -28,7 +30,7 @@ from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
-from hilrig.telemetry.recorder import Telemetry, run_groups
+from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
 from hilrig.telemetry.rows import row_columns
 from hilrig.timing.clock import spin_window_ns, timespec
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
@@ -36,6 +38,8 @@ from hilrig.timing.signals import deferred_signals
 from hilrig.timing.summary import summarize
 
 POLL_SECONDS = 0.02
+
+log = logging.getLogger("hil.session")
 
 
 @dataclass
@@ -48,23 +52,49 @@ class SessionResult:
     events: list = field(default_factory=list)
 
 
-def command_limits(cfg: Config, nact: int) -> np.ndarray:
-    """(2, nact): max |u| and max slew per axis from ``safety`` (inf where not set)."""
-    safety = cfg.safety
-    limits = np.full((2, nact), np.inf)
-    if safety.max_command is not None:
-        limits[rtk.L_MAX] = safety.max_command
-    if safety.max_slew is not None:
-        limits[rtk.L_SLEW] = safety.max_slew
-    return limits
+def telemetry_capacity(h: float, n_ticks: int) -> int:
+    """Rows of a loop's telemetry ring: 4 s of ticks (at least 4096), no more than the run."""
+    return max(4096, min(int(4.0 / h), n_ticks + 1))
+
+
+class _WarmUpInterrupted(Exception):
+    """Ctrl-C before the first tick: the run ends with no tick and a finished log."""
+
+
+def close_log(telemetry: Telemetry, summary: dict) -> None:
+    """Finish the log with ``summary`` and write the summary beside it (LOG.timing.json).
+
+    A write error here has already been reported (``Telemetry.failure``) or is reported
+    now as one warning line: the run's summary is printed all the same.
+    """
+    with deferred_signals():
+        try:
+            telemetry.close(summary)
+        except TelemetryError as exc:
+            if summary.get("log_failure") is None:
+                log.error("%s", exc)
+                summary["log_failure"] = str(exc)
+    try:
+        telemetry.path.with_suffix(".timing.json").write_text(json.dumps(summary, indent=1))
+    except OSError as exc:      # said once: a full disk has already been reported
+        if summary.get("log_failure") is None:
+            log.warning("cannot write %s: %s", telemetry.path.with_suffix(".timing.json"),
+                        exc.strerror or exc)
 
 
 class Session:
-    """Everything one in-process run needs, allocated before the first tick."""
+    """Everything one in-process run needs, allocated before the first tick.
 
-    def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False):
+    ``log_errors``: what a telemetry write error (a full disk) does: "stop" the run
+    safely (the default), or "continue" it unlogged.
+    """
+
+    def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False,
+                 log_errors: str = "stop"):
         self.cfg = cfg
         self.fast = fast
+        self.log_errors = log_errors
+        self.log_failure: str | None = None
         sim, loop = cfg.sim, cfg.loop
         self.h = sim.dt
         self.n_ticks = int(round(sim.duration / self.h))
@@ -83,13 +113,18 @@ class Session:
         self.controller = controller_from_config(cfg)
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
-        self.limits = command_limits(cfg, nact)
+        self.limits = command_limits(cfg, nact, command_unit(cfg))
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
         groups = run_groups(cfg.plant.model, nq, nact, cfg.plant.drive)
-        capacity = max(4096, int(4.0 / self.h))
+        capacity = telemetry_capacity(self.h, self.n_ticks)
         self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
-        self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
+        try:
+            self.telemetry.released[0] = 0      # rows wait until their events are forwarded
+            self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
+        except BaseException:               # Ctrl-C while it compiles: the log says so
+            self.telemetry.close({"reason": "interrupted during start-up"})
+            raise
         self.cols = row_columns(self.telemetry.columns)
         self.mail = rtk.new_mail()
         self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
@@ -161,8 +196,12 @@ class Session:
         return None
 
     def forward_events(self) -> list:
-        """Copy new loop events into the telemetry; returns them as dicts."""
+        """Copy new loop events into the telemetry, then release the rows they belong
+        among to its writer; returns them as dicts."""
         out = []
+        # the loop writes a tick's events before it counts the next tick (M_TICK): every
+        # event of the ticks before ticks - 1 is in the array now
+        ticks = int(self.mail[rtk.M_TICK])
         n = int(self.mail[rtk.M_EVENTS])
         for i in range(self.events_seen, n):
             kind, tick, t, a, b, c = (float(v) for v in self.events[i % len(self.events)])
@@ -181,7 +220,20 @@ class Session:
             self.telemetry.event(event["kind"], **fields)
             out.append(event)
         self.events_seen = n
+        self.telemetry.released[0] = max(0, ticks - 1)
         return out
+
+    def _check_log(self) -> None:
+        """A telemetry write error: stop the run (one line), or note it once and go on."""
+        failure = self.telemetry.failure
+        if failure is None or self.log_failure is not None:
+            return
+        self.log_failure = failure
+        if self.log_errors == "stop":
+            log.error("%s: stopping the run", failure)
+            self.mail[rtk.M_STOP] = 1.0
+        else:
+            log.warning("%s: the run goes on unlogged (--log-errors continue)", failure)
 
     def run(self, on_tick=None) -> SessionResult:
         """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every POLL_SECONDS."""
@@ -190,7 +242,12 @@ class Session:
         worker = threading.Thread(target=self._worker, args=(self.handoff,),
                                   name="hil-correction", daemon=True)
         try:
-            self.warm_up()
+            try:
+                self.warm_up()
+            except KeyboardInterrupt:
+                interrupted = True
+                self.telemetry.event("interrupt", t=0.0, during="warm-up")
+                raise _WarmUpInterrupted from None
             self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
             with FrozenGC(self.cfg.loop.gc_freeze and not self.fast):
                 if self.use_worker:
@@ -200,12 +257,15 @@ class Session:
                     try:
                         self.finished.wait(POLL_SECONDS)
                         events += self.forward_events()
+                        self._check_log()
                         if on_tick is not None:
                             on_tick(self)
                     except KeyboardInterrupt:
                         interrupted = True
                         self.mail[rtk.M_STOP] = 1.0
                         self.telemetry.event("interrupt", t=self.mail[rtk.M_TICK] * self.h)
+        except _WarmUpInterrupted:
+            pass
         finally:
             # (Thread.join interrupted by Ctrl-C can report a running thread as stopped:
             # the loop thread signals its end through ``finished`` instead)
@@ -217,11 +277,17 @@ class Session:
                 if worker.is_alive():
                     worker.join(5.0)
             events += self.forward_events()
+            self._check_log()
             reason = rtk.REASONS.get(int(self.mail[rtk.M_REASON]), "interrupted")
+            if interrupted and thread.ident is None:
+                reason = "interrupted during warm-up"
+            elif self.log_failure is not None and self.log_errors == "stop":
+                reason = self.log_failure
             ran = int(self.mail[rtk.M_TICK])
             summary = summarize(self.timings[:ran], int(self.mail[rtk.M_OVERRUNS]),
                                 self.scheduling)
-            summary.update(reason="interrupted (Ctrl-C)" if interrupted else reason,
+            summary.update(reason="interrupted (Ctrl-C)" if interrupted and thread.ident is not None
+                           else reason,
                            rate_hz=1.0 / self.h, fast=self.fast,
                            correction=("worker" if self.use_worker else "inline")
                            if self.correction else "none",
@@ -229,10 +295,10 @@ class Session:
                            if self.use_worker else 0,
                            policy=self.cfg.loop.overrun,
                            rehearse=self.cfg.loop.rehearse)
-            with deferred_signals():
-                self.telemetry.close(summary)
-            timing_path = self.telemetry.path.with_suffix(".timing.json")
-            timing_path.write_text(json.dumps(summary, indent=1))
+            if self.log_failure is not None:
+                summary["log_failure"] = self.log_failure
+            close_log(self.telemetry, summary)
         status = "interrupted" if interrupted else (
+            "error" if reason == self.log_failure else
             "ok" if reason in (rtk.REASONS[rtk.R_DONE], rtk.REASONS[rtk.R_STOP_REQUEST]) else "error")
         return SessionResult(ran, reason, summary, self.telemetry.path, status, events)

@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
@@ -47,6 +48,7 @@ def simulate(cfg: Config) -> SimRun:
     n_steps = int(round(sim.duration / h))
     plant = plant_from_config(cfg)
     controller = controller_from_config(cfg)
+    limits = command_limits(cfg, plant.nact, command_unit(cfg))
     schedule = jam_schedule(cfg)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
@@ -58,18 +60,20 @@ def simulate(cfg: Config) -> SimRun:
     if sim.integrator == "accurate":
         started = time.perf_counter()
         rows = accurate.run(plant, controller, schedule, h, n_steps, sim.rtol, sim.atol,
-                            sim.accurate_method, rec, sim.control == "continuous")
+                            sim.accurate_method, rec, sim.control == "continuous",
+                            limits[0])
         out.stepping_seconds = time.perf_counter() - started
     else:
         method = METHODS[sim.integrator]
         started = time.perf_counter()
-        _warm_up(plant, controller, schedule, h, method, correction)
+        _warm_up(plant, controller, schedule, h, method, correction, limits)
         out.startup_seconds = time.perf_counter() - started
         started = time.perf_counter()
         c = controller
         rows = lockstep.run(plant.params, plant.jams, c.law, c.params, c.state, schedule,
                             plant.x, 0.0, h, n_steps, method, correction, plant.work,
-                            plant.stages, Measurement(nact).buffer, np.zeros(nact), rec["t"],
+                            plant.stages, Measurement(nact).buffer, np.zeros(nact), limits,
+                            rec["t"],
                             rec["x"], rec["u"], plant.mechanism)
         out.stepping_seconds = time.perf_counter() - started
     stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
@@ -82,14 +86,14 @@ def simulate(cfg: Config) -> SimRun:
     return out
 
 
-def _warm_up(plant, controller, schedule, h, method, correction) -> None:
+def _warm_up(plant, controller, schedule, h, method, correction, limits) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
     nx, nact = len(plant.x), plant.nact
     c = controller
     lockstep.run(plant.params, plant.jams.copy(), c.law, c.params, c.state.copy(),
                  schedule.copy(), plant.x.copy(), 0.0, h, 1, method, correction,
                  plant.work.copy(), plant.stages.copy(), Measurement(nact).buffer,
-                 np.zeros(nact), np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
+                 np.zeros(nact), limits, np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
                  plant.mechanism)
 
 

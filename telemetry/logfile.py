@@ -2,12 +2,13 @@
 
 ``read_log`` decodes the tick rows in bulk: inside each decompressed chunk the
 tick messages follow one another with one fixed record size, so they are cut out
-with one numpy view (the few events come after them). A log whose
+with one numpy view (the few events interrupt them where their time falls). A log whose
 writer did not finish (process killed) is read up to its last intact chunk, with
 an ``IncompleteLogWarning``.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
 import struct
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from hilrig.telemetry.mcap_writer import MAGIC, MESSAGE_HEADER
 from hilrig.telemetry.recorder import EVENT_TOPIC, TICK_TOPIC, to_json
+from mcap.data_stream import ReadDataStream
 from mcap.opcode import Opcode
 from mcap.records import Channel, Chunk, Footer, Metadata, Schema
 from mcap.stream_reader import StreamReader, get_chunk_data_stream
@@ -24,6 +26,7 @@ from mcap.stream_reader import StreamReader, get_chunk_data_stream
 _RECORD = struct.Struct("<BQ")
 _CHANNEL = struct.Struct("<H")
 _FIELD = re.compile(r"^float64(\[(\d+)\])?\s+(\w+)$")
+_IN_CHUNK = {Opcode.SCHEMA: Schema, Opcode.CHANNEL: Channel}
 
 
 class LogError(ValueError):
@@ -154,6 +157,9 @@ class _Log:
                     continue
                 if channel == self.event_channel:
                     self.events.append(json.loads(data[body + 22:body + length]))
+            elif opcode in _IN_CHUNK:    # other writers (mcap's Writer) put these in chunks
+                self.add(_IN_CHUNK[opcode].read(ReadDataStream(io.BytesIO(
+                    data[body:body + length]))))
             pos = body + length
 
     def _tick_run(self, data: bytes, pos: int) -> int:

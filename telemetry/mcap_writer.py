@@ -118,19 +118,36 @@ class McapWriter:
         records["log_time"] = log_times
         records["publish_time"] = log_times
         records["data"] = payloads.view(np.uint8).reshape(n, size)
-        index = {channel: np.column_stack([log_times, np.arange(n) * records.itemsize])
-                 .astype("<u8")} if n else {}
-        tail, offset = [], records.nbytes
-        for ch, stamp, sequence, data in extra:
-            record = struct.pack("<BQHIQQ", Opcode.MESSAGE, MESSAGE_HEADER - 9 + len(data), ch,
-                                 sequence, stamp, stamp) + data
+        # the other messages go in log-time order among the rows: each after the rows
+        # whose log time is not later than its own
+        extra = sorted(extra, key=lambda message: message[1])
+        tail = [struct.pack("<BQHIQQ", Opcode.MESSAGE, MESSAGE_HEADER - 9 + len(data), ch,
+                            sequence, stamp, stamp) + data for ch, stamp, sequence, data in extra]
+        stamps = np.array([message[1] for message in extra], dtype=np.int64)
+        sizes = np.array([len(record) for record in tail], dtype=np.int64)
+        places = np.searchsorted(log_times, stamps, side="right") if n and \
+            np.all(np.diff(log_times) >= 0) else np.full(len(extra), n)
+        before_row = np.zeros(n + 1, np.int64)          # bytes of extra records before row i
+        np.add.at(before_row, places, sizes)
+        before_row = np.cumsum(before_row)
+        index = {channel: np.column_stack(
+            [log_times, np.arange(n) * records.itemsize + before_row[:n]]).astype("<u8")} \
+            if n else {}
+        offsets = places * records.itemsize + np.concatenate([[0], np.cumsum(sizes)[:-1]]) \
+            if len(extra) else []
+        for (ch, stamp, _, _), offset in zip(extra, offsets):
             index.setdefault(ch, np.zeros((0, 2), "<u8"))
             index[ch] = np.vstack([index[ch], np.array([[stamp, offset]], "<u8")])
-            tail.append(record)
-            offset += len(record)
         if not index:
             return
-        body = records.tobytes() + b"".join(tail) if tail else records.view(np.uint8)
+        if tail:
+            pieces, row = [], 0
+            for place, record in zip(places, tail):
+                pieces += [records[row:place].tobytes(), record]
+                row = place
+            body = b"".join(pieces) + records[row:].tobytes()
+        else:
+            body = records.view(np.uint8)
         times = np.concatenate([pairs[:, 0] for pairs in index.values()])
         start, end = int(times.min()), int(times.max())
         compressed = self._compress(body)

@@ -22,7 +22,15 @@ ros1msg message per row whose bytes are the row itself (little-endian float64;
 ROS 1 writes fixed-size arrays without a length prefix); channel ``/hil/event``
 carries JSON events; metadata ``meta`` holds the resolved config and ``summary``,
 written by ``close``, the run's summary. A killed process loses at most the rows
-of its last CHUNK_PERIOD.
+of its last CHUNK_PERIOD (``hil log repair`` finishes such a file).
+
+Messages are written in log-time order: events go into the chunk whose rows span
+their time, each after the rows up to it. A loop whose events reach the telemetry
+later than its rows (the in-process loop's events go through its supervisor) holds
+the writer back with ``released``: rows from that index on wait.
+
+A write error (a full disk) stops the writer at once; ``failure`` then names it, so
+that the loop can stop safely (or go on unlogged), and what was written stays readable.
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 from hilrig.telemetry.mcap_writer import McapWriter
+from hilrig.timing.signals import deferred_signals
 
 TICK_TOPIC = "/hil/tick"
 EVENT_TOPIC = "/hil/event"
@@ -145,21 +154,47 @@ class Telemetry:
         self._close_lock = threading.Lock()
         self._stop = threading.Event()
         self._failure: BaseException | None = None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "wb")
-        self._mcap = McapWriter(self._file, COMPRESSION, library="hilrig telemetry")
-        schema = self._mcap.add_schema(TICK_SCHEMA, "ros1msg", schema_text(self.groups).encode())
-        self._tick_channel = self._mcap.add_channel(TICK_TOPIC, "ros1", schema)
-        schema = self._mcap.add_schema(EVENT_SCHEMA, "jsonschema",
-                                       json.dumps(EVENT_JSON_SCHEMA).encode())
-        self._event_channel = self._mcap.add_channel(EVENT_TOPIC, "json", schema)
-        self._mcap.add_metadata("meta", {"json": to_json(meta)})
-        self._mcap.flush()
-        self._thread = threading.Thread(target=self._run, name="telemetry-writer", daemon=True)
-        self._thread.start()
-        atexit.register(self.close)
+        # rows from this index on are held back (the loop's events for them may still come)
+        self.released = np.full(1, np.iinfo(np.int64).max, dtype=np.int64)
+        self._file = None
+        with deferred_signals():    # a Ctrl-C now would leave a file without a header
+            self._create(meta)
+            self._thread = threading.Thread(target=self._run, name="telemetry-writer",
+                                            daemon=True)
+            self._thread.start()
+            atexit.register(self.close)
+
+    def _create(self, meta: dict) -> None:
+        """Open the file and write the header, schemas, channels and ``meta``."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "wb")
+            self._mcap = McapWriter(self._file, COMPRESSION, library="hilrig telemetry")
+            schema = self._mcap.add_schema(TICK_SCHEMA, "ros1msg",
+                                           schema_text(self.groups).encode())
+            self._tick_channel = self._mcap.add_channel(TICK_TOPIC, "ros1", schema)
+            schema = self._mcap.add_schema(EVENT_SCHEMA, "jsonschema",
+                                           json.dumps(EVENT_JSON_SCHEMA).encode())
+            self._event_channel = self._mcap.add_channel(EVENT_TOPIC, "json", schema)
+            self._mcap.add_metadata("meta", {"json": to_json(meta)})
+            self._mcap.flush()
+        except OSError as exc:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
+            raise TelemetryError(f"telemetry log {self.path}: cannot write it: "
+                                 f"{exc.strerror or exc}") from None
 
     # -- any thread ---------------------------------------------------------------------
+
+    @property
+    def failure(self) -> str | None:
+        """Why the writer stopped (a write error, e.g. a full disk), or None while it is fine."""
+        if self._failure is None:
+            return None
+        return f"telemetry log {self.path}: writing failed: {_describe(self._failure)}"
 
     def event(self, kind: str, **fields) -> None:
         """Record an event: fields become JSON (numpy values as numbers, other objects as text).
@@ -189,7 +224,7 @@ class Telemetry:
             self._thread.join()
             try:
                 if self._failure is None:
-                    self._drain()
+                    self._drain(final=True)
                 stats = {"rows": self.copied - self.lost_rows, "lost_rows": self.lost_rows,
                          "events": self.events_written}
                 self._mcap.add_metadata("summary", {"json": json.dumps(
@@ -202,9 +237,7 @@ class Telemetry:
             except OSError as exc:
                 self._failure = self._failure or exc
             if self._failure is not None:
-                raise TelemetryError(f"telemetry {self.path}: writing failed: "
-                                     f"{type(self._failure).__name__}: {self._failure}") \
-                    from self._failure
+                raise TelemetryError(self.failure) from self._failure
 
     def __enter__(self) -> Telemetry:
         return self
@@ -228,13 +261,15 @@ class Telemetry:
         except Exception as exc:  # noqa: BLE001 -- re-raised by close() in the caller's thread
             self._failure = exc
 
-    def _drain(self) -> None:
-        """Write the rows [copied, head) and the queued events, then hand them to the OS.
+    def _drain(self, final: bool = False) -> None:
+        """Write the rows [copied, head) (before ``released`` unless ``final``) and the
+        events up to their time, then hand them to the OS.
 
         One chunk per CHUNK_ROWS rows at most, each a copy of one contiguous stretch of
-        the ring (a chunk stops at the ring's end), so that each step is short.
+        the ring (a chunk stops at the ring's end), so that each step is short. An event
+        goes into the chunk that holds the rows up to its time (``final``: the last one).
         """
-        end = int(self.head[0])
+        end = int(self.head[0]) if final else min(int(self.head[0]), int(self.released[0]))
         cap = self.capacity
         while True:
             self.copied += self._lost(self.copied, end)
@@ -245,8 +280,17 @@ class Telemetry:
             lost = self._lost(first, first + n)  # overwritten while being copied
             if self.derive is not None and n > lost:
                 self.derive(rows[lost:])
+            if final and first + n >= end:
+                until = np.inf                      # the last chunk: every event
+            elif n > lost:
+                until = rows[n - 1, self.columns["t"]]
+            elif int(self.head[0]) <= first:
+                until = np.inf                      # no row waits: the events are the newest
+            else:
+                until = -np.inf
             events = []
-            while self._events:
+            while self._events and (self._events[0][1]["t"] <= until
+                                    or not np.isfinite(self._events[0][1]["t"])):
                 kind, fields = self._events.popleft()
                 events.append((self._event_channel, int(_stamps(fields["t"])),
                                self.events_written & 0xFFFFFFFF,
@@ -271,6 +315,13 @@ class Telemetry:
         self.lost_rows += lost
         self.event("ring_overrun", lost=lost, first_row=first)
         return lost
+
+
+def _describe(exc: BaseException) -> str:
+    """An OSError as its errno text (``No space left on device``), anything else as type: text."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _stamps(t):

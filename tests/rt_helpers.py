@@ -65,6 +65,13 @@ class EmulatorProcess:
         return out, err
 
 
+def stderr_lines(stderr: str) -> list:
+    """The non-empty lines of a ``hil`` stderr, without the numba cache's progress lines
+    (``hilrig: compiling ...``, ``hilrig: compiled ...``) of a cold kernel cache."""
+    return [line for line in stderr.splitlines()
+            if line.strip() and not line.startswith("hilrig: compil")]
+
+
 def read_complete(path: Path):
     """read_log, failing if the log was not finished properly."""
     with warnings.catch_warnings():
