@@ -322,6 +322,8 @@ class FixedRun:
 
     t: np.ndarray
     y: np.ndarray
+    modes: np.ndarray      # (rows, n + 1) contact modes at each tick's end
+    vminus: np.ndarray     # (rows, n + 1) onset indentation rates, m/s
     events: np.ndarray
     substeps: int
     failed: bool
@@ -340,17 +342,19 @@ def simulate_fixed(p: np.ndarray, z0, zd0, t_end: float, dt: float = 1e-3,
     ticks = int(round(t_end / dt))
     out_t, out_y = np.arange(ticks + 1) * dt, np.zeros((ticks + 1, ny))
     out_y[0] = y
+    out_modes, out_vminus = np.zeros((ticks + 1, n + 1)), np.zeros((ticks + 1, n + 1))
     kst, mass, rhs = np.zeros((5, ny)), np.zeros((nz, nz)), np.zeros(nz)
     s, pt, force = np.zeros(scratch_size(n)), np.zeros(4), np.zeros(2)
     events, counters = np.zeros((max_events, 3)), np.zeros(3)
     torque = np.zeros(max(n - 1, 1)) if tau is None else np.asarray(tau, dtype=float)
-    failed = False
+    failed, rows = False, ticks + 1
     for k in range(ticks):
         if not advance_fixed(p, y, modes, vminus, torque, k * dt, dt, h_fine, h_coarse, kst,
                              mass, rhs, s, pt, force, events, counters):
-            failed = True
+            failed, rows = True, k + 1
             break
         out_y[k + 1] = y
-    rows = k + 2 if not failed else k + 1
+        out_modes[k + 1], out_vminus[k + 1] = modes, vminus
     n_events = min(int(counters[1]), max_events)
-    return FixedRun(out_t[:rows], out_y[:rows], events[:n_events], int(counters[2]), failed)
+    return FixedRun(out_t[:rows], out_y[:rows], out_modes[:rows], out_vminus[:rows],
+                    events[:n_events], int(counters[2]), failed)

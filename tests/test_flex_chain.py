@@ -206,3 +206,35 @@ def test_fixed_step_at_1_ms_against_the_event_located_run(drop_ss):
     apex = _points(p, run)[rows, 0, 1].max()
     apex_fixed = np.array([fc.end_points(p, y[:NZ])[0, 1] for y in fixed.y[fixed.t > 0.44]])
     assert abs(apex_fixed.max() - apex) < 1e-4
+
+
+# -- hil sim --------------------------------------------------------------------------
+
+def test_hil_sim_writes_the_contact_arrays_and_the_plot(tmp_path):
+    """The built-in drop config through the CLI up to just after the first impacts: the
+    arrays the issue names, consistent with each other."""
+    from hilrig.rt import cli
+
+    out, png = tmp_path / "drop.npz", tmp_path / "drop.png"
+    assert cli.main(["sim", "chain_drop_ss", "--duration", "0.45", "--dt", "0.0005",
+                     "--out", str(out), "--plot", str(png)]) == 0
+    arrays = np.load(out)
+    rows = len(arrays["t"])
+    assert arrays["points"].shape == (rows, 4, 2)
+    assert arrays["contact_force"].shape == (rows, 4, 2)
+    events = arrays["events"]
+    assert events.shape[1] == 3 and set(events[:, 1]) == {0.0, 3.0}
+    assert events[0, 0] == pytest.approx(FREE_FALL, abs=1e-8) and events[0, 2] == 1.0
+    energy, work, lost = arrays["energy"], arrays["work_contact"], arrays["dissipated"]
+    assert work[-1] < -1.0 and lost[-1] >= 0.0
+    assert np.abs(energy - energy[0] - work + lost).max() < 1e-6 * abs(work[-1])
+    assert arrays["points"][0, :, 1] == pytest.approx([0.9, 1.4, 1.4, 0.9])
+    assert png.stat().st_size > 10_000
+
+
+def test_flex_chain_config_errors_are_one_line(tmp_path):
+    from hilrig.errors import ConfigError
+    from hilrig.rt.config import load
+
+    with pytest.raises(ConfigError, match="plant.modes: expected at least 2 of ss, cc, sc, cs"):
+        load("chain_drop_ss", ["plant.modes='ss-xx-ss'"])
