@@ -1,14 +1,14 @@
 """Two integrators of the flexible chain on the ground (plant.contact's state y):
 
-- ``run_events``: offline, adaptive Dormand-Prince 5(4) steps (scipy's RK45 tableau and
-  its 4th-order dense output) with **event location**: after every accepted step, the end
-  points' heights are checked; a point in flight that is at or below the ground (onset)
-  or a point in contact that is at or above it (separation) ends the step at the first
-  such instant, located by bisection on the dense output to ``t_tol`` (s). The contact
-  mode of every point that crossed at that instant switches (so mirror points switch
-  together), the onset's indentation rate is kept for the Hu-Guo damping, and the step
-  restarts there. The derivative is smooth inside every step, as in the paper's
-  flight/contact phases.
+- ``run_events``: offline, adaptive steps of Dormand and Prince's 8(5,3) pair (DOP853,
+  scipy's tableau, error estimate and 7th-order dense output) with **event location**:
+  after every accepted step, the end points' heights are checked; a point in flight that
+  is at or below the ground (onset) or a point in contact that is at or above it
+  (separation) ends the step at the first such instant, located by bisection on the
+  dense output to ``t_tol`` (s). The contact mode of every point that crossed at that
+  instant switches (so mirror points switch together), the onset's indentation rate is
+  kept for the Hu-Guo damping, and the integration restarts there. The derivative is
+  smooth inside every step, as in the paper's flight/contact phases.
 - ``advance_fixed``: one tick of ``dt`` for a fixed-rate loop, in RK4 substeps: ``h_fine``
   while a point is in contact or within reach of the ground, ``h_coarse`` otherwise.
   Modes switch at substep boundaries only (no event location): the onset is late by up
@@ -25,14 +25,16 @@ import numpy as np
 from hilrig.plant.contact import CONTACT, FLIGHT, WORK_TERMS, derivative
 from hilrig.plant.flex_chain import P_N, assemble, point_heights, point_state, scratch_size
 from hilrig.plant.kernel import allocating_kernel, kernel
-from scipy.integrate._ivp.rk import RK45
+from scipy.integrate._ivp import dop853_coefficients as dop
 
-# Dormand-Prince 5(4): nodes, stages, 5th-order weights, error weights, dense output
-RK_C = np.ascontiguousarray(RK45.C, dtype=float)
-RK_A = np.ascontiguousarray(RK45.A, dtype=float)
-RK_B = np.ascontiguousarray(RK45.B, dtype=float)
-RK_E = np.ascontiguousarray(RK45.E, dtype=float)
-RK_P = np.ascontiguousarray(RK45.P, dtype=float)
+# DOP853: 12 stages (+ the derivative at the step's end), 3 more for the dense output
+STAGES = dop.N_STAGES
+RK_A = np.ascontiguousarray(dop.A, dtype=float)          # (16, 16), extra stages below
+RK_B = np.ascontiguousarray(dop.B, dtype=float)
+RK_E3 = np.ascontiguousarray(dop.E3, dtype=float)
+RK_E5 = np.ascontiguousarray(dop.E5, dtype=float)
+RK_D = np.ascontiguousarray(dop.D, dtype=float)           # (4, 16)
+DENSE_POWER = dop.INTERPOLATOR_POWER                      # 7
 
 # counters of run_events
 C_ROWS, C_EVENTS, C_STEPS, C_REJECTED, C_EVALS, C_FAILED = range(6)
@@ -40,19 +42,41 @@ COUNTERS = 6
 
 
 @allocating_kernel
-def _dense(y, kstages, h, theta, rk_p, out):
+def _prepare_dense(p, y, ynew, kst, h, modes, vminus, tau, rk_a, rk_d, dense, ytmp, mass,
+                   rhs, s, pt, force):
+    """The 7 coefficient rows of DOP853's dense output of the step y -> ynew (3 more
+    derivative evaluations)."""
     ny = y.shape[0]
+    for st in range(STAGES + 1, STAGES + 4):
+        for a in range(ny):
+            acc = 0.0
+            for j in range(st):
+                acc += rk_a[st, j] * kst[j, a]
+            ytmp[a] = y[a] + h * acc
+        derivative(p, ytmp, modes, vminus, tau, kst[st], mass, rhs, s, pt, force)
     for a in range(ny):
-        out[a] = y[a]
-    for j in range(kstages.shape[0]):
-        q = 0.0
-        power = theta
-        for m in range(rk_p.shape[1]):
-            q += rk_p[j, m] * power
-            power *= theta
-        if q != 0.0:
-            for a in range(ny):
-                out[a] += h * q * kstages[j, a]
+        delta = ynew[a] - y[a]
+        dense[0, a] = delta
+        dense[1, a] = h * kst[0, a] - delta
+        dense[2, a] = 2.0 * delta - h * (kst[STAGES, a] + kst[0, a])
+        for m in range(rk_d.shape[0]):
+            acc = 0.0
+            for j in range(kst.shape[0]):
+                acc += rk_d[m, j] * kst[j, a]
+            dense[3 + m, a] = h * acc
+
+
+@allocating_kernel
+def _dense(y, dense, theta, out):
+    """The state at the fraction ``theta`` of the step (DOP853's interpolant)."""
+    ny = y.shape[0]
+    rows = dense.shape[0]
+    for a in range(ny):
+        acc = 0.0
+        for i in range(rows):
+            acc += dense[rows - 1 - i, a]
+            acc *= theta if i % 2 == 0 else 1.0 - theta
+        out[a] = y[a] + acc
 
 
 @allocating_kernel
@@ -65,18 +89,20 @@ def _crossed(modes, heights, k):
 
 @allocating_kernel
 def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_max,
-               rk_a, rk_b, rk_e, rk_p, out_t, out_y, out_modes, out_vminus, events,
+               rk_a, rk_b, rk_e3, rk_e5, rk_d, out_t, out_y, out_modes, out_vminus, events,
                counters):
     """Integrate from t = 0 to t_end with events (module docstring). Rows every dt_out
     go to out_t, out_y (state), out_modes and out_vminus (modes and onset rates in force
     at the row); events to ``events`` (rows [t, point, kind], as many as fit).
-    ``modes``, ``vminus`` are the initial contact state (updated in place). counters:
-    rows, events, accepted steps, rejected steps, derivative evaluations, failed flag."""
+    ``modes``, ``vminus`` are the initial contact state (updated in place); y0 becomes
+    the final state. counters: rows, events, accepted steps, rejected steps, derivative
+    evaluations, failed flag."""
     n = int(p[P_N])
     nz = 2 + 2 * n
     ny = y0.shape[0]
     npts = n + 1
-    kst = np.zeros((7, ny))
+    kst = np.zeros((STAGES + 4, ny))
+    dense = np.zeros((DENSE_POWER, ny))
     y = y0.copy()
     ytmp = np.zeros(ny)
     ynew = np.zeros(ny)
@@ -95,7 +121,6 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
     h = min(1e-4, h_max)
     derivative(p, y, modes, vminus, tau, kst[0], mass, rhs, s, pt, force)
     evals = 1
-    row = 0
     out_t[0] = 0.0
     out_y[0, :] = y
     out_modes[0, :] = modes
@@ -107,34 +132,34 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
             h = h_max
         if h > t_end - t:
             h = t_end - t
-        for st in range(1, 6):
+        for st in range(1, STAGES):
             for a in range(ny):
-                acc = y[a]
+                acc = 0.0
                 for j in range(st):
-                    acc += h * rk_a[st, j] * kst[j, a]
-                ytmp[a] = acc
+                    acc += rk_a[st, j] * kst[j, a]
+                ytmp[a] = y[a] + h * acc
             derivative(p, ytmp, modes, vminus, tau, kst[st], mass, rhs, s, pt, force)
         for a in range(ny):
-            acc = y[a]
-            for j in range(6):
-                acc += h * rk_b[j] * kst[j, a]
-            ynew[a] = acc
-        ok = derivative(p, ynew, modes, vminus, tau, kst[6], mass, rhs, s, pt, force)
-        evals += 6
-        norm = 0.0
+            acc = 0.0
+            for j in range(STAGES):
+                acc += rk_b[j] * kst[j, a]
+            ynew[a] = y[a] + h * acc
+        ok = derivative(p, ynew, modes, vminus, tau, kst[STAGES], mass, rhs, s, pt, force)
+        evals += STAGES
+        err5, err3 = 0.0, 0.0
         for a in range(ny):
-            e = 0.0
-            for j in range(7):
-                e += h * rk_e[j] * kst[j, a]
+            e5, e3 = 0.0, 0.0
+            for j in range(STAGES + 1):
+                e5 += rk_e5[j] * kst[j, a]
+                e3 += rk_e3[j] * kst[j, a]
             scale = atol + rtol * max(abs(y[a]), abs(ynew[a]))
-            norm += (e / scale) ** 2
-        norm = math.sqrt(norm / ny)
+            err5 += (e5 / scale) ** 2
+            err3 += (e3 / scale) ** 2
+        norm = 0.0
+        if err5 > 0.0 or err3 > 0.0:
+            norm = h * err5 / math.sqrt((err5 + 0.01 * err3) * ny)
         if not ok or not (norm <= 1.0):
-            if not np.isfinite(norm) and h < 1e-14:
-                counters[C_FAILED] = 1.0
-                break
-            factor = 0.2 if not np.isfinite(norm) else max(0.2, 0.9 * norm ** -0.2)
-            h *= factor
+            h *= max(0.2, 0.9 * norm ** -0.125) if np.isfinite(norm) and ok else 0.2
             counters[C_REJECTED] += 1.0
             if h < 1e-14:
                 counters[C_FAILED] = 1.0
@@ -143,6 +168,14 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
         counters[C_STEPS] += 1.0
         # events: has any end point crossed the ground for its mode by the step's end?
         point_heights(p, ynew, heights)
+        crossing = False
+        for k in range(npts):
+            crossing = crossing or _crossed(modes, heights, k)
+        needs_dense = crossing or (row < n_rows and row * dt_out <= t + h + 1e-12)
+        if needs_dense:
+            _prepare_dense(p, y, ynew, kst, h, modes, vminus, tau, rk_a, rk_d, dense, ytmp,
+                           mass, rhs, s, pt, force)
+            evals += 3
         theta_event = 2.0
         for k in range(npts):
             if not _crossed(modes, heights, k):
@@ -150,7 +183,7 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
             lo, hi = 0.0, 1.0
             while (hi - lo) * h > t_tol:
                 mid = 0.5 * (lo + hi)
-                _dense(y, kst, h, mid, rk_p, yev)
+                _dense(y, dense, mid, yev)
                 point_heights(p, yev, probe)
                 if _crossed(modes, probe, k):
                     hi = mid
@@ -163,15 +196,14 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
             t_step_end = t + theta_event * h
         # rows inside (t, t_step_end]
         while row < n_rows and row * dt_out <= t_step_end + 1e-12:
-            theta = (row * dt_out - t) / h
-            _dense(y, kst, h, theta, rk_p, ytmp)
+            _dense(y, dense, (row * dt_out - t) / h, ytmp)
             out_t[row] = row * dt_out
             out_y[row, :] = ytmp
             out_modes[row, :] = modes
             out_vminus[row, :] = vminus
             row += 1
         if theta_event <= 1.0:
-            _dense(y, kst, h, theta_event, rk_p, yev)
+            _dense(y, dense, theta_event, yev)
             point_heights(p, yev, probe)
             assemble(p, yev[0:nz], yev[nz:2 * nz], mass, rhs, s)
             for k in range(npts):
@@ -199,9 +231,8 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
             y[:] = ynew
             t = t_step_end
             for a in range(ny):
-                kst[0, a] = kst[6, a]
-            grow = 10.0 if norm == 0.0 else min(10.0, 0.9 * norm ** -0.2)
-            h *= grow
+                kst[0, a] = kst[STAGES, a]
+            h *= 10.0 if norm == 0.0 else min(10.0, 0.9 * norm ** -0.125)
     counters[C_ROWS] = row
     counters[C_EVENTS] = n_events
     counters[C_EVALS] = evals
@@ -308,7 +339,8 @@ def simulate_events(p: np.ndarray, z0, zd0, t_end: float, dt_out: float = 1e-3,
     events, counters = np.zeros((max_events, 3)), np.zeros(COUNTERS)
     torque = np.zeros(max(n - 1, 1)) if tau is None else np.asarray(tau, dtype=float)
     run_events(p, y, modes, vminus, torque, t_end, dt_out, rtol, atol, t_tol, h_max,
-               RK_A, RK_B, RK_E, RK_P, out_t, out_y, out_modes, out_vminus, events, counters)
+               RK_A, RK_B, RK_E3, RK_E5, RK_D, out_t, out_y, out_modes, out_vminus, events,
+               counters)
     kept = int(counters[C_ROWS])
     n_events = min(int(counters[C_EVENTS]), max_events)
     return EventRun(out_t[:kept], out_y[:kept], out_modes[:kept], out_vminus[:kept],

@@ -20,15 +20,19 @@ phi_{i+1} = phi_i + delta_i Theta_i(1) / l + q_{i+1}, O_{i+1} = O_i + R(phi_i) [
 Both phi and psi are linear in z. The contact points are the link end points
 O_1 .. O_{n+1}.
 
-**Dynamics** (Kane's equations for the link masses lumped at Gauss-Legendre points,
-which are Lagrange's equations of the kinetic energy that quadrature defines, so energy
-is conserved exactly up to the integration error):
+**Dynamics** (Kane's equations of the link masses at Gauss-Legendre points, which are
+Lagrange's equations of the kinetic energy that quadrature defines, so energy is
+conserved exactly up to the integration error):
 
     M(z) = sum_g w_g mu J_g^T J_g + sum_g w_g rho_I Jpsi_g^T Jpsi_g
     bias = sum_g w_g mu J_g^T (a0_g + [0, g]) + K delta + D delta_dot
     M(z) zdd + bias = Q (joint torques, contact forces)
 
-with J_g = dr_g/dz, a0_g the part of r_g's acceleration that does not depend on zdd,
+with J_g = dr_g/dz, a0_g the part of r_g's acceleration that does not depend on zdd.
+Because r_g = O_i + R(phi_i) p_g with p_g = [x_g, delta_i W(x_g)], both sums reduce to
+nine integrals per link (int mu [1, x, W, x^2, x W, W^2] and int rho_I [1, Theta,
+Theta^2], precomputed in the params), so a step costs O(n N^2) whatever the quadrature;
+tests/test_flex_chain.py checks M against finite-difference Jacobians of the points.
 K_i = int [k A G (W' - Theta)^2 + E I Theta'^2] dx (paper eq. 9, bending and shear),
 D_i = int [gamma W^2 + K_v I W''^2] dx (eq. 11, air and Kelvin-Voigt damping, a Rayleigh
 function of delta_dot). Units: SI throughout.
@@ -67,7 +71,11 @@ L_K = 3            # modal stiffness, N/m
 L_D = 4            # modal damping, N s/m
 L_THETA_END = 5    # Theta(1) / l, rad/m
 L_W_END = 6        # W(1)
-L_POINTS = 7       # then ng x (x, weight (m), W, Theta / l)
+# mass integrals over the link (Gauss-Legendre, x in m): int mu [1, x, W, x^2, x W, W^2] dx
+L_M0, L_MX, L_MW, L_MXX, L_MXW, L_MWW = 7, 8, 9, 10, 11, 12
+# rotary inertia integrals: int rho_I [1, Theta / l, (Theta / l)^2] dx
+L_R0, L_RT, L_RTT = 13, 14, 15
+L_POINTS = 16      # then ng x (x, weight (m), W, Theta / l): the quadrature itself
 POINT_SIZE = 4
 
 
@@ -169,7 +177,14 @@ def _link_block(chain: FlexChainParams, i: int, eta: np.ndarray, w_eta: np.ndarr
         head[L_THETA_END] = float(shape(name, 1.0, THETA)) / l
         theta = shape(name, eta, THETA) / l
     head[L_W_END] = float(shape(name, 1.0, W))
-    points = np.column_stack([eta * l, w_eta * l, shape(name, eta, W), theta]).ravel()
+    x, weight, wsh = eta * l, w_eta * l, shape(name, eta, W)
+    mu, rho_i = chain.mu[i], chain.rho_i[i]
+    for slot, values in ((L_M0, 1.0), (L_MX, x), (L_MW, wsh), (L_MXX, x * x), (L_MXW, x * wsh),
+                         (L_MWW, wsh * wsh)):
+        head[slot] = mu * float(np.sum(weight * values))
+    for slot, values in ((L_R0, 1.0), (L_RT, theta), (L_RTT, theta * theta)):
+        head[slot] = rho_i * float(np.sum(weight * values))
+    points = np.column_stack([x, weight, wsh, theta]).ravel()
     return np.concatenate([head, points])
 
 
@@ -178,6 +193,20 @@ def _link_block(chain: FlexChainParams, i: int, eta: np.ndarray, w_eta: np.ndarr
 def q_index(n, i):
     """Index in z of link i's joint angle (i 0-based)."""
     return n - 1 if i == 0 else i - 1
+
+
+@kernel
+def active_coordinate(n, j):
+    """The j-th coordinate that can move link i's base or frame (j < 3 + 2 i): X_1, X_2,
+    q_1, then delta_k and q_{k+1} of every link k before i."""
+    if j == 0:
+        return n
+    if j == 1:
+        return n + 1
+    if j == 2:
+        return n - 1
+    k = (j - 3) // 2
+    return n + 2 + k if (j - 3) % 2 == 0 else k
 
 
 @kernel
@@ -191,8 +220,8 @@ def assemble(p, z, zd, mass, bias, s):
     nz = 2 + 2 * n
     jphi = s[0:nz]
     jo = s[nz:3 * nz]          # rows: d O_x / dz, d O_y / dz
-    jq = s[3 * nz:5 * nz]
-    jpsi = s[5 * nz:6 * nz]
+    cross_o = s[3 * nz:4 * nz]    # JO^T (S R s): the link's first moment against O's motion
+    mode_o = s[5 * nz:6 * nz]     # mW JO^T R e2: the mode against O's motion
     for a in range(nz):
         bias[a] = 0.0
         jphi[a] = 0.0
@@ -215,46 +244,43 @@ def assemble(p, z, zd, mass, bias, s):
     for i in range(n):
         base = HEAD + i * lsize
         l = p[base + L_LENGTH]
-        mu = p[base + L_MU]
-        rho_i = p[base + L_RHO_I]
         idl = n + 2 + i
         d, dd = z[idl], zd[idl]
         c, sn = math.cos(phi), math.sin(phi)
-        for k in range(ng):
-            pt = base + L_POINTS + POINT_SIZE * k
-            x, wgt, wsh, th = p[pt], p[pt + 1], p[pt + 2], p[pt + 3]
-            y = d * wsh
-            prx, pry = c * x - sn * y, sn * x + c * y          # R p
-            ex, ey = -sn * wsh, c * wsh                         # R [0, W]
-            # J of the point: jo + S R p * jphi + R[0, W] e_delta
-            for a in range(nz):
-                jq[a] = jo[a] - pry * jphi[a]
-                jq[nz + a] = jo[nz + a] + prx * jphi[a]
-            jq[idl] += ex
-            jq[nz + idl] += ey
-            # acceleration at zdd = 0: a0_O - phid^2 R p + 2 phid dd S R [0, W]
-            axq = ax0 - phid * phid * prx - 2.0 * phid * dd * ey
-            ayq = ay0 - phid * phid * pry + 2.0 * phid * dd * ex
-            m = wgt * mu
-            fx, fy = m * axq, m * (ayq + g)
-            for a in range(nz):
-                ja, jb = jq[a], jq[nz + a]
-                if ja == 0.0 and jb == 0.0:
-                    continue
-                bias[a] += ja * fx + jb * fy
-                for b in range(nz):
-                    mass[a, b] += m * (ja * jq[b] + jb * jq[nz + b])
-            potential += m * g * (oy + pry)
-            if rho_i != 0.0:
-                for a in range(nz):
-                    jpsi[a] = jphi[a]
-                jpsi[idl] += th
-                mr = wgt * rho_i
-                for a in range(nz):
-                    if jpsi[a] == 0.0:
-                        continue
-                    for b in range(nz):
-                        mass[a, b] += mr * jpsi[a] * jpsi[b]
+        m0, mx, mw = p[base + L_M0], p[base + L_MX], p[base + L_MW]
+        mxx, mxw, mww = p[base + L_MXX], p[base + L_MXW], p[base + L_MWW]
+        r0, rt, rtt = p[base + L_R0], p[base + L_RT], p[base + L_RTT]
+        # first moment about O_i in the ground frame, R [mx, d mW], and the mode direction
+        sx, sy = c * mx - sn * d * mw, sn * mx + c * d * mw
+        ex, ey = -sn, c                                        # R [0, 1]
+        inertia = mxx + d * d * mww + r0                       # about O_i, per unit phi
+        cross = mxw + rt                                       # phi-delta coupling
+        # a0 of O_i plus gravity, and the link's resultant of m (a0 + g)
+        gx, gy = ax0, ay0 + g
+        fx = m0 * gx - phid * phid * sx - 2.0 * phid * dd * mw * ey
+        fy = m0 * gy - phid * phid * sy + 2.0 * phid * dd * mw * ex
+        moment = -sy * gx + sx * gy + 2.0 * phid * dd * d * mww
+        modal = mw * (ex * gx + ey * gy) - phid * phid * d * mww
+        # only the coordinates that move O_i or turn link i's frame: X_1, X_2, q_1 and
+        # the joint angles and modes of the links before it (3 + 2 i of them)
+        active = 3 + 2 * i
+        for ja in range(active):
+            a = active_coordinate(n, ja)
+            cross_o[a] = jo[nz + a] * sx - jo[a] * sy
+            mode_o[a] = mw * (jo[a] * ex + jo[nz + a] * ey)
+        for ja in range(active):
+            a = active_coordinate(n, ja)
+            bias[a] += jo[a] * fx + jo[nz + a] * fy + jphi[a] * moment
+            for jb in range(active):
+                b = active_coordinate(n, jb)
+                mass[a, b] += (m0 * (jo[a] * jo[b] + jo[nz + a] * jo[nz + b])
+                               + cross_o[a] * jphi[b] + jphi[a] * cross_o[b]
+                               + inertia * jphi[a] * jphi[b])
+            mass[a, idl] += mode_o[a] + cross * jphi[a]
+            mass[idl, a] += mode_o[a] + cross * jphi[a]
+        bias[idl] += modal
+        mass[idl, idl] += mww + rtt
+        potential += g * (m0 * oy + sy)
         # elastic and dissipative forces of the mode
         kk, dk = p[base + L_K], p[base + L_D]
         bias[idl] += kk * d + dk * dd

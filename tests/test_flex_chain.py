@@ -44,42 +44,50 @@ def test_sc_and_cs_are_mirror_images_so_the_mixed_chains_are_symmetric():
 # -- equations of motion --------------------------------------------------------------
 
 def _points_numpy(p, z, ng):
-    """Gauss-point positions of every link from the kinematics written out in numpy
-    (independent of the kernel's recursive Jacobians)."""
+    """Gauss-point positions (m) and cross-section angles (rad) of every link, from the
+    kinematics written out in numpy (independent of the kernel's recursive Jacobians and
+    its per-link integrals)."""
     n = int(p[fc.P_N])
     size = fc.link_size(ng)
     q_rel = list(z[:n - 1])
     phi, o = z[n - 1], np.array([z[n], z[n + 1]])
-    out = []
+    positions, angles = [], []
     for i in range(n):
         base = fc.HEAD + i * size
         pts = p[base + fc.L_POINTS:base + size].reshape(ng, 4)
         d = z[n + 2 + i]
         rot = np.array([[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]])
-        for x, _, wsh, _ in pts:
-            out.append(o + rot @ np.array([x, d * wsh]))
+        for x, _, wsh, theta in pts:
+            positions.append(o + rot @ np.array([x, d * wsh]))
+            angles.append(phi + d * theta)
         o = o + rot @ np.array([p[base + fc.L_LENGTH], d * p[base + fc.L_W_END]])
         if i + 1 < n:
             phi = phi + d * p[base + fc.L_THETA_END] + q_rel[i]
-    return np.array(out)
+    return np.array(positions), np.array(angles)
 
 
 def test_the_mass_matrix_equals_one_from_finite_difference_jacobians():
-    chain = paper_chain("sc-cc-cs", rotary_inertia=0.0, gauss_points=6)
+    """M = sum_g w_g (mu J_g^T J_g + rho_I Jpsi_g^T Jpsi_g) with the Jacobians of the
+    quadrature points by central differences, against the kernel's per-link integrals."""
+    chain = paper_chain("sc-cc-cs", gauss_points=6, rotary_inertia=3e-3)
     p = chain.block()
     rng = np.random.default_rng(4)
     z = rng.normal(size=NZ) * np.array([1, 1, 1, 1, 1, 0.05, 0.05, 0.05])
     mass, bias, s = np.zeros((NZ, NZ)), np.zeros(NZ), np.zeros(fc.scratch_size(3))
     fc.assemble(p, z, np.zeros(NZ), mass, bias, s)
     eps = 1e-6
-    jac = np.zeros((3 * 6, 2, NZ))
+    jac, jpsi = np.zeros((3 * 6, 2, NZ)), np.zeros((3 * 6, NZ))
     for a in range(NZ):
         dz = np.zeros(NZ)
         dz[a] = eps
-        jac[:, :, a] = (_points_numpy(p, z + dz, 6) - _points_numpy(p, z - dz, 6)) / (2 * eps)
+        (r_plus, psi_plus), (r_minus, psi_minus) = (_points_numpy(p, z + dz, 6),
+                                                    _points_numpy(p, z - dz, 6))
+        jac[:, :, a] = (r_plus - r_minus) / (2 * eps)
+        jpsi[:, a] = (psi_plus - psi_minus) / (2 * eps)
     weights = np.concatenate([p[fc.HEAD + i * fc.link_size(6) + fc.L_POINTS + 1:
                                 fc.HEAD + (i + 1) * fc.link_size(6):4] for i in range(3)])
-    reference = np.einsum("g,gka,gkb->ab", weights * 1.0, jac, jac)
+    reference = (np.einsum("g,gka,gkb->ab", weights * chain.mu[0], jac, jac)
+                 + np.einsum("g,ga,gb->ab", weights * chain.rho_i[0], jpsi, jpsi))
     assert np.abs(mass - reference).max() < 1e-8 * np.abs(reference).max()
 
 
