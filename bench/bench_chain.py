@@ -3,8 +3,9 @@
 Prints medians and tails of: the derivative (one evaluation), one fixed-step 1 ms tick
 in flight and in contact (RK4 substeps of 1e-4 s / 1e-5 s), and the wall time of the
 1.5 s drop of each built-in mode set with event location (rtol 1e-10), with its steps
-and impacts. Compilation is done (and excluded) before timing. Run on a quiet machine:
-    python bench/bench_chain.py [--repeat 5]
+and impacts; with --accuracy, the fixed step against the event-located run (first impact
+time, rebound apex, energy books). Compilation is done (and excluded) before timing. Run on a quiet machine:
+    python bench/bench_chain.py [--repeat 5] [--accuracy]
 """
 from __future__ import annotations
 
@@ -60,9 +61,41 @@ def bench_ticks(p, y0, modes0, ticks=300) -> list:
     return out
 
 
+def apex(p, run, after=0.44, before=0.6) -> tuple[float, float]:
+    """Height (m) and time (s) of O_1's first rebound apex."""
+    rows = (run.t > after) & (run.t <= before)
+    heights = np.array([fc.end_points(p, y[:8])[0, 1] for y in run.y[rows]])
+    return float(heights.max()), float(run.t[rows][heights.argmax()])
+
+
+def accuracy() -> None:
+    """The fixed-step variant at 1 ms ticks against the event-located run (ss-ss-ss)."""
+    p = paper_chain("ss-ss-ss").block()
+    z0, zd0 = paper_initial_state()
+    ref = ci.simulate_events(p, z0, zd0, 0.6, dt_out=1e-3, rtol=1e-11, atol=1e-13)
+    first = ref.events[ref.events[:, 2] == 1][0, 0]
+    top, when = apex(p, ref)
+    nz = 8
+    energy = np.array([fc.energy(p, y[:nz], y[nz:2 * nz]) for y in ref.y])
+    books = energy - energy[0] - (ref.y[:, 16] + ref.y[:, 17] - ref.y[:, 18])
+    print(f"event-located (rtol 1e-11): first impact {first:.9f} s, O1 apex {top:.6f} m at "
+          f"{when:.3f} s, energy books max error {np.abs(books).max():.2e} J")
+    for fine in (2e-5, 1e-5, 5e-6):
+        run = ci.simulate_fixed(p, z0, zd0, 0.6, dt=1e-3, h_fine=fine, h_coarse=1e-4)
+        onset = run.events[run.events[:, 2] == 1][0, 0]
+        top_f, _ = apex(p, run)
+        energy = np.array([fc.energy(p, y[:nz], y[nz:2 * nz]) for y in run.y])
+        books = energy - energy[0] - (run.y[:, 16] + run.y[:, 17] - run.y[:, 18])
+        print(f"fixed 1 ms ticks, substeps {fine:.0e} s near contact / 1e-4 s: first impact "
+              f"late by {(onset - first) * 1e6:.2f} us, O1 apex error {(top_f - top) * 1e3:+.4f} mm,"
+              f" energy books max error {np.abs(books).max():.2e} J, {run.substeps} substeps")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="drops per mode set")
+    parser.add_argument("--accuracy", action="store_true",
+                        help="also compare the fixed step with the event-located run")
     args = parser.parse_args()
     z0, zd0 = paper_initial_state()
     p = paper_chain("ss-ss-ss").block()
@@ -90,6 +123,8 @@ def main() -> None:
               f"(max {max(walls) * 1e3:7.1f}), {1.5 / wall:5.1f}x faster than real time; "
               f"{run.steps} steps, {run.rejected} rejected, {run.evaluations} evaluations, "
               f"{onsets} impacts")
+    if args.accuracy:
+        accuracy()
 
 
 if __name__ == "__main__":
