@@ -246,3 +246,28 @@ def test_flex_chain_config_errors_are_one_line(tmp_path):
 
     with pytest.raises(ConfigError, match="plant.modes: expected at least 2 of ss, cc, sc, cs"):
         load("chain_drop_ss", ["plant.modes='ss-xx-ss'"])
+
+
+def test_hil_sim_fixed_step_ticks_find_the_first_impact_within_a_substep(tmp_path):
+    from hilrig.rt import cli
+
+    out = tmp_path / "fixed.npz"
+    assert cli.main(["sim", "chain_drop_ss", "--duration", "0.44", "--dt", "0.001",
+                     "--set", "sim.integrator='rk4'", "--out", str(out)]) == 0
+    arrays = np.load(out)
+    assert len(arrays["t"]) == 441
+    onsets = arrays["events"][arrays["events"][:, 2] == 1]
+    assert sorted(onsets[:2, 1]) == [0.0, 3.0]
+    assert 0.0 <= onsets[0, 0] - FREE_FALL < 1e-5          # plant.substep_fine
+    in_contact = arrays["contact_force"][:, :, 1] > 0.0
+    assert in_contact.any() and not in_contact[:, 1:3].any()
+
+
+def test_hil_sim_refuses_what_this_plant_does_not_run():
+    from hilrig.errors import ConfigError
+    from hilrig.rt.config import load
+    from hilrig.rt.sim import simulate
+
+    with pytest.raises(ConfigError, match="sim.integrator: flex_chain runs 'accurate' "
+                                          r"\(event-located\) or 'rk4'"):
+        simulate(load("chain_drop_ss", ["sim.integrator='euler'", "sim.duration=0.001"]))
