@@ -11,9 +11,10 @@ joint torques (N m) on q_2 .. q_n; the paper's drop has none (a zero-torque cont
 locates every contact onset and separation (plant.contact_integrators.run_events,
 tolerances sim.rtol, sim.atol, plant.event_tolerance); ``"rk4"`` takes fixed ticks of
 sim.dt in RK4 substeps (plant.substep_fine in or near contact, plant.substep_coarse in
-flight). The Plant that ``build`` returns (what ``hil run`` and the emulators step) is
-the chain *without* the ground: hilrig's real-time loop steps a chain's mechanism at
-sim.dt and has no substeps or contact state.
+flight). The Plant that ``build`` returns (what the emulators and, with
+``plant.contact = false``, ``hil run`` step) is the chain *without* the ground: hilrig's
+real-time loop steps a chain's mechanism at sim.dt and has no substeps or contact state,
+so rt.session refuses a real-time run with contact.
 """
 from __future__ import annotations
 

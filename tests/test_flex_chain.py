@@ -271,3 +271,15 @@ def test_hil_sim_refuses_what_this_plant_does_not_run():
     with pytest.raises(ConfigError, match="sim.integrator: flex_chain runs 'accurate' "
                                           r"\(event-located\) or 'rk4'"):
         simulate(load("chain_drop_ss", ["sim.integrator='euler'", "sim.duration=0.001"]))
+
+
+def test_a_real_time_run_refuses_the_ground_it_cannot_model(tmp_path):
+    """hil run steps a chain's mechanism once per tick: no contact state, no substeps."""
+    from hilrig.errors import ConfigError
+    from hilrig.rt.config import load
+    from hilrig.rt.session import Session
+
+    with pytest.raises(ConfigError, match="plant.contact: flex_chain's ground contact runs "
+                                          "under hil sim only"):
+        Session(load("chain_drop_ss", ["sim.integrator='rk4'", "sim.dt=0.001"]),
+                tmp_path / "run.mcap")
