@@ -180,23 +180,29 @@ def test_energy_books_close(drop_ss):
 
 
 def test_impacts_against_the_paper(drop_ss):
-    """The paper counts 11 impact pairs (22 impacts) for ss-ss-ss in 1.5 s; this model
-    (Table 3 with J3 as rotary inertia, Timoshenko stiffness, friction) gives 13 pairs: the
-    same first cluster of three impacts of the outer joints, then a different count later
-    (docs/CONTACT.md has the spread over the modelling choices). Every onset comes in a
-    mirror pair (to 1e-8 s over the first second), the first at the free-fall time
-    located to 1e-8 s."""
+    """The paper counts 11 impact pairs (22 impacts) for ss-ss-ss in 1.5 s, the first impact
+    of the outer joints followed by two more within milliseconds. This model (Table 3 with
+    J3 as rotary inertia, Timoshenko stiffness, friction) has the same opening; its first
+    seven onset instants are the same in every run tried (RK45 or DOP853, rtol 1e-9 to
+    1e-11). The total is 26 here, but the cluster of grazing impacts of the inner joints at
+    1.10-1.12 s gains or loses a pair with rounding-level changes (28 with another
+    summation order of the mass matrix, 30 with RK45 at rtol 1e-9): 26 to 30 is asserted
+    (docs/CONTACT.md). Every onset comes in a mirror pair (to 1e-8 s over the first
+    second), the first at the free-fall time located to 1e-8 s."""
     _, run = drop_ss
     onsets = run.events[run.events[:, 2] == 1]
-    assert len(onsets) == 26
-    times = onsets[:, 0].reshape(-1, 2)
+    assert 26 <= len(onsets) <= 30 and len(onsets) % 2 == 0
+    order = np.lexsort((onsets[:, 1], onsets[:, 0]))
+    times = onsets[order, 0].reshape(-1, 2)
     early = times[:, 0] < 1.0        # rounding grows with every impact (MODELS: ~1 s)
     assert np.abs(times[early, 0] - times[early, 1]).max() < 1e-8
     assert np.abs(times[:, 0] - times[:, 1]).max() < 1e-6
-    points = np.sort(onsets[:, 1].reshape(-1, 2), axis=1)
+    points = np.sort(onsets[order, 1].reshape(-1, 2), axis=1)
     assert all(tuple(pair) in {(0, 3), (1, 2)} for pair in points)
     assert times[0, 0] == pytest.approx(FREE_FALL, abs=1e-8)
-    assert tuple(points[:3, 0]) == (0, 0, 0) and times[2, 0] < FREE_FALL + 0.01
+    opening = [0.4284, 0.4326, 0.4369, 0.5216, 0.5260, 0.7267, 0.9355]
+    assert times[:7, 0] == pytest.approx(opening, abs=1e-4)
+    assert [tuple(pair) for pair in points[:7]] == [(0, 3)] * 3 + [(1, 2)] * 2 + [(0, 3)] * 2
     separations = run.events[run.events[:, 2] == 0]
     assert len(separations) == len(onsets)
 
