@@ -17,6 +17,10 @@ LOG_GROUPS = ("t", "q", "u", "lateness", "compute_tick")
 
 def plot_run(arrays: dict, path: str) -> None:
     """Draw joint angles (jam instants marked), inputs, and the model's diagnostics to ``path``."""
+    if "points" in arrays:   # a chain on the ground (rt.contact_sim): its own plot
+        from hilrig.rt.contact_plot import plot_contact_run
+        plot_contact_run(arrays, path)
+        return
     meta = json.loads(str(arrays["meta"]))
     t = arrays["t"]
     rrr3 = meta["plant"]["model"] == "rrr3"

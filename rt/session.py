@@ -101,6 +101,10 @@ class Session:
         if sim.integrator == "accurate":
             raise ConfigError("sim.integrator: 'accurate' is for offline runs (hil sim); "
                               "a real-time run needs 'rk4' or 'euler'")
+        if cfg.plant.model == "flex_chain" and cfg.plant.contact:
+            raise ConfigError("plant.contact: flex_chain's ground contact runs under hil sim "
+                              "only; the real-time loop steps the chain without the ground "
+                              "(plant.contact = false runs it so)")
         self.method = METHODS[sim.integrator]
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)

@@ -19,7 +19,7 @@ from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.layout import MODEL_RRR3
 from hilrig.plant.model import METHODS
-from hilrig.rt import accurate, lockstep
+from hilrig.rt import accurate, contact_sim, lockstep
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import to_json
 
@@ -43,6 +43,8 @@ class SimRun:
 
 def simulate(cfg: Config) -> SimRun:
     """Run the resolved config offline. Raises SimulationError on an invalid state."""
+    if cfg.plant.model == contact_sim.MODEL:   # a chain on the ground: its own integrators
+        return contact_sim.simulate(cfg)
     sim = cfg.sim
     h = sim.dt
     n_steps = int(round(sim.duration / h))

@@ -50,8 +50,8 @@ def test_configs_directory_has_the_paper_scenarios():
 def test_every_config_loads_with_the_documented_keys(path):
     cfg = load(path)
     plant, ctrl, inp = cfg.plant, cfg.controller, cfg.input
-    nq = 6 if plant.model == "rrr3" else 3
-    nact = 3
+    nq = {"rrr3": 6, "flex_chain": 8}.get(plant.model, 3)   # flex_chain: 3 links, 3 modes
+    nact = 2 if plant.model == "flex_chain" else 3           # its two joint torques
     assert len(plant.q0) == nq
     assert len(plant.qd0) == nq
     assert all(isinstance(v, float) for v in plant.q0 + plant.qd0)
