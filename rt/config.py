@@ -43,10 +43,12 @@ SCHEMA: dict[str, Any] = {
     "sim": {
         "duration": Key("float", 10.0, positive=True, doc="run length, s"),
         "dt": Key("float", 0.001, positive=True, doc="fixed step and control period, s"),
-        "integrator": Key("str", "rk4", choices=("rk4", "euler", "accurate")),
+        "integrator": Key("str", "rk4", choices=("rk4", "euler", "rosenbrock", "accurate"),
+                          doc="rosenbrock: linearly implicit, for stiff chains (plant.rosenbrock)"),
         "rtol": Key("float", 1e-10, positive=True, doc="accurate path relative tolerance"),
         "atol": Key("float", 1e-12, positive=True, doc="accurate path absolute tolerance"),
-        "accurate_method": Key("str", "DOP853", choices=("DOP853", "Radau", "RK45", "LSODA")),
+        "accurate_method": Key("str", "DOP853",
+                               choices=("DOP853", "Radau", "BDF", "RK45", "LSODA")),
         "control": Key("str", "sampled", choices=("sampled", "continuous"),
                        doc="sampled: command held over each step (a real controller); "
                            "continuous: evaluated at every instant (accurate path only)"),
@@ -467,6 +469,11 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
         raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
                           "fixed-step run holds the command over each step)")
+    if cfg["sim"]["integrator"] == "rosenbrock" and (plant["model"] == "rrr3"
+                                                      or plant["drive"] == "voltage_full"):
+        raise ConfigError("sim.integrator: 'rosenbrock' steps chains and serial arms without "
+                          "current states (not plant.model = 'rrr3' nor plant.drive = "
+                          "'voltage_full'); use 'rk4' or 'accurate'")
     if plant["drive"] == "voltage_full" and cfg["sim"]["integrator"] != "accurate":
         tau = min(l / r for l, r in zip(plant["motor"]["inductance"], plant["motor"]["resistance"]))
         if cfg["sim"]["dt"] > 2.5 * tau:
