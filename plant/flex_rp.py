@@ -14,7 +14,8 @@ Inputs: the force F on d (N) and the torque tau on q (N m), or the voltages of D
 through hilrig's drive model.
 
 Kinetic energy, with the beam's integrals (plant.fem_beam.ClampedBeam: M_e, b, c, m_2,
-S, J0; they include the tip mass m_t) and m_d = m1 + m_2 the mass that d carries:
+S, J0; they include the tip mass m_t; plant.hub_inertia adds to J0) and m_d = m1 + m_2
+the mass that d carries:
 
     2T = m_d d'^2 + (J0 + e^T M_e e) q'^2 + 2 d' q' (S cos q - sin q b.e)
          + 2 d' cos q b.e' + 2 q' c.e' + e'^T M_e e'
@@ -73,6 +74,14 @@ KEYS = {
                           "+ beta K on every coordinate (eq. 29 read literally)"),
     "payload_mass": Key("float", PAPER["payload_mass"], minimum=0.0,
                         doc="m_t, point mass at the tip of link 2, kg"),
+    "hub_inertia": Key("float", 0.0, minimum=0.0,
+                       doc="J_h, inertia turning with q besides link 2 (a motor's rotor, a "
+                           "hub), kg m^2; the paper has none"),
+    "start_joints": Key("floats", None, length=2,
+                        doc="[d (m), q (rad)] at t = 0, in place of q0's first two (q0's "
+                            "length follows plant.elements)"),
+    "start_rates": Key("floats", None, length=2,
+                       doc="[d' (m/s), q' (rad/s)] at t = 0, in place of qd0's first two"),
 }
 
 MAX_ELEMENTS = 40
@@ -152,7 +161,7 @@ def params(plant) -> np.ndarray:
     head = np.zeros(P_ARRAYS)
     head[P_NE] = 2 * plant.elements
     head[P_MD] = plant.link1_mass + b.total_mass
-    head[P_J0] = b.hub_inertia
+    head[P_J0] = b.hub_inertia + plant.hub_inertia
     head[P_S] = b.static_moment
     head[P_ALPHA] = plant.rayleigh_alpha
     head[P_BETA] = plant.rayleigh_beta
@@ -186,7 +195,12 @@ def build(cfg: Config) -> Plant:
     nq, nact = 2 + 2 * p.elements, 2
     plant = Plant.chain(compiled_mechanism(), nq, nact, params(p), p.drive,
                         motor_params(cfg) if p.drive != "torque" else None)
-    plant.set_state(p.q0, p.qd0)
+    q0, qd0 = np.array(p.q0, dtype=float), np.array(p.qd0, dtype=float)
+    if p.start_joints is not None:
+        q0[:2] = p.start_joints
+    if p.start_rates is not None:
+        qd0[:2] = p.start_rates
+    plant.set_state(q0, qd0)
     return plant
 
 

@@ -175,6 +175,14 @@ SCHEMA: dict[str, Any] = {
             "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
         },
     },
+    "analyze": {   # hil analyze (rt.analyze)
+        "actuator_stiffness": Key("floats", 1e4, length="nact", scalar_ok=True, positive=True,
+                                  doc="3RRR: angular stiffness of each actuator about its "
+                                      "q0 angle, N m/rad (illustrative default)"),
+        "wrench": Key("floats", [0.0, 0.0, 0.0], length=3,
+                      doc="3RRR: external wrench on the platform, F_x, F_y (N), M_z (N m)"),
+        "grid": Key("int", 50, minimum=2, doc="points per side of the stiffness maps"),
+    },
     "faults": {
         "jam": {  # a table, or a list of tables
             "joint": Key("int", required=True, doc="1-based joint"),
