@@ -17,7 +17,8 @@ from scipy.integrate import solve_ivp
 
 def table(**changes) -> SimpleNamespace:
     """Table 1 of paper 002 as a [plant] table, with changes."""
-    return SimpleNamespace(**{**flex_rp.PAPER, "damping_on": "elastic", **changes})
+    return SimpleNamespace(**{**flex_rp.PAPER, "damping_on": "elastic", "hub_inertia": 0.0,
+                              **changes})
 
 
 def flex_config(sim=None, input_torque=(0.0, 0.0), **plant):
@@ -56,9 +57,10 @@ def test_element_matrices_equal_the_integrals_of_the_hermite_shapes():
 
 
 def test_mechanism_matches_lagrange_equations_derived_with_sympy(rng):
-    """M(Q), the velocity terms and V of two elements with the tip mass, from the kinetic
-    energy of the points of link 2 (r = (L1, d) + R(q) (s, w)) and 1/2 int EI w''^2."""
-    p = table(elements=2, rayleigh_alpha=0.0, rayleigh_beta=0.0)
+    """M(Q), the velocity terms and V of two elements with the tip mass and a hub inertia,
+    from the kinetic energy of the points of link 2 (r = (L1, d) + R(q) (s, w)) and
+    1/2 int EI w''^2."""
+    p = table(elements=2, rayleigh_alpha=0.0, rayleigh_beta=0.0, hub_inertia=2e-4)
     mu = p.density * p.width * p.thickness
     ei = p.youngs_modulus * p.width * p.thickness ** 3 / 12
     le = p.link2_length / 2
@@ -67,7 +69,7 @@ def test_mechanism_matches_lagrange_equations_derived_with_sympy(rng):
     d, q = coords[:2]
     nodal = [[0, 0, coords[2], coords[3]], list(coords[2:6])]
     values = {LE: le}
-    kinetic = sp.Rational(1, 2) * p.link1_mass * rates[0] ** 2
+    kinetic = sp.Rational(1, 2) * (p.link1_mass * rates[0] ** 2 + p.hub_inertia * rates[1] ** 2)
     potential = 0
     rot = sp.Matrix([[sp.cos(q), -sp.sin(q)], [sp.sin(q), sp.cos(q)]])
 
