@@ -6,14 +6,15 @@ If a jamming phase ends inside the step, the step is split at that instant and
 the joint is blocked there exactly (qd_k = 0), so jams need no step alignment
 beyond their start, which is a step boundary by construction.
 
-Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations) and
+Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations),
 ``METHOD_EULER`` (semi-implicit Euler: qd += h qdd(q, qd); q += h qd_new;
-i += h di/dt). RK4 runs fused, in scalars, for the 3-link arm
+i += h di/dt) and ``METHOD_ROSENBROCK`` (the linearly implicit ROS2 of
+plant.rosenbrock, for stiff chains; serial arms and chains without current states). RK4 runs fused, in scalars, for the 3-link arm
 (plant.dynamics.is_arm3: plant.rk4_arm3) and for the 3RRR without current
 states (plant.rrr3_scalar); every other plant, and a 3RRR step where
 Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 """
-from hilrig.plant import rrr3_scalar
+from hilrig.plant import rosenbrock, rrr3_scalar
 from hilrig.plant.dynamics import derivative, is_arm3
 from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
 from hilrig.plant.kernel import kernel
@@ -29,6 +30,7 @@ from hilrig.plant.rk4_arm3 import rk4_arm3
 
 METHOD_RK4 = 0
 METHOD_EULER = 1
+METHOD_ROSENBROCK = 2
 
 
 @kernel
@@ -108,6 +110,8 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
             sub = rk4_arm3(p, jams, x, u, tn - ts)
         elif fused_rrr3 and rrr3_scalar.rk4(p, x, u, tn - ts, work, False) > 0.0:
             sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
+        elif method == METHOD_ROSENBROCK:
+            sub = rosenbrock.ros2(p, jams, x, u, tn - ts, work, stages, mech)
         elif method == METHOD_RK4:
             sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx, mech)
         else:

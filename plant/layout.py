@@ -57,9 +57,10 @@ JAM_QDD = 2
 #   row  nq                      bias
 #   row  nq + 1                  drive force
 #   rows [nq + 2, ...)           model scratch
+#   the last 2 nq rows           the Rosenbrock step's matrices (plant.rosenbrock)
 # The integrator's stages (k1, k2, k3, k4 and the trial state) live in a separate
 # ``stages`` array of shape (5, nx): kept in ``work`` they made an RK4 step of the
 # 3-DOF arm four times slower (measured 1.19 us against 0.30 us).
 def work_shape(nq: int) -> tuple[int, int]:
     """Shape of the ``work`` array a plant of nq coordinates needs."""
-    return nq + 2 + max(24, nq + 8), max(3 * nq, 18)
+    return nq + 2 + max(24, nq + 8) + 2 * nq, max(3 * nq, 18)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from hilrig.plant import jam, rrr3
 from hilrig.plant.dynamics import derivative
-from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4, step
+from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4, METHOD_ROSENBROCK, step
 from hilrig.plant.layout import (
     DRIVE_TORQUE,
     DRIVE_VOLTAGE,
@@ -37,7 +37,7 @@ from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
 
 DRIVES = {"torque": DRIVE_TORQUE, "voltage": DRIVE_VOLTAGE, "voltage_full": DRIVE_VOLTAGE_FULL}
-METHODS = {"rk4": METHOD_RK4, "euler": METHOD_EULER}
+METHODS = {"rk4": METHOD_RK4, "euler": METHOD_EULER, "rosenbrock": METHOD_ROSENBROCK}
 
 
 class PlantError(RuntimeError):

@@ -49,6 +49,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
     tol = 1e-9 * h
 
     def rhs(t, state):
+        state = np.ascontiguousarray(state)   # Radau's and BDF's Jacobians pass columns
         dx = np.zeros(nx)
         if continuous:
             control(t, state, u)

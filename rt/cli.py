@@ -14,6 +14,9 @@
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
     hil warmup [CONFIG ...] [--prune]
+    hil analyze modes CONFIG [--set key=value ...] [--json]
+    hil analyze stiffness CONFIG [--set ...] [--json] [--map] [--out maps.png]
+    hil analyze flex CONFIG [--set ...] [--json] [--out report.png]
 
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 A mistake in what was asked (a config, an option) is one line on stderr and exit code
@@ -138,6 +141,23 @@ def main(argv: list[str] | None = None) -> int:
     configs = sub.add_parser("configs", help="list the built-in configs (`hil run NAME` runs one)")
     configs.add_argument("--show", metavar="NAME", help="print this config's TOML text")
     configs.set_defaults(handler=_configs)
+    analyze = sub.add_parser("analyze", help="natural frequencies, modes and stiffness")
+    analyze_sub = analyze.add_subparsers(dest="what", required=True)
+    for what, text in (("modes", "natural frequencies and mode shapes at the configured state"),
+                       ("stiffness", "3RRR Cartesian stiffness (and --map: workspace maps)"),
+                       ("flex", "paper 002's figures of a flex_rp run (tip, joints, forces)")):
+        item = analyze_sub.add_parser(what, help=text)
+        item.add_argument("config", help=CONFIG_HELP)
+        item.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                          help="override any config key")
+        item.add_argument("--json", action="store_true", help="print JSON")
+        if what == "stiffness":
+            item.add_argument("--map", action="store_true",
+                              help="maps of the lowest frequency and stiffness (PNG)")
+        if what != "modes":
+            item.add_argument("--out", help="PNG (default runs/<config>_stiffness_map.png "
+                                            "or runs/<config>_flex.png)")
+        item.set_defaults(handler=_analyze)
     warmup = sub.add_parser("warmup", help="compile ahead the kernels every command needs")
     warmup.add_argument("configs", nargs="*",
                         help="configs, paths or built-in names (default: every built-in one)")
@@ -171,6 +191,19 @@ def _positive(option: str, value: float | None, unit: str) -> None:
     """ConfigError unless ``value`` (an option's) is unset or a finite number > 0."""
     if value is not None and not (math.isfinite(value) and value > 0.0):
         raise ConfigError(f"{option}: expected a finite number > 0 ({unit}), got {value:g}")
+
+
+def _analyze(args) -> int:
+    from hilrig.rt import analyze
+    cfg = load(args.config, list(args.set))
+    if args.what == "modes":
+        print(analyze.run_modes(cfg, args.json))
+    elif args.what == "flex":
+        from hilrig.rt import flex_report
+        print(flex_report.run(cfg, args.out, args.json, Path(args.config).stem))
+    else:
+        print(analyze.run_stiffness(cfg, args.json, args.map, args.out, Path(args.config).stem))
+    return 0
 
 
 def _common(parser) -> None:

@@ -44,10 +44,12 @@ SCHEMA: dict[str, Any] = {
     "sim": {
         "duration": Key("float", 10.0, positive=True, doc="run length, s"),
         "dt": Key("float", 0.001, positive=True, doc="fixed step and control period, s"),
-        "integrator": Key("str", "rk4", choices=("rk4", "euler", "accurate")),
+        "integrator": Key("str", "rk4", choices=("rk4", "euler", "rosenbrock", "accurate"),
+                          doc="rosenbrock: linearly implicit, for stiff chains (plant.rosenbrock)"),
         "rtol": Key("float", 1e-10, positive=True, doc="accurate path relative tolerance"),
         "atol": Key("float", 1e-12, positive=True, doc="accurate path absolute tolerance"),
-        "accurate_method": Key("str", "DOP853", choices=("DOP853", "Radau", "RK45", "LSODA")),
+        "accurate_method": Key("str", "DOP853",
+                               choices=("DOP853", "Radau", "BDF", "RK45", "LSODA")),
         "control": Key("str", "sampled", choices=("sampled", "continuous"),
                        doc="sampled: command held over each step (a real controller); "
                            "continuous: evaluated at every instant (accurate path only)"),
@@ -185,6 +187,14 @@ SCHEMA: dict[str, Any] = {
                                  doc="std of the noise on motor currents, A"),
             "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
         },
+    },
+    "analyze": {   # hil analyze (rt.analyze)
+        "actuator_stiffness": Key("floats", 1e4, length="nact", scalar_ok=True, positive=True,
+                                  doc="3RRR: angular stiffness of each actuator about its "
+                                      "q0 angle, N m/rad (illustrative default)"),
+        "wrench": Key("floats", [0.0, 0.0, 0.0], length=3,
+                      doc="3RRR: external wrench on the platform, F_x, F_y (N), M_z (N m)"),
+        "grid": Key("int", 50, minimum=2, doc="points per side of the stiffness maps"),
     },
     "faults": {
         "jam": {  # a table, or a list of tables
@@ -481,6 +491,11 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
         raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
                           "fixed-step run holds the command over each step)")
+    if cfg["sim"]["integrator"] == "rosenbrock" and (plant["model"] == "rrr3"
+                                                      or plant["drive"] == "voltage_full"):
+        raise ConfigError("sim.integrator: 'rosenbrock' steps chains and serial arms without "
+                          "current states (not plant.model = 'rrr3' nor plant.drive = "
+                          "'voltage_full'); use 'rk4' or 'accurate'")
     if plant["drive"] == "voltage_full" and cfg["sim"]["integrator"] != "accurate":
         tau = min(l / r for l, r in zip(plant["motor"]["inductance"], plant["motor"]["resistance"]))
         if cfg["sim"]["dt"] > 2.5 * tau:

@@ -37,7 +37,7 @@ from hilrig.plant.layout import (
     MODEL_RRR3,
     MODEL_SERIAL_ARM,
 )
-from hilrig.plant.model import DRIVES, Plant, PlantError
+from hilrig.plant.model import DRIVES, METHODS, Plant, PlantError
 from hilrig.plant.stepping import diagnostics
 from hilrig.rt.sim import SimulationError, simulate
 from hilrig.schema import Config
@@ -203,13 +203,15 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     plant = plant_from_config(cfg) if cfg is not None else plant_or_cfg
     if h is None:
         h = cfg.sim.dt if cfg is not None else 1e-3
+    # the config's fixed step where it names one (a stiff plant needs its "rosenbrock")
+    method = cfg.sim.integrator if cfg is not None and cfg.sim.integrator in METHODS else "rk4"
     name = _plant_name(plant)
     _check_plant_arrays(plant, name)
-    _step(plant.copy(), name, np.zeros(plant.nact), h, "one step under zero input")
+    _step(plant.copy(), name, np.zeros(plant.nact), h, "one step under zero input", method)
     nan_state = plant.copy()
     nan_state.x[0] = np.nan
     try:
-        nan_state.step(np.zeros(plant.nact), h)
+        nan_state.step(np.zeros(plant.nact), h, method)
     except PlantError:
         pass
     else:
@@ -219,7 +221,7 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     u = np.full(plant.nact, PROBE_INPUT)
     for probe in (first, second):
         for _ in range(steps):
-            _step(probe, name, u, h, f"{steps} steps under a constant input")
+            _step(probe, name, u, h, f"{steps} steps under a constant input", method)
     if not _identical(first.x, second.x):
         raise ConformanceError(f"{name}: not deterministic: {steps} steps from copies of one "
                                f"state gave x = {first.x} and {second.x}")
@@ -227,7 +229,7 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
         _check_simulation_determinism(cfg, name, steps)
     if plant.model in (MODEL_SERIAL_ARM, MODEL_CHAIN):
         if int(plant.params[H_DRIVE]) == DRIVE_TORQUE and not plant.jammed_joints():
-            drift = _energy_drift(plant.copy(), name)
+            drift = _energy_drift(plant.copy(), name, method)
             if drift.gain > drift.tolerance:
                 raise ConformanceError(
                     f"{name}: gained {drift.gain:.3g} J in {ENERGY_STEPS * ENERGY_STEP} s under "
@@ -263,10 +265,11 @@ def _check_plant_arrays(plant: Plant, name: str) -> None:
                                    f"got {_describe_array(array)}")
 
 
-def _step(plant: Plant, name: str, u: np.ndarray, h: float, what: str) -> None:
+def _step(plant: Plant, name: str, u: np.ndarray, h: float, what: str,
+          method: str = "rk4") -> None:
     """One ``Plant.step``; PlantError (a non-finite state) becomes a ConformanceError."""
     try:
-        plant.step(u, h)
+        plant.step(u, h, method)
     except PlantError as exc:
         raise ConformanceError(f"{name}: {what}: {exc}") from exc
 
@@ -305,9 +308,10 @@ class _Drift:
         return ENERGY_TOLERANCE * self.peak_kinetic + ENERGY_FLOOR
 
 
-def _energy_drift(plant: Plant, name: str) -> _Drift:
-    """Step a chain (a serial arm, a user's chain) ENERGY_STEPS RK4 steps of ENERGY_STEP s under zero input and
-    follow its total energy (plant.stepping.diagnostics, column 0)."""
+def _energy_drift(plant: Plant, name: str, method: str = "rk4") -> _Drift:
+    """Step a chain (a serial arm, a user's chain) ENERGY_STEPS steps of ENERGY_STEP s
+    (RK4, or the config's fixed step) under zero input and follow its total energy
+    (plant.stepping.diagnostics, column 0)."""
     nq = plant.nq
     out, rest = np.zeros(3), np.zeros(len(plant.x))
     u = np.zeros(plant.nact)
@@ -315,7 +319,7 @@ def _energy_drift(plant: Plant, name: str) -> _Drift:
     kinetic = np.zeros(ENERGY_STEPS + 1)
     for k in range(ENERGY_STEPS + 1):
         if k:
-            _step(plant, name, u, ENERGY_STEP, "energy run under zero input")
+            _step(plant, name, u, ENERGY_STEP, "energy run under zero input", method)
         diagnostics(plant.params, plant.x, out, plant.work, plant.mechanism)
         total[k] = out[0]
         rest[:nq] = plant.x[:nq]              # the same pose at rest: potential energy only

@@ -1,0 +1,89 @@
+"""Costs of the flexible P-R robot (issue 12) and of the 3RRR stiffness map.
+
+    python bench/bench_flex.py [--skip-run]
+
+1. One 1 ms step of plant.flex_rp inside numba, n = 5 and n = 10 elements: the Rosenbrock
+   step (sim.integrator = "rosenbrock"; goals <= 5 us and <= 10 us), and for the trade-off
+   the explicit alternative, RK4 substeps small enough to be stable (the damped bending
+   modes reach about -3e5 1/s at n = 5).
+2. `hil run configs/flex_rp_rt.toml` (feed-forward + PD, 1 kHz, real time): per-tick
+   compute median and p99 from its telemetry, against the 1 ms budget.
+3. The 50 x 50 stiffness map of the 3RRR (goal < 1 s).
+
+Medians and tails over repeats; on a shared machine the tails are noise, re-run it quiet.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+
+
+def step_cost(elements: int, method: str, substeps: int = 1, repeats: int = 15,
+              duration: float = 0.2) -> np.ndarray:
+    """Seconds per 1 ms tick inside the compiled offline loop (rt.lockstep through
+    rt.sim.simulate: the step and a constant-torque law), one sample per run; RK4 with
+    ``substeps`` steps per tick (sim.dt = 1 ms / substeps, ticks counted per 1 ms)."""
+    from hilrig.rt.config import resolve
+    from hilrig.rt.sim import simulate
+    raw = {"plant": {"model": "flex_rp", "drive": "torque", "elements": elements},
+           "sim": {"integrator": method, "dt": 1e-3 / substeps, "duration": duration},
+           "input": {"torque": [0.01, 1e-4]}}
+    cfg = resolve(raw)
+    simulate(cfg)
+    ticks = duration / 1e-3
+    return np.array([simulate(cfg).stepping_seconds / ticks for _ in range(repeats)])
+
+
+def run_ticks() -> np.ndarray:
+    """compute_tick (us) of each tick of `hil run flex_rp_rt` (2 s)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log, out = Path(tmp) / "flex.mcap", Path(tmp) / "flex.npz"
+        hil = [sys.executable, "-m", "hilrig.rt.cli"]
+        subprocess.run(hil + ["run", str(CONFIGS / "flex_rp_rt.toml"), "--log", str(log),
+                              "--no-plot"], check=True, capture_output=True)
+        subprocess.run(hil + ["log", "export", str(log), "--out", str(out)], check=True,
+                       capture_output=True)
+        return np.load(out)["compute_tick"]
+
+
+def map_time(repeats: int = 10) -> np.ndarray:
+    from hilrig.rt import analyze
+    from hilrig.rt.config import load
+    cfg = load(CONFIGS / "rrr3_pd.toml")
+    return np.array([analyze.stiffness_map(cfg)["seconds"] for _ in range(repeats)])
+
+
+def line(name: str, seconds: np.ndarray, unit: float = 1e6, suffix: str = "us") -> str:
+    return (f"{name:44s} median {np.median(seconds) * unit:9.2f} {suffix}   "
+            f"p99 {np.percentile(seconds, 99) * unit:9.2f} {suffix}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-run", action="store_true", help="skip the hil run")
+    args = parser.parse_args()
+    for n in (5, 10):
+        print(line(f"rosenbrock 1 ms step, n = {n}", step_cost(n, "rosenbrock")))
+    # RK4 is stable for |lambda h| < 2.78: about 110 substeps at n = 5 (-3e5 1/s) and
+    # 16 times more at n = 10 (the stiffest damped mode grows as n^4)
+    for n, sub in ((5, 128), (10, 2048)):
+        print(line(f"rk4, {sub} substeps per 1 ms, n = {n}",
+                   step_cost(n, "rk4", sub, 3, 0.02 if n == 10 else 0.1)))
+    if not args.skip_run:
+        ticks = run_ticks()
+        ticks = ticks[np.isfinite(ticks)]
+        print(line("hil run flex_rp_rt compute_tick (budget 1 ms)", ticks))
+    print(line("rrr3 stiffness map 50 x 50", map_time(), 1e3, "ms"))
+
+
+if __name__ == "__main__":
+    main()
