@@ -11,6 +11,7 @@
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
     hil warmup [CONFIG ...] [--prune]
+    hil campaign SPEC.toml [--scheduler ADDRESS] [--workers N] [--out DIR] [--resume]
 
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 A mistake in what was asked (a config, an option) is one line on stderr and exit code
@@ -110,6 +111,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="remove the cached kernels of other source versions")
     warmup.set_defaults(handler=_warmup)
 
+    campaign = sub.add_parser("campaign", help="run a campaign of scenarios (docs/CAMPAIGNS.md) "
+                                                "on Dask: one Parquet table of metrics")
+    campaign.add_argument("spec", help="campaign spec (TOML): base config, axes, criteria")
+    campaign.add_argument("--scheduler", metavar="ADDRESS",
+                          help="a running Dask scheduler (default: a local cluster)")
+    campaign.add_argument("--workers", type=int, metavar="N",
+                          help="local cluster's worker processes (default: one per core)")
+    campaign.add_argument("--out", metavar="DIR",
+                          help="output directory (default runs/campaigns/<spec name>)")
+    campaign.add_argument("--resume", action="store_true",
+                          help="run only the scenarios not yet in --out")
+    campaign.set_defaults(handler=_campaign)
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
     terminate_as_interrupt()
@@ -133,7 +147,11 @@ def _load(args, extra=()) -> Config:
         overrides.append(f"sim.duration={args.duration!r}")
     if getattr(args, "rate", None):
         overrides.append(f"sim.dt={1.0 / args.rate!r}")
-    return load(args.config, overrides)
+    cfg = load(args.config, overrides)
+    from hilrig.rt.sim import refuse_offline_only
+
+    refuse_offline_only(cfg, args.command)
+    return cfg
 
 
 def _default_log(args, suffix: str = "") -> Path:
@@ -327,6 +345,16 @@ def _configs(args) -> int:
         print(f"{name:<{width}}  {builtin_configs.description(name)}")
     print(f"(files in {builtin_configs.directory()}; `hil configs --show NAME` prints one)")
     return 0
+
+
+def _campaign(args) -> int:
+    from hilrig.rt.campaign import CampaignError, command
+
+    try:
+        return command(args.spec, args.scheduler, args.workers, args.out, args.resume)
+    except CampaignError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 2
 
 
 def _sim(args) -> int:
