@@ -9,7 +9,6 @@ its ``to_dict()`` is what is stored as ``meta`` next to every result.
 """
 from __future__ import annotations
 
-import copy
 import difflib
 import math
 import re
@@ -300,7 +299,7 @@ def _listed_table(node: dict, name: str, index: int, dotted: str, where: str) ->
 def resolve(raw: dict) -> Config:
     """Validate a raw config and return it with every default filled in, typed by the
     declarations that validated it (its plant model's and links' keys included)."""
-    raw = copy.deepcopy(raw)
+    raw = _copied(raw)
     plant_raw = raw.get("plant", {})
     if not isinstance(plant_raw, dict):
         raise ConfigError("plant: expected a table")
@@ -336,6 +335,16 @@ def resolve(raw: dict) -> Config:
             link.check(out, sizes)
     _check_consistency(out, sizes)
     return typed(out, schema)
+
+
+def _copied(tree: Any) -> Any:
+    """A copy of a TOML tree: its tables and lists copied, its leaves (immutable) shared;
+    a few times faster than copy.deepcopy, which ``hil campaign`` pays per scenario."""
+    if isinstance(tree, dict):
+        return {key: _copied(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [_copied(value) for value in tree]
+    return tree
 
 
 def _link_specs(raw: dict) -> dict:

@@ -158,6 +158,15 @@ def test_scenarios_are_the_grid_times_the_draws_and_their_sim_line_is_their_conf
     assert len(seen) == spec.count                           # every draw its own
 
 
+def test_the_spec_of_the_docs_is_a_valid_spec(tmp_path):
+    text = (ROOT / "docs" / "CAMPAIGNS.md").read_text(encoding="utf-8")
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    spec = load_spec(write_spec(tmp_path, example.replace("{", "{{").replace("}", "}}")))
+    assert spec.count == 3 * 16 * 2
+    cfg = spec.config(spec.scenario(5))
+    assert [jam.joint for jam in cfg.faults.jam] == [1, 3] and cfg.sim.position_noise > 0
+
+
 @pytest.mark.parametrize("name", ["serial3_jams", "rrr3_gains_poses"])
 def test_the_example_specs_load_by_name_and_their_first_scenario_runs(name):
     spec = load_spec(name)
