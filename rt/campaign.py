@@ -14,8 +14,9 @@ summary is printed and drawn (rt.campaign_report).
 """
 from __future__ import annotations
 
-import math
 import json
+import logging
+import math
 import os
 import sys
 import time
@@ -64,9 +65,8 @@ class CampaignRun:
 def open_client(scheduler: str | None = None, workers: int | None = None):
     """A Dask client: of the cluster at ``scheduler``, or of a new LocalCluster of
     ``workers`` single-threaded processes (default: one per core this process may use),
-    on the loopback interface. Returns (client, cluster or None)."""
-    import logging
-
+    on the loopback interface (its dashboard, if bokeh is installed, on a free port).
+    Returns (client, cluster or None)."""
     from dask.distributed import Client, LocalCluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)   # not each worker's start
@@ -77,7 +77,7 @@ def open_client(scheduler: str | None = None, workers: int | None = None):
             raise CampaignError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
     count = workers or len(os.sched_getaffinity(0))
     cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None)
+                           host="127.0.0.1", dashboard_address="127.0.0.1:0")
     return Client(cluster), cluster
 
 
@@ -245,12 +245,16 @@ def command(spec_path: str, scheduler: str | None, workers: int | None, out: str
         where = scheduler or f"a local cluster of {threads} worker processes"
         print(f"campaign {spec.name}: {spec.count} scenarios of {spec.duration:g} s on {where}"
               f"; results in {out_dir}", flush=True)
+        if client.dashboard_link:
+            print(f"Dask dashboard: {client.dashboard_link}", flush=True)
         run = run_campaign(spec, out_dir, client, resume, progress=ProgressLine())
     except KeyboardInterrupt:
         run = CampaignRun(interrupted=True)
     finally:
         client.close()
         if cluster is not None:
+            # a worker slow to stop at the end is killed, which the nanny warns of: no news
+            logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
             cluster.close()
     if run.interrupted:
         print(f"\ninterrupted: {len(results.done_ids(out_dir))} of {spec.count} scenarios "

@@ -55,29 +55,27 @@ def run_batch(job: BatchJob, scenarios: list) -> dict:
 
 
 def run_scenario(job: BatchJob, sid: int, overrides) -> dict:
-    """One scenario's row (see run_batch)."""
+    """One scenario's row (see run_batch). A config the scenario's overrides make invalid
+    (refused by the config, or by the controller or plant built from it) is a row of
+    status config_error, not a failed task."""
     started = time.perf_counter()
-    row = {"id": sid}
     raw = json.loads(job.base_raw)     # a fresh copy, faster than copy.deepcopy
+    status, error = STATUS_OK, ""
     try:
         for item in overrides:
             apply_override(raw, item)
         cfg = resolve(raw)
-    except ConfigError as exc:
-        row.update(dict.fromkeys(METRICS, np.nan), q_end=[], passed=False,
-                   failed="config", status=STATUS_CONFIG, error=str(exc), simulated_s=0.0,
-                   stepping_s=0.0, wall_s=time.perf_counter() - started)
-        return row
-    status, error = STATUS_OK, ""
-    try:
         run = simulate(cfg, minimal=not needs_diagnostics(cfg))
         arrays, stepping = run.arrays, run.stepping_seconds
+    except ConfigError as exc:
+        return dict(id=sid, **dict.fromkeys(METRICS, np.nan), q_end=[], passed=False,
+                    failed="config", status=STATUS_CONFIG, error=str(exc), simulated_s=0.0,
+                    stepping_s=0.0, wall_s=time.perf_counter() - started)
     except SimulationError as exc:
         arrays, stepping = exc.arrays, float("nan")
         status, error = STATUS_INVALID, str(exc)
     metrics = measure(arrays, cfg, job.settings)
     passed, failed = judge(metrics, job.criteria, status == STATUS_OK)
-    row.update(metrics, passed=passed, failed=",".join(failed), status=status, error=error,
-               simulated_s=float(arrays["t"][-1]), stepping_s=stepping,
-               wall_s=time.perf_counter() - started)
-    return row
+    return dict(id=sid, **metrics, passed=passed, failed=",".join(failed), status=status,
+                error=error, simulated_s=float(arrays["t"][-1]), stepping_s=stepping,
+                wall_s=time.perf_counter() - started)

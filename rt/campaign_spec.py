@@ -474,7 +474,7 @@ def _check_scenarios(spec: CampaignSpec) -> None:
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if abs(cfg.sim.duration - spec.duration) > 1e-12:
-            raise ConfigError(f"axis 'sim.duration': the run length is campaign.duration, "
+            raise ConfigError("axis 'sim.duration': the run length is campaign.duration, "
                               "not an axis")
         for name in spec.criteria:
             reason = unavailable(name, cfg)

@@ -9,6 +9,7 @@ import signal
 import sys
 import textwrap
 import time
+import zipfile
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -177,6 +178,18 @@ def test_the_example_specs_load_by_name_and_their_first_scenario_runs(name):
                for criterion in spec.criteria)
 
 
+def test_a_scenario_its_overrides_make_invalid_is_a_failed_row_not_a_failed_task(tmp_path):
+    from hilrig.rt.campaign import job_of
+    from hilrig.rt.campaign_batch import run_scenario
+
+    spec = load_spec(write_spec(tmp_path))
+    row = run_scenario(job_of(spec), 3, ["faults.jam.joint=7"])
+    assert (row["id"], row["status"], row["passed"], row["failed"]) == \
+        (3, "config_error", False, "config")
+    assert row["error"] == "faults.jam.joint: must be 1..3, got 7"
+    assert all(math.isnan(row[name]) for name in METRICS)
+
+
 # -- on a cluster --------------------------------------------------------------------------
 
 def test_a_small_campaign_holds_every_scenario_once_with_the_metrics_of_single_runs(
@@ -295,3 +308,9 @@ def test_hil_campaign_prints_each_failing_scenarios_hil_sim_line_which_equals_it
     for name in METRICS:
         assert same(rows[sid][name], alone[name]), name
     assert rows[sid]["q_end"] == alone["q_end"] and not rows[sid]["passed"]
+
+
+def test_the_wheel_holds_the_example_specs(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    specs = sorted((ROOT / "configs" / "campaigns").glob("*.toml"))
+    assert specs and {f"hilrig/configs/campaigns/{path.name}" for path in specs} <= names
