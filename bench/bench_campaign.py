@@ -17,7 +17,7 @@ scenario: its compiled run (stepping_s), the Python around it in the worker (wal
 stepping_s: config, plant, metrics) and Dask's share (workers x wall / scenarios -
 wall_s). Medians and 90th percentiles.
 
-    python bench/bench_campaign.py [--workers 1 2] [--arm 480] [--rrr3 96] [--repeat 10]
+    python bench/bench_campaign.py [--workers 1 2] [--arm 480] [--rrr3 90] [--repeat 10]
 """
 from __future__ import annotations
 
