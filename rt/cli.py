@@ -28,7 +28,7 @@ from pathlib import Path
 import hilrig
 import numpy as np
 from hilrig.drivers.registry import links
-from hilrig.rt.config import ConfigError, load
+from hilrig.rt.config import ConfigError, load, refuse_offline_only
 from hilrig.schema import Config
 from hilrig.timing.signals import terminate_as_interrupt
 
@@ -148,8 +148,6 @@ def _load(args, extra=()) -> Config:
     if getattr(args, "rate", None):
         overrides.append(f"sim.dt={1.0 / args.rate!r}")
     cfg = load(args.config, overrides)
-    from hilrig.rt.sim import refuse_offline_only
-
     refuse_offline_only(cfg, args.command)
     return cfg
 

@@ -273,6 +273,20 @@ def apply_override(raw: dict, item: str) -> None:
     node[parts[-1]] = parse_value(text.strip())
 
 
+OFFLINE_ONLY = ("position_noise", "velocity_noise", "command_latency")   # sim.* keys
+
+
+def refuse_offline_only(cfg: Config, command: str) -> None:
+    """ConfigError if ``cfg`` sets a measurement noise or command latency, which only the
+    offline runs (rt.sim) model, for ``hil COMMAND``, whose noise and latency are its
+    link's."""
+    for key in OFFLINE_ONLY:
+        if getattr(cfg.sim, key) != 0.0:
+            raise ConfigError(f"sim.{key}: modelled by the offline runs only (hil sim, hil "
+                              f"campaign); `hil {command}` measures through its link, whose "
+                              "emulator has its own noise and latency keys")
+
+
 INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]")
 
 

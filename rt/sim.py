@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
 from hilrig.drivers.link import Measurement
-from hilrig.errors import ConfigError
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
 from hilrig.plant.layout import MODEL_RRR3
@@ -22,19 +21,6 @@ from hilrig.plant.model import METHODS
 from hilrig.rt import accurate, lockstep
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import to_json
-
-
-OFFLINE_ONLY = ("position_noise", "velocity_noise", "command_latency")   # sim.* keys
-
-
-def refuse_offline_only(cfg: Config, command: str) -> None:
-    """ConfigError if ``cfg`` sets a measurement noise or command latency, which only the
-    offline runs model, for ``hil COMMAND``, whose noise and latency are its link's."""
-    for key in OFFLINE_ONLY:
-        if getattr(cfg.sim, key) != 0.0:
-            raise ConfigError(f"sim.{key}: modelled by the offline runs only (hil sim, hil "
-                              f"campaign); `hil {command}` measures through its link, whose "
-                              "emulator has its own noise and latency keys")
 
 
 class SimulationError(RuntimeError):
