@@ -17,6 +17,7 @@
     hil analyze modes CONFIG [--set key=value ...] [--json]
     hil analyze stiffness CONFIG [--set ...] [--json] [--map] [--out maps.png]
     hil analyze flex CONFIG [--set ...] [--json] [--out report.png]
+    hil campaign SPEC.toml [--scheduler ADDRESS] [--workers N] [--out DIR] [--resume]
 
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 A mistake in what was asked (a config, an option) is one line on stderr and exit code
@@ -34,7 +35,7 @@ from pathlib import Path
 import hilrig
 import numpy as np
 from hilrig.drivers.registry import links
-from hilrig.rt.config import ConfigError, load
+from hilrig.rt.config import ConfigError, load, refuse_offline_only
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
 from hilrig.timing.signals import terminate_as_interrupt
@@ -165,6 +166,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="remove the cached kernels of other source versions")
     warmup.set_defaults(handler=_warmup)
 
+    campaign = sub.add_parser("campaign", help="run a campaign of scenarios (docs/CAMPAIGNS.md) "
+                                                "on Dask: one Parquet table of metrics")
+    campaign.add_argument("spec", help="campaign spec (TOML): base config, axes, criteria")
+    campaign.add_argument("--scheduler", metavar="ADDRESS",
+                          help="a running Dask scheduler (default: a local cluster)")
+    campaign.add_argument("--workers", type=int, metavar="N",
+                          help="local cluster's worker processes (default: one per core)")
+    campaign.add_argument("--out", metavar="DIR",
+                          help="output directory (default runs/campaigns/<spec name>)")
+    campaign.add_argument("--resume", action="store_true",
+                          help="run only the scenarios not yet in --out")
+    campaign.set_defaults(handler=_campaign)
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
     terminate_as_interrupt()
@@ -222,7 +236,9 @@ def _load(args, extra=()) -> Config:
     _positive("--rate", rate, "Hz")
     if rate is not None:
         overrides.append(f"sim.dt={1.0 / rate!r}")
-    return load(args.config, overrides)
+    cfg = load(args.config, overrides)
+    refuse_offline_only(cfg, args.command)
+    return cfg
 
 
 def _default_log(args, suffix: str = "") -> Path:
@@ -477,6 +493,16 @@ def _configs(args) -> int:
         print(f"{name:<{width}}  {builtin_configs.description(name)}")
     print(f"(files in {builtin_configs.directory()}; `hil configs --show NAME` prints one)")
     return 0
+
+
+def _campaign(args) -> int:
+    from hilrig.rt.campaign import CampaignError, command
+
+    try:
+        return command(args.spec, args.scheduler, args.workers, args.out, args.resume)
+    except CampaignError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 2
 
 
 def _sim(args) -> int:

@@ -9,10 +9,10 @@ its ``to_dict()`` is what is stored as ``meta`` next to every result.
 """
 from __future__ import annotations
 
-import copy
 import difflib
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +53,19 @@ SCHEMA: dict[str, Any] = {
         "control": Key("str", "sampled", choices=("sampled", "continuous"),
                        doc="sampled: command held over each step (a real controller); "
                            "continuous: evaluated at every instant (accurate path only)"),
+        # what the controller sees and when its command acts, in the offline runs (hil sim,
+        # hil campaign); the real-time paths take theirs from the link or emulator
+        "position_noise": Key("float", 0.0, minimum=0.0,
+                              doc="std of Gaussian noise on each measured joint position, rad "
+                                  "(m for a prismatic joint); offline fixed-step runs"),
+        "velocity_noise": Key("float", 0.0, minimum=0.0,
+                              doc="std of Gaussian noise on each measured joint rate, rad/s; "
+                                  "offline fixed-step runs"),
+        "noise_seed": Key("int", 0, minimum=0, doc="seed of the measurement noise"),
+        "command_latency": Key("float", 0.0, minimum=0.0,
+                               doc="a command acts this long after the measurement it was "
+                                   "computed from (a whole number of sim.dt; zero before the "
+                                   "first arrives), s; offline fixed-step runs"),
     },
     "plant": {
         "model": Key("str", required=True,
@@ -252,17 +265,30 @@ def parse_value(text: str) -> Any:
 
 
 def apply_override(raw: dict, item: str) -> None:
-    """Apply one ``dotted.key=value`` to the raw (unvalidated) config in place."""
+    """Apply one ``dotted.key=value`` to the raw (unvalidated) config in place.
+
+    A table of a list of tables is named by its 0-based index, ``faults.jam[1].t1=3.0``;
+    the index one past the last appends a table, and a single table counts as a list of one.
+    """
     if "=" not in item:
         raise ConfigError(f"--set expects key=value, got {item!r}")
     dotted, text = item.split("=", 1)
     parts = dotted.strip().split(".")
+    if INDEXED.fullmatch(parts[-1]):
+        raise ConfigError(f"--set {dotted}: an index names a table of a list of tables, "
+                          "not a value")
     node = raw
     for depth, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
+        indexed = INDEXED.fullmatch(part)
+        if indexed:
+            child = _listed_table(node, indexed[1], int(indexed[2]), dotted,
+                                  ".".join(parts[:depth] + [indexed[1]]))
+        else:
+            child = node.setdefault(part, {})
         if isinstance(child, list):
             raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a list of "
-                              "tables in this config; edit the file instead")
+                              f"tables in this config; name one by its index, "
+                              f"{'.'.join(parts[:depth + 1])}[0].{'.'.join(parts[depth + 1:])}")
         if not isinstance(child, dict):
             raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a value, "
                               "not a table")
@@ -270,25 +296,61 @@ def apply_override(raw: dict, item: str) -> None:
     node[parts[-1]] = parse_value(text.strip())
 
 
+OFFLINE_ONLY = ("position_noise", "velocity_noise", "command_latency")   # sim.* keys
+
+
+def refuse_offline_only(cfg: Config, command: str) -> None:
+    """ConfigError if ``cfg`` sets a measurement noise or command latency, which only the
+    offline runs (rt.sim) model, for ``hil COMMAND``, whose noise and latency are its
+    link's."""
+    for key in OFFLINE_ONLY:
+        if getattr(cfg.sim, key) != 0.0:
+            raise ConfigError(f"sim.{key}: modelled by the offline runs only (hil sim, hil "
+                              f"campaign); `hil {command}` measures through its link, whose "
+                              "emulator has its own noise and latency keys")
+
+
+INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]")
+
+
+def _listed_table(node: dict, name: str, index: int, dotted: str, where: str) -> dict:
+    """Table ``index`` of the list of tables ``node[name]`` (a single table is a list of one;
+    the index one past the end appends an empty table)."""
+    items = node.get(name, [])
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ConfigError(f"--set {dotted}: '{where}' is a value, not a list of tables")
+    if index > len(items):
+        names = f"index 0..{len(items) - 1} names one, " if items else ""
+        raise ConfigError(f"--set {dotted}: '{where}' has {len(items)} table(s); "
+                          f"{names}{len(items)} appends one")
+    if index == len(items):
+        items.append({})
+    node[name] = items
+    return items[index]
+
+
 # -- validation -------------------------------------------------------------------
 
 def resolve(raw: dict) -> Config:
     """Validate a raw config and return it with every default filled in, typed by the
     declarations that validated it (its plant model's and links' keys included)."""
-    raw = copy.deepcopy(raw)
+    raw = _copied(raw)
     plant_raw = raw.get("plant", {})
     if not isinstance(plant_raw, dict):
         raise ConfigError("plant: expected a table")
     model = plant_raw.get("model")
-    known = ", ".join(repr(name) for name in sorted(registered(PLANT_MODELS)))
-    if model is None:
-        raise ConfigError(f"plant.model: missing (one of {known}, or 'package.module:MODEL')")
-    if not isinstance(model, str):
+    if model is None or not isinstance(model, str):
+        known = ", ".join(repr(name) for name in sorted(registered(PLANT_MODELS)))
+        if model is None:
+            raise ConfigError(f"plant.model: missing (one of {known}, or 'package.module:MODEL')")
         raise ConfigError(f"plant.model: must be one of {known} or 'package.module:MODEL', "
                           f"got {model!r}")
     spec = plant_model(model)
-    schema = copy.deepcopy(SCHEMA)
-    schema["plant"].update(spec.keys)
+    # the tables this config extends are copied, the declarations (frozen Keys) shared
+    schema = dict(SCHEMA, plant={**SCHEMA["plant"], **spec.keys},
+                  controller=dict(SCHEMA["controller"]), link=dict(SCHEMA["link"]))
     nq, nact = spec.sizes(plant_raw)
     sizes = {"nq": nq, "nact": nact}
     controller = raw.get("controller", {})
@@ -310,6 +372,16 @@ def resolve(raw: dict) -> Config:
             link.check(out, sizes)
     _check_consistency(out, sizes)
     return typed(out, schema)
+
+
+def _copied(tree: Any) -> Any:
+    """A copy of a TOML tree: its tables and lists copied, its leaves (immutable) shared;
+    a few times faster than copy.deepcopy, which ``hil campaign`` pays per scenario."""
+    if isinstance(tree, dict):
+        return {key: _copied(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [_copied(value) for value in tree]
+    return tree
 
 
 def _link_specs(raw: dict) -> dict:
@@ -472,6 +544,15 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError(f"sim.duration: {sim['duration']} s is not a whole number of steps of "
                           f"sim.dt = {sim['dt']} s")
     _check_run_length(steps, sizes, sim)
+    latency = sim["command_latency"] / sim["dt"]
+    if abs(latency - round(latency)) > 1e-6:
+        raise ConfigError(f"sim.command_latency: {sim['command_latency']} s is not a whole "
+                          f"number of steps of sim.dt = {sim['dt']} s")
+    if sim["integrator"] == "accurate":
+        for key in ("position_noise", "velocity_noise", "command_latency"):
+            if sim[key] != 0.0:
+                raise ConfigError(f"sim.{key}: modelled by the fixed-step runs only "
+                                  "(sim.integrator = 'rk4' or 'euler'), not 'accurate'")
     voltage_driven = plant["drive"] != "torque"
     if link_spec(cfg["link"]["type"]).command_unit == "N m":
         voltage_driven = False   # the drives take torques, whatever drives the plant

@@ -6,8 +6,10 @@ plant.stepping.diagnose_rows derives currents and diagnostics from the records
 afterwards. This is the offline ``hil sim`` path and the in-process ``--fast``
 path: both cross the Python/numba boundary once per run, not once per step.
 
-Rows: row k holds the state at t_k = k h and the command computed from it
-(applied over [t_k, t_k + h)); there are n_steps + 1 rows, starting at t = 0.
+Rows: row k holds the state at t_k = k h and the command applied over [t_k, t_k + h):
+the one computed from row k's measurement, or, with a command latency of d steps, the
+one computed d rows earlier (zeros in the first d rows); there are n_steps + 1 rows,
+starting at t = 0.
 """
 from hilrig.plant.integrators import state_size
 from hilrig.plant.kernel import kernel
@@ -19,7 +21,7 @@ from hilrig.rt.realtime import limit_tick
 
 @kernel
 def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correction, work,
-        stages, meas, held, limits, rec_t, rec_x, rec_u, mech=None):
+        stages, meas, held, limits, rec_t, rec_x, rec_u, noise, pending, mech=None):
     """Run n_steps lockstep ticks from t0 and record n_steps + 1 rows of t, x, u.
 
     Per tick the law sees what a real-time tick measures (rt.realtime.run_loop): t in
@@ -28,6 +30,11 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
     (a drivers.link.Measurement buffer). The command is clamped by ``limits``
     (controllers.limits.command_limits), as in a real-time tick. ``mech``: a user's chain's mechanism (None for
     the built-in models).
+
+    Measurement noise: row k of ``noise`` (n_steps + 1 rows of 2 nact: position noise,
+    then rate noise) is added to what the law sees at row k; no rows: none. Command
+    latency: ``pending`` (d rows of nact, zeros) holds the commands computed but not yet
+    applied, each applied d steps after its measurement; no rows: none.
 
     Returns the number of rows written: n_steps + 1, or fewer if the plant
     state became invalid (NaN, singular mass matrix): the last row written is
@@ -40,6 +47,8 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
     pos = meas[1:1 + nact]
     vel = meas[1 + nact:1 + 2 * nact]
     cur = meas[1 + 2 * nact:1 + 3 * nact]
+    noisy = noise.shape[0] > 0
+    delay = pending.shape[0]
     for k in range(n_steps + 1):
         t = t0 + k * h
         apply_schedule(p, jams, schedule, t, x, tol)
@@ -47,9 +56,19 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
         for j in range(nact):
             pos[j] = x[j]
             vel[j] = x[nq + j]
+        if noisy:
+            for j in range(nact):
+                pos[j] += noise[k, j]
+                vel[j] += noise[k, nact + j]
         currents(p, x, held, cur)
-        u = rec_u[k]   # the command is recorded where it is computed
-        law(t, pos, vel, cur, params, state, u)
+        u = rec_u[k]   # the command is recorded where it is applied
+        if delay == 0:
+            law(t, pos, vel, cur, params, state, u)
+        else:
+            due = pending[k % delay]
+            for j in range(nact):
+                u[j] = due[j]         # computed d steps ago
+            law(t, pos, vel, cur, params, state, due)   # applied d steps on
         if not limit_tick(limits, h, u, held):    # a non-finite command: the run ends
             rec_t[k] = t
             for i in range(nx):

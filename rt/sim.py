@@ -41,8 +41,14 @@ class SimRun:
     startup_seconds: float = 0.0    # kernel compilation or cache load before the first step
 
 
-def simulate(cfg: Config) -> SimRun:
-    """Run the resolved config offline. Raises SimulationError on an invalid state."""
+def simulate(cfg: Config, minimal: bool = False) -> SimRun:
+    """Run the resolved config offline. Raises SimulationError on an invalid state.
+
+    ``minimal``: the arrays t, q, qd, u and jam_events only (identical to a full run's),
+    without the currents, the model's diagnostics and meta, and without the warm-up
+    call that keeps compilation out of ``stepping_seconds`` (so the first run in a
+    process counts the kernels' loading): what a campaign's serial-arm scenarios need.
+    """
     if cfg.plant.model == contact_sim.MODEL:   # a chain on the ground: its own integrators
         return contact_sim.simulate(cfg)
     sim = cfg.sim
@@ -67,20 +73,24 @@ def simulate(cfg: Config) -> SimRun:
         out.stepping_seconds = time.perf_counter() - started
     else:
         method = METHODS[sim.integrator]
-        started = time.perf_counter()
-        _warm_up(plant, controller, schedule, h, method, correction, limits)
-        out.startup_seconds = time.perf_counter() - started
-        started = time.perf_counter()
+        if not minimal:
+            started = time.perf_counter()
+            _warm_up(plant, controller, schedule, h, method, correction, limits)
+            out.startup_seconds = time.perf_counter() - started
         c = controller
+        noise = measurement_noise(sim, n_steps, nact)
+        pending = np.zeros((int(round(sim.command_latency / h)), nact))
+        started = time.perf_counter()
         rows = lockstep.run(plant.params, plant.jams, c.law, c.params, c.state, schedule,
                             plant.x, 0.0, h, n_steps, method, correction, plant.work,
                             plant.stages, Measurement(nact).buffer, np.zeros(nact), limits,
-                            rec["t"],
-                            rec["x"], rec["u"], plant.mechanism)
+                            rec["t"], rec["x"], rec["u"], noise, pending, plant.mechanism)
         out.stepping_seconds = time.perf_counter() - started
-    stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
-                           rec["diag"][:rows], plant.work, plant.mechanism)
-    out.arrays = _named(cfg, plant, rec, rows, schedule)
+    if not minimal:
+        stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows],
+                               rec["i"][:rows], rec["diag"][:rows], plant.work,
+                               plant.mechanism)
+    out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
     if rows < n_steps + 1:
         raise SimulationError(
             f"plant state became invalid after t = {rec['t'][rows - 1]:.6f} s "
@@ -96,22 +106,36 @@ def _warm_up(plant, controller, schedule, h, method, correction, limits) -> None
                  schedule.copy(), plant.x.copy(), 0.0, h, 1, method, correction,
                  plant.work.copy(), plant.stages.copy(), Measurement(nact).buffer,
                  np.zeros(nact), limits, np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
-                 plant.mechanism)
+                 np.zeros((0, 2 * nact)), np.zeros((0, nact)), plant.mechanism)
 
 
-def _named(cfg, plant, rec, rows, schedule) -> dict:
+def measurement_noise(sim, n_steps: int, nact: int) -> np.ndarray:
+    """The noise the law sees per row (rt.lockstep.run): n_steps + 1 rows of nact position
+    noises (rad) then nact rate noises (rad/s), Gaussian with the config's standard
+    deviations from the generator seeded by sim.noise_seed; no rows without noise."""
+    if sim.position_noise == 0.0 and sim.velocity_noise == 0.0:
+        return np.zeros((0, 2 * nact))
+    noise = np.random.default_rng(sim.noise_seed).standard_normal((n_steps + 1, 2 * nact))
+    noise[:, :nact] *= sim.position_noise
+    noise[:, nact:] *= sim.velocity_noise
+    return noise
+
+
+def _named(cfg, plant, rec, rows, schedule, minimal=False) -> dict:
     nq = plant.nq
     x = rec["x"][:rows]
     arrays = {"t": rec["t"][:rows], "q": x[:, :nq], "qd": x[:, nq:2 * nq],
-              "u": rec["u"][:rows], "meta": np.array(to_json(cfg.to_dict()))}
-    if cfg.plant.drive != "torque":
+              "u": rec["u"][:rows]}
+    if not minimal:
+        arrays["meta"] = np.array(to_json(cfg.to_dict()))
+    if not minimal and cfg.plant.drive != "torque":
         arrays["i"] = rec["i"][:rows]
     diag = rec["diag"][:rows]
-    if plant.model == MODEL_RRR3:
+    if not minimal and plant.model == MODEL_RRR3:
         arrays["residual"] = diag[:, 0]
         arrays["det_phi_theta"] = diag[:, 1]
         arrays["det_phi_x"] = diag[:, 2]
-    else:
+    elif not minimal:
         arrays["energy"] = diag[:, 0]
         arrays["com"] = diag[:, 1:3]
     applied = schedule[schedule[:, 3] != 0.0] if len(schedule) else schedule

@@ -5,7 +5,8 @@ steps through the same Python entry points as the commands, so exactly the
 specialisations the real runs need are compiled into the cache (plant.compilation)
 and later runs only load them:
 
-- ``hil sim``: ``rt.sim.simulate``;
+- ``hil sim``: ``rt.sim.simulate``; ``hil campaign``: the same, and the metrics of its
+  rows (``rt.campaign_metrics.measure``);
 - ``hil run --fast`` and ``hil run``: ``rt.session.Session`` lockstep and paced (at
   normal scheduling priority);
 - ``hil emulate``: ``devices.zmq_plant.Emulator`` on a private ipc endpoint, with its
@@ -49,6 +50,7 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
     ``progress(text)``, if given, is told each config."""
     from hilrig.devices.zmq_plant import Emulator
     from hilrig.drivers.inprocess import PlantLink
+    from hilrig.rt.campaign_metrics import MetricSettings, measure
     from hilrig.rt.loop import LinkLoop
     from hilrig.rt.session import Session
     from hilrig.rt.sim import simulate
@@ -65,7 +67,7 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
             cfg = load(name, ["loop.fifo_priority=0", "loop.gc_freeze=false"])
             cfg = cfg.replace(sim=replace(cfg.sim, duration=STEPS * cfg.sim.dt))
             log = scratch / Path(name).stem
-            simulate(cfg)
+            measure(simulate(cfg).arrays, cfg, MetricSettings())
             if cfg.sim.integrator == "accurate":
                 continue                  # offline only: no real-time entry points
             Session(cfg, log.with_suffix(".fast.mcap"), fast=True).run()

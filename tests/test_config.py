@@ -478,6 +478,34 @@ def test_list_of_jam_tables_errors_name_the_entry(tmp_path):
 def test_set_into_a_list_of_jam_tables_is_refused(tmp_path):
     msg = config_error(write(tmp_path, TWO_JAMS), ["faults.jam.t1=1.0"])
     assert "faults.jam" in msg and "list of tables" in msg
+    assert msg.endswith("name one by its index, faults.jam[0].t1")
+
+
+def test_set_names_a_jam_of_a_list_by_its_index(tmp_path):
+    cfg = load(write(tmp_path, TWO_JAMS), ["faults.jam[1].t1=2.5", "faults.jam[0].joint=2"])
+    assert jams(cfg) == [{"joint": 2, "t1": 0.5, "duration": 0.1},
+                         {"joint": 3, "t1": 2.5, "duration": 0.2}]
+
+
+def test_set_appends_a_jam_at_the_index_past_the_last(tmp_path):
+    """A single [faults.jam] table counts as a list of one; index 1 adds a second jam."""
+    cfg = load(SERIAL_JAM1, ["faults.jam[1].joint=3", "faults.jam[1].t1=4.0"])
+    assert jams(cfg) == [{"joint": 1, "t1": 2.0, "duration": 0.1},
+                         {"joint": 3, "t1": 4.0, "duration": 0.1}]
+    assert jams(load(SERIAL_FREE, ["faults.jam[0].joint=2", "faults.jam[0].t1=1.0"])) == \
+        [{"joint": 2, "t1": 1.0, "duration": 0.1}]
+
+
+@pytest.mark.parametrize("item, message", [
+    ("faults.jam[3].t1=1.0", "--set faults.jam[3].t1: 'faults.jam' has 2 table(s); index 0..1 "
+                             "names one, 2 appends one"),
+    ("faults.jam[0]=1.0", "--set faults.jam[0]: an index names a table of a list of tables, "
+                          "not a value"),
+    ("plant.model[0].x=1", "--set plant.model[0].x: 'plant.model' is a value, not a list of "
+                           "tables"),
+])
+def test_a_bad_index_in_set_is_one_line(tmp_path, item, message):
+    assert config_error(write(tmp_path, TWO_JAMS), [item]) == message
 
 
 FOUR_LINKS = """

@@ -1,0 +1,175 @@
+"""hil campaign's rate against a single in-process run, its scaling, its overheads.
+
+Two campaigns of 10 s scenarios (grid x random draws, on a LocalCluster of single-threaded
+worker processes, the workers warmed first):
+
+- arm: paper 000's arm, torque-driven, under PD, with a jam of every joint at 16 instants,
+  the link masses perturbed by +-5 %;
+- rrr3: paper 003's 3RRR under PD (rrr3_pd), kp x kd, the distal masses perturbed.
+
+Per campaign and worker count it prints the aggregate rate (simulated seconds per wall
+second, per core: the wall time from the first task to the last result, including
+Dask's scheduling and the client's Parquet writes), the same for a single in-process
+run of scenario 0 (rt.sim.simulate; its stepping alone and the whole call) measured in
+the same session just before, their ratio (the issue's goal: >= 0.9, and >= 4000x real
+time per core for the arm on a quiet host), the scaling from 1 to N workers, and per
+scenario: its compiled run (stepping_s), the Python around it in the worker (wall_s -
+stepping_s: config, plant, metrics) and Dask's share (workers x wall / scenarios -
+wall_s). Medians and 90th percentiles.
+
+    python bench/bench_campaign.py [--workers 1 2] [--arm 480] [--rrr3 90] [--repeat 10]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+from hilrig.rt.campaign import open_client, probe, run_campaign
+from hilrig.rt.campaign_spec import load_spec
+from hilrig.rt.sim import simulate
+
+ARM = """
+[campaign]
+base = "serial3_jam1"
+duration = 10.0
+samples = {samples}
+seed = 1
+
+[set]
+plant.q0 = [0.0, 0.0, 0.0]
+controller.type = "pd"
+controller.kp = [2000.0, 1500.0, 800.0]
+controller.kd = [200.0, 150.0, 80.0]
+controller.target = [0.8, -0.5, 0.6]
+controller.reference = "quintic"
+controller.duration = 2.0
+
+[[axis]]
+key = "faults.jam.joint"
+values = [1, 2, 3]
+
+[[axis]]
+key = "faults.jam.t1"
+linspace = [0.25, 8.0, 16]
+
+[[axis]]
+key = "plant.mass"
+relative = 0.05
+
+[metrics]
+settle_time = 5.0
+
+[criteria]
+healthy_tracking_error = 0.02
+peak_command = 400.0
+"""
+
+RRR3 = """
+[campaign]
+base = "rrr3_pd"
+duration = 10.0
+samples = {samples}
+seed = 1
+
+[[axis]]
+key = "controller.kp"
+values = [75.0, 150.0, 300.0]
+
+[[axis]]
+key = "controller.kd"
+values = [25.0, 50.0, 100.0]
+
+[[axis]]
+key = "plant.m2"
+relative = 0.1
+
+[metrics]
+settle_time = 5.0
+
+[criteria]
+reach_time = 5.0
+peak_residual = 1e-9
+"""
+
+
+def single_run(spec, repeat: int) -> tuple[float, float]:
+    """Scenario 0 in this process, ``repeat`` times after a first: medians of the
+    stepping rate and of the whole simulate call's rate (simulated s per wall s)."""
+    cfg = spec.config(spec.scenario(0))
+    simulate(cfg)
+    stepping, whole = [], []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run = simulate(cfg)
+        whole.append(time.perf_counter() - started)
+        stepping.append(run.stepping_seconds)
+    simulated = cfg.sim.duration
+    return simulated / np.median(stepping), simulated / np.median(whole)
+
+
+def campaign(spec, workers: int, out: Path) -> dict:
+    client, cluster = open_client(workers=workers)
+    try:
+        client.run(probe, spec)                      # every worker loads its kernels first
+        run = run_campaign(spec, out, client)
+    finally:
+        client.close()
+        cluster.close()
+    table = run.table
+    simulated = float(np.sum(table["simulated_s"].to_numpy()))
+    wall = table["wall_s"].to_numpy()
+    stepping = table["stepping_s"].to_numpy()
+    n = len(table)
+    return {"rate_per_core": simulated / run.seconds / workers,
+            "seconds": run.seconds, "batch": run.batch, "n": n,
+            "stepping": stepping, "python": wall - stepping,
+            "dask": workers * run.seconds / n - np.mean(wall)}
+
+
+def quantiles(values: np.ndarray) -> str:
+    median, p90 = np.median(values) * 1e3, np.percentile(values, 90) * 1e3
+    return f"median {median:7.3f} ms  p90 {p90:7.3f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--arm", type=int, default=480, help="arm scenarios (x48)")
+    parser.add_argument("--rrr3", type=int, default=90, help="3RRR scenarios (x9)")
+    parser.add_argument("--repeat", type=int, default=10, help="single runs timed")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        specs = {"arm (jam, PD)": (ARM, max(1, args.arm // 48)),
+                 "rrr3 (PD)": (RRR3, max(1, args.rrr3 // 9))}
+        for name, (text, samples) in specs.items():
+            path = tmp / f"{name.split()[0]}.toml"
+            path.write_text(textwrap.dedent(text.format(samples=samples)), encoding="utf-8")
+            spec = load_spec(path)
+            stepping_rate, whole_rate = single_run(spec, args.repeat)
+            print(f"{name}: {spec.count} scenarios of {spec.duration:g} s")
+            print(f"  single in-process run: stepping {stepping_rate:8.0f}x real time, whole "
+                  f"simulate call {whole_rate:8.0f}x")
+            rates = {}
+            for workers in args.workers:
+                result = campaign(spec, workers, tmp / f"{path.stem}-{workers}")
+                rates[workers] = result["rate_per_core"]
+                print(f"  {workers} worker(s): {result['rate_per_core']:8.0f}x real time per "
+                      f"core ({result['rate_per_core'] / stepping_rate:.3f} of the single "
+                      f"run's stepping), {result['n']} scenarios in {result['seconds']:.1f} s, "
+                      f"batches of {result['batch']}")
+                print(f"    per scenario: compiled run {quantiles(result['stepping'])}; "
+                      f"Python around it {quantiles(result['python'])}; Dask and client "
+                      f"{result['dask'] * 1e3:.3f} ms")
+            if len(rates) > 1:
+                low, high = min(rates), max(rates)
+                print(f"  scaling {low} -> {high} workers: "
+                      f"{rates[high] * high / (rates[low] * low):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

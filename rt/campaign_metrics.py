@@ -1,0 +1,161 @@
+"""What a campaign measures of one run, and its pass/fail criteria.
+
+``measure(arrays, cfg, settings)`` turns the arrays of an offline run (rt.sim.simulate,
+or the .npz that ``hil sim`` writes) into the metrics of one campaign row; a campaign
+and a single ``hil sim`` of the same scenario give the same arrays, hence the same
+metrics, bit for bit. ``judge`` applies the criteria: each is an upper bound on one
+metric, and a scenario passes when its run completed and every bound holds.
+
+Joints are the actuated ones (the first nact coordinates: a serial arm's joints, the
+3RRR's motor angles); the target is the config's ``controller.target`` (the final
+target: for a moving reference, not the reference itself).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hilrig.plant.kernel import kernel
+from hilrig.schema import Config
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: its unit, what it is, and what a run needs for it."""
+
+    unit: str
+    doc: str
+    needs_target: bool = False      # controller.target
+    model: str | None = None        # only for this plant model
+
+
+METRICS = {
+    "tracking_error": Metric(
+        "rad", "max over t >= settle_time and the joints of |target - q|", needs_target=True),
+    "healthy_tracking_error": Metric(
+        "rad", "tracking_error over the joints that no jam hit (0 if every joint jammed)",
+        needs_target=True),
+    "final_error": Metric("rad", "max over the joints of |target - q| at the end",
+                          needs_target=True),
+    "reach_time": Metric(
+        "s", "first time from which every joint stays within reach_tolerance of its target "
+             "to the end (inf: not reached by the end); the criterion is 'reached by T'",
+        needs_target=True),
+    "peak_command": Metric("V or N m", "max over the run and the joints of |u|"),
+    "peak_joint_rate": Metric("rad/s", "max over the run and the joints of |qd|"),
+    "peak_residual": Metric("m^2", "max constraint residual (3RRR)", model="rrr3"),
+    "det_phi_x_sign_changes": Metric(
+        "", "sign changes of det Phi_x: passes through a type-2 singularity (3RRR)",
+        model="rrr3"),
+    "det_phi_theta_sign_changes": Metric(
+        "", "sign changes of det Phi_theta: passes through a type-1 singularity (3RRR)",
+        model="rrr3"),
+}
+
+
+@dataclass(frozen=True)
+class MetricSettings:
+    """The spec's [metrics] table: settle_time (s) from which tracking_error counts,
+    reach_tolerance (rad) of reach_time."""
+
+    settle_time: float = 0.0
+    reach_tolerance: float = 0.01
+
+
+def needs_diagnostics(cfg: Config) -> bool:
+    """Whether runs of ``cfg`` have metrics from the model's diagnostics (the 3RRR's)."""
+    return any(metric.model == cfg.plant.model for metric in METRICS.values())
+
+
+def unavailable(name: str, cfg: Config) -> str | None:
+    """Why metric ``name`` cannot be measured on runs of ``cfg`` (None: it can)."""
+    metric = METRICS[name]
+    if metric.needs_target and target_of(cfg) is None:
+        return "needs controller.target (a pd or feedforward controller)"
+    if metric.model is not None and cfg.plant.model != metric.model:
+        return f"is measured on plant.model = {metric.model!r} only"
+    return None
+
+
+def target_of(cfg: Config) -> np.ndarray | None:
+    """The config's joint targets (controller.target), or None if its controller has none."""
+    target = getattr(cfg.controller, "target", None)
+    return None if target is None else np.asarray(target, dtype=float)
+
+
+def measure(arrays: dict, cfg: Config, settings: MetricSettings) -> dict:
+    """The metrics (METRICS; NaN where a metric does not apply) and ``q_end`` (the last
+    row's coordinates) of one run's arrays. A run cut short by an invalid state is
+    measured on the rows it has."""
+    t, q, qd, u = arrays["t"], arrays["q"], arrays["qd"], arrays["u"]
+    nact = u.shape[1]
+    target = target_of(cfg)
+    healthy = np.ones(nact)
+    healthy[arrays["jam_events"][:, 0].astype(int) - 1] = 0.0
+    settle = int(np.searchsorted(t, settings.settle_time - 1e-9 * cfg.sim.dt))
+    found = np.zeros(6)
+    joint_metrics(q, qd, u, np.zeros(nact) if target is None else target, healthy, settle,
+                  settings.reach_tolerance, found)
+    out = dict.fromkeys(METRICS, np.nan)
+    out["peak_command"], out["peak_joint_rate"] = found[4], found[5]
+    if target is not None:
+        if settle < len(t):      # else the run ended before settle_time: NaN
+            out["tracking_error"], out["healthy_tracking_error"] = found[0], found[1]
+        out["final_error"] = found[2]
+        last = int(found[3])     # the last row outside the tolerance (-1: none)
+        out["reach_time"] = float(t[last + 1]) if last + 1 < len(t) else np.inf
+    if "residual" in arrays:
+        out["peak_residual"] = float(arrays["residual"].max())
+        out["det_phi_x_sign_changes"] = float(_sign_changes(arrays["det_phi_x"]))
+        out["det_phi_theta_sign_changes"] = float(_sign_changes(arrays["det_phi_theta"]))
+    out["q_end"] = [float(v) for v in q[-1]]
+    return out
+
+
+@kernel
+def joint_metrics(q, qd, u, target, healthy, settle, tolerance, out):
+    """One pass over the rows of a run (its first u.shape[1] coordinates are the joints):
+    out[0] max |target - q| over rows >= settle, out[1] the same over the joints where
+    ``healthy`` is nonzero (0 if none), out[2] max |target - q| in the last row, out[3]
+    the last row where some |target - q| > tolerance (-1: none), out[4] max |u|,
+    out[5] max |qd| of the joints. A NaN in a maximum makes it NaN."""
+    rows, nact = u.shape[0], u.shape[1]
+    tracking, healthy_error, last_outside, peak_u, peak_rate = 0.0, 0.0, -1.0, 0.0, 0.0
+    worst = 0.0
+    for k in range(rows):
+        worst = 0.0
+        for j in range(nact):
+            error = abs(target[j] - q[k, j])
+            worst = _larger(worst, error)
+            if k >= settle and healthy[j] != 0.0:
+                healthy_error = _larger(healthy_error, error)
+            peak_rate = _larger(peak_rate, abs(qd[k, j]))
+            peak_u = _larger(peak_u, abs(u[k, j]))
+        if not worst <= tolerance:
+            last_outside = k
+        if k >= settle:
+            tracking = _larger(tracking, worst)
+    out[0], out[1], out[2], out[3], out[4], out[5] = \
+        tracking, healthy_error, worst, last_outside, peak_u, peak_rate
+
+
+@kernel
+def _larger(a, b):
+    """max(a, b); NaN if either is NaN."""
+    if a != a or b != b:
+        return np.nan
+    return a if a >= b else b
+
+
+def _sign_changes(values: np.ndarray) -> int:
+    signs = np.sign(values)
+    signs = signs[signs != 0.0]
+    return int(np.count_nonzero(signs[1:] != signs[:-1]))
+
+
+def judge(metrics: dict, criteria: dict, completed: bool) -> tuple[bool, list[str]]:
+    """Whether a run passes its criteria (metric name -> upper bound), and the names of
+    those it fails (a NaN metric fails; a run that did not complete fails as 'completed')."""
+    failed = [] if completed else ["completed"]
+    failed += [name for name, bound in criteria.items() if not metrics[name] <= bound]
+    return not failed, failed

@@ -1,0 +1,316 @@
+"""hil campaign: specs, scenarios on a Dask LocalCluster of two worker processes, Parquet
+results, a killed worker, --resume, and each row reproduced bit for bit by its hil sim line."""
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import signal
+import sys
+import textwrap
+import time
+import zipfile
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hilrig.errors import ConfigError
+from hilrig.rt import cli
+from hilrig.rt.campaign import INSTALL_HINT, open_client, run_campaign
+from hilrig.rt.campaign_metrics import METRICS, measure
+from hilrig.rt.campaign_results import done_ids, part_paths
+from hilrig.rt.campaign_spec import load_spec
+from hilrig.rt.config import load
+from hilrig.rt.sim import simulate
+from rt_helpers import ROOT
+
+# Paper 000's arm under computed-torque feed-forward, torque-driven, from hanging down to a
+# target over 1 s: without a jam it tracks to ~1e-6 rad; a jam at 0.1 s blocks a joint far
+# from its target, so a tracking-error bound of 0.01 rad fails exactly the jammed runs.
+ARM = """
+[campaign]
+base = "serial3_jam1"
+duration = {duration}
+samples = 2
+seed = 7
+{extra}
+
+[set]
+plant.q0 = [0.0, 0.0, 0.0]
+controller.type = "feedforward"
+controller.kp = [2000.0, 1500.0, 800.0]
+controller.kd = [200.0, 150.0, 80.0]
+controller.target = [0.8, -0.5, 0.6]
+controller.reference = "quintic"
+controller.duration = 1.0
+
+[[axis]]
+key = "faults.jam.joint"
+values = [1, 2, 3]
+
+[[axis]]
+key = "faults.jam.t1"
+values = [0.1, 50.0]          # 50 s: after the run's end, no jam
+
+[[axis]]
+key = "plant.mass"
+relative = 0.02
+
+[metrics]
+settle_time = 1.5
+
+[criteria]
+tracking_error = 0.01
+peak_joint_rate = 5.0
+"""
+
+
+def write_spec(tmp_path, text=ARM, name="arm.toml", **fields):
+    fields.setdefault("duration", 2.0)
+    fields.setdefault("extra", "")
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text.format(**fields)), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A LocalCluster of two single-threaded worker processes (rt.campaign.open_client)."""
+    client, cluster = open_client(workers=2)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def same(a, b) -> bool:
+    """Equal bit for bit (NaN equal to NaN)."""
+    return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
+
+
+def by_id(table) -> dict:
+    return {row["id"]: row for row in table.to_pylist()}
+
+
+# -- the spec ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    (("[[axis]]\nkey = \"faults.jam.joint\"", "[[axis]]\nkey = \"plant.mas\""),
+     "axis 'plant.mas' = 1: unknown key 'plant.mas' (did you mean 'plant.mass'?)"),
+    (("values = [1, 2, 3]", "values = []"),
+     "axis 'faults.jam.joint': values is empty (an axis needs at least one value)"),
+    (("values = [1, 2, 3]", "values = [1, 2, 4]"),
+     "axis 'faults.jam.joint' = 4: faults.jam.joint: must be 1..3, got 4"),
+    (("tracking_error = 0.01", "trackng_error = 0.01"),
+     "criteria.trackng_error: no such metric (did you mean 'tracking_error'?)"),
+    (("tracking_error = 0.01", "peak_residual = 1e-9"),
+     "criteria.peak_residual: is measured on plant.model = 'rrr3' only (scenario 0)"),
+    (("seed = 7", "sede = 7"), "unknown key 'campaign.sede' (did you mean 'campaign.seed'?)"),
+    (("relative = 0.02", "relative = 2.0"),
+     "axis 'plant.mass': relative: expected a fraction between 0 and 1 (0.1: +-10 %), got 2.0"),
+    (("settle_time = 1.5", "settle_time = 2.5"),
+     "metrics.settle_time: 2.5 s is not before the end of the run (sim.duration = 2.0 s)"),
+    (("base = \"serial3_jam1\"", "base = \"serial3_jamm1\""),
+     "campaign.base: serial3_jamm1 is neither a file beside the spec nor a built-in config"),
+])
+def test_a_bad_spec_is_one_line_naming_the_key(tmp_path, change, message):
+    path = write_spec(tmp_path, ARM.replace(*change))
+    with pytest.raises(ConfigError) as caught:
+        load_spec(path)
+    assert str(caught.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(caught.value)
+
+
+def test_hil_campaign_refuses_a_bad_spec_before_any_task(tmp_path, capsys):
+    path = write_spec(tmp_path, ARM.replace("tracking_error = 0.01", "no_metric = 1.0"))
+    out = tmp_path / "out"
+    started = time.perf_counter()
+    assert cli.main(["campaign", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"hil: config error: {path}: criteria.no_metric: no such metric (metrics: " \
+                  f"{', '.join(METRICS)})\n"
+    assert not out.exists()                          # no cluster, no output
+    assert time.perf_counter() - started < 10.0
+
+
+def test_without_dask_hil_campaign_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)     # as if not installed
+    assert cli.main(["campaign", str(write_spec(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hil: {INSTALL_HINT}") and err.count("\n") == 1
+
+
+def test_scenarios_are_the_grid_times_the_draws_and_their_sim_line_is_their_config(tmp_path):
+    spec = load_spec(write_spec(tmp_path))
+    assert spec.count == 3 * 2 * 2
+    base_mass = np.array(load("serial3_jam1").plant.mass)
+    seen = set()
+    for sid in range(spec.count):
+        scenario = spec.scenario(sid)
+        assert scenario == spec.scenario(sid)                # a function of the id alone
+        joint, t1 = scenario.values["faults.jam.joint"], scenario.values["faults.jam.t1"]
+        assert (joint, t1) == ([1, 2, 3][sid // 4], [0.1, 50.0][sid // 2 % 2])
+        mass = np.array(scenario.values["plant.mass"])
+        assert np.all(np.abs(mass / base_mass - 1.0) <= 0.02)
+        seen.add(tuple(mass))
+        argv = shlex.split(spec.sim_line(scenario, "x.npz"))
+        assert argv[:3] == ["hil", "sim", "serial3_jam1"]
+        overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "--set"]
+        assert load("serial3_jam1", overrides) == spec.config(scenario)
+    assert len(seen) == spec.count                           # every draw its own
+
+
+def test_the_spec_of_the_docs_is_a_valid_spec(tmp_path):
+    text = (ROOT / "docs" / "CAMPAIGNS.md").read_text(encoding="utf-8")
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    spec = load_spec(write_spec(tmp_path, example.replace("{", "{{").replace("}", "}}")))
+    assert spec.count == 3 * 16 * 2
+    cfg = spec.config(spec.scenario(5))
+    assert [jam.joint for jam in cfg.faults.jam] == [1, 3] and cfg.sim.position_noise > 0
+
+
+@pytest.mark.parametrize("name", ["serial3_jams", "rrr3_gains_poses"])
+def test_the_example_specs_load_by_name_and_their_first_scenario_runs(name):
+    spec = load_spec(name)
+    assert spec.path == ROOT / "configs" / "campaigns" / f"{name}.toml"
+    cfg = spec.config(spec.scenario(0))
+    metrics = measure(simulate(cfg).arrays, cfg, spec.settings)
+    assert all(np.isfinite(metrics[criterion]) or criterion == "reach_time"
+               for criterion in spec.criteria)
+
+
+def test_a_scenario_its_overrides_make_invalid_is_a_failed_row_not_a_failed_task(tmp_path):
+    from hilrig.rt.campaign import job_of
+    from hilrig.rt.campaign_batch import run_scenario
+
+    spec = load_spec(write_spec(tmp_path))
+    row = run_scenario(job_of(spec), 3, ["faults.jam.joint=7"])
+    assert (row["id"], row["status"], row["passed"], row["failed"]) == \
+        (3, "config_error", False, "config")
+    assert row["error"] == "faults.jam.joint: must be 1..3, got 7"
+    assert all(math.isnan(row[name]) for name in METRICS)
+
+
+# -- on a cluster --------------------------------------------------------------------------
+
+def test_a_small_campaign_holds_every_scenario_once_with_the_metrics_of_single_runs(
+        tmp_path, client):
+    spec = load_spec(write_spec(tmp_path))
+    run = run_campaign(spec, tmp_path / "out", client, batch=3)
+    table = pq.read_table(tmp_path / "out" / "results.parquet")
+    assert table.schema == run.table.schema and table["id"] == run.table["id"]
+    assert table["id"].to_pylist() == list(range(spec.count))
+    assert sorted(run.ran) == list(range(spec.count)) and run.skipped == 0
+    assert len(part_paths(tmp_path / "out")) == 4            # 12 scenarios in batches of 3
+    for row in table.to_pylist():
+        scenario = spec.scenario(row["id"])
+        for key, value in scenario.values.items():
+            assert row[key] == value
+        cfg = spec.config(scenario)
+        alone = measure(simulate(cfg).arrays, cfg, spec.settings)
+        for name in METRICS:
+            assert same(row[name], alone[name]), (row["id"], name)
+        assert row["q_end"] == alone["q_end"]
+        # pass/fail is the criteria on the metrics; the jams at 0.1 s fail, the others pass
+        holds = [name for name, bound in spec.criteria.items() if not row[name] <= bound]
+        assert row["passed"] == (not holds) and row["failed"] == ",".join(holds)
+        jammed = scenario.values["faults.jam.t1"] < spec.duration
+        assert row["passed"] == (not jammed) and row["status"] == "ok"
+        if jammed:    # the blocked joint stays where it stopped, away from its target
+            joint = scenario.values["faults.jam.joint"] - 1
+            blocked = abs(cfg.controller.target[joint] - row["q_end"][joint])
+            assert row["tracking_error"] == blocked == row["final_error"] > 0.05
+            assert row["failed"] == "tracking_error" and row["reach_time"] == math.inf
+        else:
+            assert row["tracking_error"] < 1e-4 and row["reach_time"] < 1.5
+
+
+def test_a_worker_killed_mid_campaign_leaves_every_scenario_once(tmp_path, client):
+    """The batch running on the killed worker is run again elsewhere (Dask), once."""
+    spec = load_spec(write_spec(tmp_path, duration=10.0, extra="batch = 3"))
+    killed = {}
+
+    def kill_a_busy_worker(ids):
+        if killed:
+            return
+        for address, keys in client.processing().items():
+            if keys:
+                pid = client.run(os.getpid, workers=[address])[address]
+                os.kill(pid, signal.SIGKILL)
+                killed.update(pid=pid, keys=set(keys))
+                return
+
+    run = run_campaign(spec, tmp_path / "out", client, batch_done=kill_a_busy_worker)
+    assert killed, "no worker was busy when the first batch came back"
+    assert run.table["id"].to_pylist() == list(range(spec.count))
+    assert len(done_ids(tmp_path / "out")) == spec.count
+    rerun = [row for row in run.table.to_pylist()
+             if any(key.startswith(f"hilrig-batch-{row['id'] - row['id'] % 3}-")
+                    for key in killed["keys"])]
+    assert rerun and all(not row["worker"].endswith(f":{killed['pid']}") for row in rerun)
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed["pid"], 0)
+
+
+def test_resume_runs_only_the_scenarios_an_interrupted_campaign_missed(tmp_path, client):
+    spec = load_spec(write_spec(tmp_path, extra="batch = 2"))
+    out = tmp_path / "out"
+    calls = []
+
+    def interrupt_after_two_batches(ids):
+        calls.append(ids)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    first = run_campaign(spec, out, client, batch_done=interrupt_after_two_batches)
+    assert first.interrupted and first.table is None
+    done = done_ids(out)
+    assert done == {sid for ids in calls for sid in ids} and len(done) == 4
+    kept = {path: path.read_bytes() for path in part_paths(out)}
+    with pytest.raises(ConfigError, match="holds 4 of 12 scenarios of this campaign; "
+                                          "--resume runs the rest"):
+        run_campaign(spec, out, client)
+    second = run_campaign(spec, out, client, resume=True)
+    assert sorted(second.ran) == sorted(set(range(spec.count)) - done)
+    assert second.skipped == 4
+    assert all(path.read_bytes() == data for path, data in kept.items())
+    assert second.table["id"].to_pylist() == list(range(spec.count))
+    other = write_spec(tmp_path, ARM.replace("seed = 7", "seed = 8"), name="other.toml")
+    with pytest.raises(ConfigError, match="with another spec or base config"):
+        run_campaign(load_spec(other), out, client, resume=True)
+
+
+def test_hil_campaign_prints_each_failing_scenarios_hil_sim_line_which_equals_its_row(
+        tmp_path, client, capsys):
+    """The command end to end (on the cluster's scheduler); then a failing scenario's
+    printed line, run by `hil sim`, gives its row bit for bit."""
+    spec_path = write_spec(tmp_path)
+    out = tmp_path / "out"
+    status = cli.main(["campaign", str(spec_path), "--scheduler", client.scheduler.address,
+                       "--out", str(out)])
+    printed = capsys.readouterr()
+    assert status == 1, printed.out + printed.err            # some scenarios failed
+    assert "campaign: 12/12 scenarios (100 %)" in printed.err
+    assert "arm: 12 scenarios, 6 passed, 6 failed (50.0 % pass)" in printed.out
+    assert (out / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lines = [line.strip() for line in printed.out.splitlines()
+             if line.strip().startswith("hil sim ")]
+    assert len(lines) == 6
+    assert (out / "failing.txt").read_text().splitlines() == lines
+    rows = by_id(pq.read_table(out / "results.parquet"))
+    argv = shlex.split(lines[-1])
+    sid = int(argv[-1].rsplit("-", 1)[1].removesuffix(".npz"))
+    assert cli.main(argv[1:]) == 0
+    npz = np.load(argv[-1])
+    arrays = {name: npz[name] for name in npz.files}
+    overrides = [argv[i + 1] for i, word in enumerate(argv) if word == "--set"]
+    cfg = load(argv[2], overrides)
+    alone = measure(arrays, cfg, load_spec(spec_path).settings)
+    for name in METRICS:
+        assert same(rows[sid][name], alone[name]), name
+    assert rows[sid]["q_end"] == alone["q_end"] and not rows[sid]["passed"]
+
+
+def test_the_wheel_holds_the_example_specs(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    specs = sorted((ROOT / "configs" / "campaigns").glob("*.toml"))
+    assert specs and {f"hilrig/configs/campaigns/{path.name}" for path in specs} <= names
