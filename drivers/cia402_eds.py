@@ -31,7 +31,7 @@ _PREDEFINED_BASES = (0x180, 0x200, 0x280, 0x300, 0x380, 0x400, 0x480, 0x500)
 
 def drive_dictionary(cfg: Config, node_id: int) -> canopen.ObjectDictionary:
     """The object dictionary the emulated drive at ``node_id`` serves under ``cfg``."""
-    can, emu = cfg.link.canopen, cfg.emulator.canopen
+    can = cfg.link.canopen
     if node_id not in can.node_ids:
         raise ConfigError(f"--node {node_id}: not a drive of this config (link.canopen.node_ids "
                           f"= {list(can.node_ids)})")

@@ -27,7 +27,8 @@ from hilrig.drivers.link import (
     not_active,
     not_configured,
 )
-from hilrig.drivers.wire import ERROR_TEXT, MessageType, WireError, decode, encode
+from hilrig.drivers.wire import (
+    ERROR_BUSY, ERROR_TEXT, MessageType, WireError, decode, encode)
 from hilrig.plant.factory import actuated_joints
 from hilrig.schema import Config
 
@@ -38,6 +39,7 @@ log = logging.getLogger("hil.link.zmq")
 # a lockstep emulator then never stepped the last command. A dead emulator costs a
 # close at most this much.
 LINGER_MS = 500
+HELLO_RESEND_S = 0.2      # s between HELLOs while the emulator has not welcomed us
 
 
 class ZmqLink(Link):
@@ -107,17 +109,46 @@ class ZmqLink(Link):
         self.stopped = False
 
     def _hello(self) -> np.ndarray:
-        """Say HELLO; the WELCOME's values [mode, n_axes, dt, voltage]."""
+        """Say HELLO until WELCOME; the WELCOME's values [mode, n_axes, dt, voltage].
+
+        HELLO is said again every HELLO_RESEND_S until max(timeout, 1 s) has passed: the
+        emulator may have dropped its answer (its ERROR replies are rate-limited during a
+        flood of bad frames) or may not yet have seen the previous controller disconnect
+        (it answers ERROR_BUSY until then). A repeated HELLO is answered as the first.
+        """
         endpoints.connect(self.socket, self.endpoint, "emulator")
-        hello = MessageType.TAKEOVER if self.takeover else MessageType.HELLO
-        self.socket.send(encode(hello, 0, 0.0, [self.n_axes]))
-        if not self.socket.poll(max(self.timeout_ms, 1000)):
-            raise LinkTimeout(f"no emulator answered at {self.endpoint} (is `hil emulate` "
-                              f"running there?)")
-        kind, _, _, values = self._decode(self.socket.recv())
-        if kind != MessageType.WELCOME:
-            raise LinkError(f"emulator at {self.endpoint} answered HELLO with {kind.name}")
-        return values
+        hello = encode(MessageType.TAKEOVER if self.takeover else MessageType.HELLO, 0, 0.0,
+                       [self.n_axes])
+        deadline = time.monotonic() + max(self.timeout_ms, 1000) / 1000
+        busy = False
+        while True:
+            self.socket.send(hello)
+            resend_at = min(time.monotonic() + HELLO_RESEND_S, deadline)
+            while (left := resend_at - time.monotonic()) > 0 \
+                    and self.socket.poll(max(1, int(1000 * left))):
+                frame = self.socket.recv()
+                if self._is_busy(frame):
+                    busy = True        # wait for the next HELLO: the other may be leaving
+                    continue
+                kind, _, _, values = self._decode(frame)
+                if kind != MessageType.WELCOME:
+                    raise LinkError(f"emulator at {self.endpoint} answered HELLO with "
+                                    f"{kind.name}")
+                return values
+            if time.monotonic() >= deadline:
+                if busy:
+                    raise LinkError(f"emulator at {self.endpoint} rejected our message: "
+                                    f"{ERROR_TEXT[ERROR_BUSY]}")
+                raise LinkTimeout(f"no emulator answered at {self.endpoint} (is `hil "
+                                  f"emulate` running there?)")
+
+    def _is_busy(self, frame: bytes) -> bool:
+        """Whether ``frame`` is the emulator's ERROR_BUSY (another controller commands)."""
+        try:
+            kind, _, _, values = decode(frame, self.expected)
+        except WireError:
+            return False
+        return kind == MessageType.ERROR and int(values[0]) == ERROR_BUSY
 
     def activate(self) -> None:
         """Accept commands: the first ``write`` takes the plant out of its safe state."""
