@@ -29,6 +29,7 @@ from hilrig.controllers.factory import controller_from_config
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
+from hilrig.rt.live_mailbox import apply_pending, new_mailbox
 from hilrig.rt.session import SessionResult, command_limits
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, Telemetry
@@ -61,8 +62,10 @@ class LinkLoop:
     """
 
     def __init__(self, cfg: Config, link: Link, log_path: str | Path,
-                 estop_endpoint: str | None = None):
+                 estop_endpoint: str | None = None, hooks=()):
         self.cfg = cfg
+        self.hooks = list(hooks)   # start(loop) after the warm-up, stop() at the end
+        self.live_box = None       # the live-parameter mailbox (rt.live_params), once built
         self.link = link
         self.h = cfg.sim.dt
         self.n_ticks = int(round(cfg.sim.duration / self.h))
@@ -121,6 +124,7 @@ class LinkLoop:
                              self.meas.pos, self.meas.vel, self.meas.current, self.u,
                              self.held.copy())
         rtk.limit_tick(self.limits, self.h, self.u, self.held.copy())
+        apply_pending(self.live_box.copy(), c.params.copy(), self.limits.copy(), 0, 0.0)
         self.u[:] = 0.0
         ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
         fill_row(ring, head, self.cols, 0, 0.0, self.meas.buffer[1:], self.link.n_axes,
@@ -156,8 +160,11 @@ class LinkLoop:
             self.controller = controller_from_config(self.cfg, self.link.command_unit,
                                                      allow_python=True)
             paced = not getattr(self.link, "lockstep", False)
+            self.live_box = new_mailbox(self.controller.params, self.limits)
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
+            for hook in self.hooks:
+                hook.start(self)
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
             scheduling = apply_thread(loop.cpu, loop.fifo_priority if paced else 0)
             with FrozenGC(loop.gc_freeze):
@@ -175,6 +182,7 @@ class LinkLoop:
                         raise LinkTimeout(f"watchdog: no fresh measurement for {stale} ticks "
                                           f"({stale * self.h * 1e3:.0f} ms): link lost")
                     t = k * self.h
+                    apply_pending(self.live_box, self.controller.params, self.limits, k, t)
                     measured = measured or fresh
                     if measured and not self._control(t):   # before any: hold zero
                         reason, status = "controller produced a non-finite command", "error"
@@ -217,6 +225,8 @@ class LinkLoop:
             self.link.close()
             if self.estop is not None:
                 self.estop.close(0)
+            for hook in self.hooks:
+                hook.stop()
             tel.event("stop", t=k * self.h, tick=k, reason=reason)
             ran = self.timings[:k]
             summary = summarize(ran, overruns, scheduling)

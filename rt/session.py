@@ -26,6 +26,7 @@ from hilrig.plant.factory import (
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
+from hilrig.rt.live_mailbox import new_mailbox
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import Telemetry, run_groups
@@ -62,8 +63,9 @@ def command_limits(cfg: Config, nact: int) -> np.ndarray:
 class Session:
     """Everything one in-process run needs, allocated before the first tick."""
 
-    def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False):
+    def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False, hooks=()):
         self.cfg = cfg
+        self.hooks = list(hooks)   # start(session) after the warm-up, stop() at the end
         self.fast = fast
         sim, loop = cfg.sim, cfg.loop
         self.h = sim.dt
@@ -84,6 +86,7 @@ class Session:
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
         self.limits = command_limits(cfg, nact)
+        self.live_box = new_mailbox(self.controller.params, self.limits)   # rt.live_params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
         groups = run_groups(cfg.plant.model, nq, nact, cfg.plant.drive)
@@ -101,7 +104,7 @@ class Session:
 
     # -- the loop thread -----------------------------------------------------------
     def _call(self, plant, state, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
-              handoff):
+              handoff, live):
         loop = self.cfg.loop
         c = self.controller
         return rtk.run_loop(
@@ -110,7 +113,7 @@ class Session:
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
             int(loop.rehearse * 1e9), rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
-            handoff, self.snap, self.delta, plant.mechanism)
+            handoff, self.snap, self.delta, plant.mechanism, live)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
@@ -124,7 +127,7 @@ class Session:
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
                    np.zeros(1, np.int64), rtk.new_mail(), np.zeros_like(self.events),
-                   np.zeros((2, 5)), timespec(), self.handoff.copy())
+                   np.zeros((2, 5)), timespec(), self.handoff.copy(), self.live_box.copy())
         if self.use_worker:
             stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
             self._worker(stopped)
@@ -137,7 +140,7 @@ class Session:
         try:
             self._call(self.plant, self.controller.state, self.schedule, self.n_ticks, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
-                       self.timings, timespec(), self.handoff)
+                       self.timings, timespec(), self.handoff, self.live_box)
         finally:
             restore_thread()
             self.finished.set()
@@ -192,6 +195,8 @@ class Session:
         try:
             self.warm_up()
             self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
+            for hook in self.hooks:
+                hook.start(self)
             with FrozenGC(self.cfg.loop.gc_freeze and not self.fast):
                 if self.use_worker:
                     worker.start()
@@ -217,6 +222,8 @@ class Session:
                 if worker.is_alive():
                     worker.join(5.0)
             events += self.forward_events()
+            for hook in self.hooks:
+                hook.stop()
             reason = rtk.REASONS.get(int(self.mail[rtk.M_REASON]), "interrupted")
             ran = int(self.mail[rtk.M_TICK])
             summary = summarize(self.timings[:ran], int(self.mail[rtk.M_OVERRUNS]),
