@@ -6,7 +6,7 @@ loop's telemetry ring (the rows the loop publishes for the MCAP writer, read aga
 written), every PERIOD s, computes what the loop does not record (rt.live_signals) and
 logs one message per row and channel to the channels a client subscribed to. It never
 touches the loop: a slow or stuck client makes the SDK drop that client's oldest
-messages (its queue holds ``message_backlog_size`` of them), and if the publisher falls
+messages (its queue holds BACKLOG of them), and if the publisher falls
 behind by more than half the ring it skips to the newest rows. Events (faults, overruns,
 live changes, the stop and its reason) come from the telemetry's event listeners.
 
@@ -23,6 +23,7 @@ import ipaddress
 import json
 import logging
 import threading
+import time
 
 import numpy as np
 from hilrig.errors import ConfigError
@@ -32,6 +33,8 @@ from hilrig.rt.live_signals import RowSignals
 DEFAULT_ADDRESS = "127.0.0.1:8765"
 PERIOD = 0.02             # s between the publisher's wake-ups
 MAX_ROWS = 2000           # rows per wake-up at most (more: skip to the newest)
+BACKLOG = 16384           # messages queued per client (3 s of 5 channels at 1 kHz); then the
+                          # SDK drops that client's oldest
 
 log = logging.getLogger("hil.live")
 
@@ -106,6 +109,7 @@ class LiveView:
         self.server = None
         self.published = 0          # rows published
         self._events = collections.deque()
+        self._params_changed = False
         self._stop = threading.Event()
         self._thread = None
 
@@ -135,7 +139,7 @@ class LiveView:
         try:
             self.server = foxglove.start_server(
                 name="hilrig", host=self.host, port=self.port, capabilities=capabilities,
-                server_listener=listener, context=self.context)
+                server_listener=listener, context=self.context, message_backlog_size=BACKLOG)
         except Exception as exc:  # noqa: BLE001 -- the SDK's bind errors are not typed
             raise ConfigError(f"--live {self.host}:{self.port}: cannot serve: {exc}") from None
         self.port = self.server.port()
@@ -162,7 +166,8 @@ class LiveView:
         self._events.append({"kind": kind, **fields})
 
     def _changed(self, ack) -> None:
-        self.server.publish_parameter_values(self.parameters())
+        self._params_changed = True     # published by the publisher thread, not from a
+                                        # callback of the server's
 
     def parameters(self, names=None) -> list:
         """The live parameters (all, or those named) as Foxglove parameters."""
@@ -206,10 +211,13 @@ class LiveView:
                 rows = rows[keep:]
             self._send(rows, subscribed)
         self._seen = head
+        if self._params_changed:
+            self._params_changed = False
+            self.server.publish_parameter_values(self.parameters())
         while self._events:
             event = self._events.popleft()
             self.event_channel.log(json.dumps(event, default=_plain).encode(),
-                                   log_time=int(event.get("t", 0.0) * 1e9))
+                                   log_time=int(round(event.get("t", 0.0) * 1e9)))
 
     def _send(self, rows: np.ndarray, subscribed) -> None:
         signals = self.signals.block(rows)
@@ -225,7 +233,8 @@ class LiveView:
                 message = {"t": t[k], "tick": tick[k]}
                 for key, column in zip(keys, values):
                     message[key] = column[k]
-                channel.log(json.dumps(message).encode(), log_time=int(t[k] * 1e9))
+                channel.log(json.dumps(message).encode(), log_time=int(round(t[k] * 1e9)))
+                time.sleep(0)      # a loop thread in Python (hil control) waits at most a row
         self.published += len(t)
 
 

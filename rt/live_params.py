@@ -122,8 +122,8 @@ class LiveParameters:
         post_change(run.live_box.copy(), run.controller.params, run.limits, 1.0)   # compile
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
+        """The loop has ended: no more changes (one waiting for its tick is refused)."""
+        self._stopped = True
 
     def values(self) -> dict:
         """The current value of every live key (None: unset)."""
@@ -153,9 +153,11 @@ class LiveParameters:
             post_change(box, params, limits, float(self._seq))
             deadline = time.monotonic() + ACK_TIMEOUT
             while box[LV_ACK_SEQ] != self._seq:
-                if time.monotonic() > deadline:
+                if self._stopped or time.monotonic() > deadline:
                     self._stopped = True    # a loop that does not tick takes no more changes
-                    raise LiveError("the loop did not take the change (it has ended)")
+                    if box[LV_ACK_SEQ] == self._seq:
+                        break
+                    raise LiveError("the run ended before the change took effect")
                 time.sleep(2e-4)
             new = cfg.to_dict()
             applied = {key: new[key.split(".")[0]][key.split(".", 1)[1]] for key in changes}

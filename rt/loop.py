@@ -225,9 +225,9 @@ class LinkLoop:
             self.link.close()
             if self.estop is not None:
                 self.estop.close(0)
+            tel.event("stop", t=k * self.h, tick=k, reason=reason)
             for hook in self.hooks:
                 hook.stop()
-            tel.event("stop", t=k * self.h, tick=k, reason=reason)
             ran = self.timings[:k]
             summary = summarize(ran, overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,

@@ -61,14 +61,14 @@ def parse_assignments(items: list[str]) -> dict:
 
 class TuningServer:
     """The ``hil set`` endpoint of a run: a hook (``start(run)``, ``stop()``) serving
-    requests in its own thread, never in the loop's."""
+    requests in its own thread, never in the loop's, from its creation on (until the
+    loop runs, a change is refused: the run is starting)."""
 
     def __init__(self, endpoint: str, live: LiveParameters):
         check_endpoint(endpoint)
         self.endpoint = endpoint
         self.live = live
         self._stop = threading.Event()
-        self._thread = None
         self.socket = zmq.Context.instance().socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
@@ -82,21 +82,21 @@ class TuningServer:
             os.umask(old)
         if endpoint.startswith("ipc://"):
             os.chmod(endpoint[len("ipc://"):], 0o600)
-
-    def start(self, run) -> None:
         self._thread = threading.Thread(target=self._serve, name="hil-tuning", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(2.0)
-        self.close()
+    def start(self, run) -> None:
+        """(Serving since its creation: the live parameters say when the loop runs.)"""
 
-    def close(self) -> None:
-        """Unbind (idempotent; also when the run never started)."""
+    def stop(self) -> None:
+        """Stop serving and unbind (idempotent; also when the run never started)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2.0)
         if not self.socket.closed:
             self.socket.close(0)
+
+    close = stop
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -117,6 +117,8 @@ class TuningServer:
         if not isinstance(request, dict):
             return {"ok": False, "error": "a request is a JSON object"}
         if request.get("get") is True:
+            if self.live.cfg is None:
+                return {"ok": False, "error": "the run is starting (its loop is not running yet)"}
             return {"ok": True, "values": self.live.values()}
         items = request.get("set")
         if not isinstance(items, list) or not items:
