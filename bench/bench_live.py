@@ -54,7 +54,7 @@ def client_main(port: int, stalled: bool, out: str) -> None:
         for _ in range(600):
             try:
                 ws = await websockets.connect(f"ws://127.0.0.1:{port}",
-                                              subprotocols=["foxglove.websocket.v1"], **options)
+                                              subprotocols=["foxglove.sdk.v1", "foxglove.websocket.v1"], **options)
                 break
             except OSError:
                 await asyncio.sleep(0.1)

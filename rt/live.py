@@ -1,6 +1,7 @@
 """``--live``: watch a running rig in Foxglove, and tune it from Foxglove's parameter panel.
 
-A Foxglove WebSocket server (the Foxglove SDK, protocol ``foxglove.websocket.v1``) with
+A Foxglove WebSocket server (the Foxglove SDK: protocol ``foxglove.websocket.v1``, under the
+handshake name ``foxglove.sdk.v1``; docs/LIVE.md) with
 one JSON channel per signal (CHANNELS: topic, JSON schema). A publisher thread reads the
 loop's telemetry ring (the rows the loop publishes for the MCAP writer, read again, never
 written), every PERIOD s, computes what the loop does not record (rt.live_signals) and
@@ -25,7 +26,10 @@ import logging
 import threading
 import time
 
+import foxglove
 import numpy as np
+from foxglove import Parameter, ParameterType, StatusLevel
+from foxglove.websocket import Capability, ServerListener
 from hilrig.errors import ConfigError
 from hilrig.rt.live_params import LiveError, LiveParameters
 from hilrig.rt.live_signals import RowSignals
@@ -114,9 +118,6 @@ class LiveView:
         self._thread = None
 
     def start(self, run) -> None:
-        import foxglove
-        from foxglove.websocket import Capability
-
         self.telemetry = run.telemetry
         controller = getattr(run, "controller", None)
         u = run.telemetry.columns["u"]
@@ -142,7 +143,7 @@ class LiveView:
                 server_listener=listener, context=self.context, message_backlog_size=BACKLOG)
         except Exception as exc:  # noqa: BLE001 -- the SDK's bind errors are not typed
             raise ConfigError(f"--live {self.host}:{self.port}: cannot serve: {exc}") from None
-        self.port = self.server.port()
+        self.port = self.server.port
         if self.live is not None:
             self.live.listeners.append(self._changed)
         self.telemetry.listeners.append(self._event)
@@ -170,9 +171,8 @@ class LiveView:
                                         # callback of the server's
 
     def parameters(self, names=None) -> list:
-        """The live parameters (all, or those named) as Foxglove parameters."""
-        from foxglove import Parameter, ParameterType
-
+        """The live parameters (all, or those named) as Foxglove parameters; an unset one
+        (safety limits, controller.start) as an empty array (set [] to unset it again)."""
         out = []
         for name, value in self.live.values().items():
             if names and name not in names:
@@ -183,7 +183,7 @@ class LiveView:
             elif isinstance(value, float):
                 out.append(Parameter(name, value=value, type=ParameterType.Float64))
             elif value is None:
-                out.append(Parameter(name))
+                out.append(Parameter(name, value=[], type=ParameterType.Float64Array))
             else:
                 out.append(Parameter(name, value=value))
         return out
@@ -238,7 +238,7 @@ class LiveView:
         self.published += len(t)
 
 
-class _Listener:
+class _Listener(ServerListener):
     """The SDK's server listener: get and set of the live parameters."""
 
     def __init__(self, view: LiveView):
@@ -248,8 +248,6 @@ class _Listener:
         return self.view.parameters(param_names)
 
     def on_set_parameters(self, client, parameters, request_id=None):
-        from foxglove import StatusLevel
-
         changes = {p.name: p.get_value() for p in parameters}
         try:
             self.view.live.change(changes, source="foxglove")

@@ -33,6 +33,8 @@ from hilrig.schema import Config
 # [controller] keys that shape the controller rather than tune it: never live
 STRUCTURAL = ("type", "law", "state_size", "output", "torque_to_voltage")
 SAFETY_KEYS = ("safety.max_command", "safety.max_slew")
+# keys whose default is "not set" (no clamp; start at q0): the value [] sets them back
+UNSETTABLE = ("safety.max_command", "safety.max_slew", "controller.start")
 ACK_TIMEOUT = 2.0       # s: a running loop acknowledges within a tick or two
 
 
@@ -82,7 +84,10 @@ def changed_config(cfg: Config, changes: dict) -> Config:
             raise ConfigError(f"{key}: not a live parameter of this run{hint}; live: "
                               + ", ".join(allowed))
         table, name = key.split(".", 1)
-        raw.setdefault(table, {})[name] = value
+        if value == [] and key in UNSETTABLE:
+            raw.get(table, {}).pop(name, None)      # [] unsets a key whose default is unset
+        else:
+            raw.setdefault(table, {})[name] = value
     return resolve(raw)
 
 

@@ -3,12 +3,16 @@ running ``hil run``, and the replay of its live changes (``hil sim --replay``).
 
 The Foxglove client is written here from the protocol (``foxglove.websocket.v1``: JSON
 text frames for control, binary frames [opcode 1, uint32 subscription id, uint64 log
-time ns, payload] for messages), on the ``websockets`` package.
+time ns, payload] for messages), on the ``websockets`` package. The Foxglove SDK's
+server names the same protocol ``foxglove.sdk.v1`` in the WebSocket handshake and
+refuses the old name alone, so the client offers both (as Foxglove does).
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import signal
 import socket
 import struct
 import subprocess
@@ -31,7 +35,7 @@ from rt_helpers import ROOT, hil, read_complete
 
 # the replayable real-time run: the correction in the tick, no tick skipped
 REPLAYABLE = ["--set", "loop.correction='inline'", "--set", "loop.overrun='catch_up'"]
-SUBPROTOCOL = "foxglove.websocket.v1"
+SUBPROTOCOLS = ["foxglove.sdk.v1", "foxglove.websocket.v1"]   # the SDK's name, the original
 
 
 def free_port() -> int:
@@ -50,14 +54,24 @@ def start_run(tmp_path: Path, duration: float, *extra: str) -> tuple[subprocess.
     return proc, log, endpoint
 
 
-def finish(proc: subprocess.Popen, timeout: float = 120.0) -> str:
+def finish(proc: subprocess.Popen, interrupt: bool = False, timeout: float = 120.0) -> str:
+    """Wait for the run's end (Ctrl-C it first with ``interrupt``, once): a complete log."""
+    if interrupt:
+        ctrl_c(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-    assert proc.returncode == 0, f"hil run failed:\n{out}\n{err}"
+    assert proc.returncode == (130 if interrupt else 0), f"hil run failed:\n{out}\n{err}"
     return out
+
+
+def ctrl_c(proc: subprocess.Popen) -> None:
+    """One Ctrl-C (a second one would interrupt the run's orderly stop)."""
+    if not getattr(proc, "interrupted", False) and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        proc.interrupted = True
 
 
 def hil_set(endpoint: str, *items: str) -> subprocess.CompletedProcess:
@@ -96,7 +110,7 @@ class FoxgloveClient:
         while True:
             try:
                 ws = await websockets.connect(f"ws://127.0.0.1:{port}",
-                                              subprotocols=[SUBPROTOCOL], **options)
+                                              subprotocols=SUBPROTOCOLS, **options)
                 return cls(ws)
             except OSError:
                 if time.monotonic() > deadline:
@@ -182,10 +196,13 @@ def test_live_addresses_and_keys():
         changed_config(cfg, {"controller.kdd": 1.0})
     assert cfg.controller.kp == (150.0, 150.0, 150.0)
     assert changed_config(cfg, {"controller.kp": 80}).controller.kp == (80.0, 80.0, 80.0)
+    limited = changed_config(cfg, {"safety.max_command": 12.0})
+    assert limited.safety.max_command == (12.0, 12.0, 12.0)
+    assert changed_config(limited, {"safety.max_command": []}).safety.max_command is None
 
 
 def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
-    proc, log, endpoint = start_run(tmp_path, 3.0)
+    proc, log, endpoint = start_run(tmp_path, 60.0)      # Ctrl-C'd once changed
     try:
         wait_for_run(proc, endpoint)
         bad = hil_set(endpoint, "controller.kp=[1, 2]")
@@ -194,8 +211,9 @@ def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
         done = hil_set(endpoint, "controller.kp=60", "controller.target=[0.5, 0.7, 1.1]")
         assert done.returncode == 0, done.stderr
         tick = int(done.stdout.split("at tick ")[1].split()[0])
+        time.sleep(0.5)
     finally:
-        finish(proc)
+        finish(proc, interrupt=True)
     arrays, events, meta, summary = read_complete(log)
     changes = [e for e in events if e["kind"] == "param"]
     assert len(changes) == 1 and changes[0]["tick"] == tick and changes[0]["source"] == "hil set"
@@ -205,31 +223,33 @@ def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
     refused = [e for e in events if e["kind"] == "param_refused"]
     assert len(refused) == 1 and "expected 3 values" in refused[0]["reason"]
     n = len(arrays["t"])
-    assert n == 3000 and 0 < tick < n
+    assert 0 < tick < n - 100
     out = tmp_path / "replay.npz"
-    sim = subprocess.run(hil("sim", "--replay", str(log), "--out", str(out)), cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    sim = subprocess.run(hil("sim", "--replay", str(log), "--duration", repr(n * 1e-3),
+                             "--out", str(out)), cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
     assert sim.returncode == 0, sim.stderr
     assert "1 live change(s)" in sim.stdout and "replay 100 %" in sim.stderr
     replay = np.load(out)
     for name in ("q", "qd", "u", "i", "residual"):
         np.testing.assert_array_equal(arrays[name], replay[name][:n], err_msg=name)
     # without the change the trajectory differs from the change's tick on, not before
-    plain = simulate(resolve(raw_config(meta))).arrays
+    cfg = resolve(raw_config(meta))
+    plain = simulate(cfg.replace(sim=dataclasses.replace(cfg.sim, duration=n * 1e-3))).arrays
     np.testing.assert_array_equal(arrays["u"][:tick], plain["u"][:tick])
     assert np.abs(arrays["u"][tick] - plain["u"][tick]).max() > 1e-3
 
 
 def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
     port = free_port()
-    proc, log, _ = start_run(tmp_path, 6.0, "--live", f"127.0.0.1:{port}")
+    proc, log, _ = start_run(tmp_path, 60.0, "--live", f"127.0.0.1:{port}")
 
     async def session():
         client = await FoxgloveClient.connect(port)
         async with client.ws:
             await client.pump(lambda: "/hil/joint_state" in client.channels
                               and "/hil/event" in client.channels)
-            assert client.ws.subprotocol == SUBPROTOCOL
+            assert client.ws.subprotocol == "foxglove.sdk.v1"
             assert "parameters" in client.server_info["capabilities"]
             schema = json.loads(client.channels["/hil/joint_state"]["schema"])
             assert schema["properties"]["q"]["type"] == "array"
@@ -237,7 +257,7 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
                                    "/hil/diagnostics", "/hil/timing")
             listed = values(await client.request({"op": "getParameters", "parameterNames": []}))
             assert listed["controller.kp"] == [150.0, 150.0, 150.0]
-            assert "safety.max_command" in listed
+            assert listed["safety.max_command"] == []                      # unset
             await client.pump(lambda: len(client.messages.get("/hil/joint_state", [])) > 300)
             refused = values(await client.request({"op": "setParameters", "parameters": [
                 {"name": "controller.kd", "value": [1.0, 2.0]}]}))
@@ -249,13 +269,16 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
             assert after["controller.kp"] == [80.0, 80.0, 80.0]
             await client.pump(lambda: any(m["kind"] == "param"
                                           for _, m in client.messages.get("/hil/event", [])))
+            seen = len(client.messages["/hil/joint_state"])
+            await client.pump(lambda: len(client.messages["/hil/joint_state"]) > seen + 500)
+            ctrl_c(proc)                                   # the run stops, logged
             await client.pump(None, timeout=120.0)        # to the end of the run
         return client
 
     try:
         client = asyncio.run(session())
     finally:
-        finish(proc)
+        finish(proc, interrupt=True)
     arrays, events, _, summary = read_complete(log)
     # the acknowledged change is the log's, at the same tick
     acked = [m for _, m in client.messages["/hil/event"] if m["kind"] == "param"]
@@ -347,3 +370,39 @@ def test_the_shipped_layout_plots_what_the_live_view_publishes():
         schema = CHANNELS[topic][0]
         assert field.split("[")[0] in schema["properties"], path
     assert EVENT_TOPIC == "/hil/event"
+
+
+def test_watch_keeps_one_status_block_current(tmp_path):
+    """On a terminal (a pty) the block is redrawn in place; its last state is the run's
+    end: the plant time of the last row and the tracking error |target - q| there."""
+    import os
+    import pty
+    import re
+
+    log = tmp_path / "run.mcap"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(hil("run", "rrr3_pd", "--duration", "1.5", "--watch", "--no-plot",
+                                "--log", str(log), "--set-endpoint", ""),
+                            cwd=ROOT, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(60) == 0, proc.stderr.read()
+    text = out.decode()
+    assert "\x1b[5F" in text                     # moved up over the 5 lines: redrawn in place
+    last = text.rsplit("\x1b[5F", 1)[1]
+    arrays, _, _, _ = read_complete(log)
+    t = float(re.search(r"t\s+([0-9.]+) s", last).group(1))
+    error = float(re.search(r"tracking error ([0-9.e+-]+) rad", last).group(1))
+    assert t == pytest.approx(arrays["t"][-1], abs=1e-3)
+    expected = np.linalg.norm(np.array([0.4, 0.8, 1.0]) - arrays["q"][-1, :3])
+    assert error == pytest.approx(expected, rel=1e-3)
+    assert "last event     stop at t = 1.500 s done" in last
