@@ -26,10 +26,7 @@ import logging
 import threading
 import time
 
-import foxglove
 import numpy as np
-from foxglove import Parameter, ParameterType, StatusLevel
-from foxglove.websocket import Capability, ServerListener
 from hilrig.errors import ConfigError
 from hilrig.rt.live_params import LiveError, LiveParameters
 from hilrig.rt.live_signals import RowSignals
@@ -118,6 +115,9 @@ class LiveView:
         self._thread = None
 
     def start(self, run) -> None:
+        import foxglove        # here: a command without --live never loads the SDK
+        from foxglove.websocket import Capability
+
         self.telemetry = run.telemetry
         controller = getattr(run, "controller", None)
         u = run.telemetry.columns["u"]
@@ -136,7 +136,7 @@ class LiveView:
         self.event_channel = foxglove.Channel(EVENT_TOPIC, schema=EVENT_SCHEMA,
                                               context=self.context)
         capabilities = [Capability.Parameters] if self.live is not None else []
-        listener = _Listener(self) if self.live is not None else None
+        listener = _listener(self) if self.live is not None else None
         try:
             self.server = foxglove.start_server(
                 name="hilrig", host=self.host, port=self.port, capabilities=capabilities,
@@ -173,6 +173,8 @@ class LiveView:
     def parameters(self, names=None) -> list:
         """The live parameters (all, or those named) as Foxglove parameters; an unset one
         (safety limits, controller.start) as an empty array (set [] to unset it again)."""
+        from foxglove import Parameter, ParameterType
+
         out = []
         for name, value in self.live.values().items():
             if names and name not in names:
@@ -238,22 +240,24 @@ class LiveView:
         self.published += len(t)
 
 
-class _Listener(ServerListener):
-    """The SDK's server listener: get and set of the live parameters."""
+def _listener(view: LiveView):
+    """The SDK's server listener of ``view``: get and set of the live parameters."""
+    from foxglove import StatusLevel
+    from foxglove.websocket import ServerListener
 
-    def __init__(self, view: LiveView):
-        self.view = view
+    class Listener(ServerListener):
+        def on_get_parameters(self, client, param_names, request_id=None):
+            return view.parameters(param_names)
 
-    def on_get_parameters(self, client, param_names, request_id=None):
-        return self.view.parameters(param_names)
+        def on_set_parameters(self, client, parameters, request_id=None):
+            changes = {p.name: p.get_value() for p in parameters}
+            try:
+                view.live.change(changes, source="foxglove")
+            except (ConfigError, LiveError) as exc:
+                view.server.publish_status(f"refused: {exc}", StatusLevel.Error)
+            return view.parameters()
 
-    def on_set_parameters(self, client, parameters, request_id=None):
-        changes = {p.name: p.get_value() for p in parameters}
-        try:
-            self.view.live.change(changes, source="foxglove")
-        except (ConfigError, LiveError) as exc:
-            self.view.server.publish_status(f"refused: {exc}", StatusLevel.Error)
-        return self.view.parameters()
+    return Listener()
 
 
 def _plain(value):
