@@ -140,6 +140,8 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
     out["lateness"] = arrays["lateness"][np.isfinite(arrays["lateness"])]
     out["lost"] = summary["telemetry"]["lost_rows"]
     if client is not None:
+        if setup == "stalled":
+            client.kill()          # it never reads, so it never sees the server close
         client.wait(30)
     if watch is not None:
         published = dict(watch.seen)
