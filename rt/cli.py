@@ -1,9 +1,11 @@
 """The ``hil`` command line.
 
     hil sim CONFIG [--duration T] [--dt DT] [--set key=value ...] --out run.npz [--plot run.png]
-    hil run CONFIG [--duration T] [--fast] [--log PATH] [--set key=value ...]
-    hil emulate CONFIG --bind ENDPOINT [--mode free|lockstep] [--log PATH]
-    hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH]
+    hil sim --replay LOG [--duration T] --out run.npz
+    hil run CONFIG [--duration T] [--fast] [--log PATH] [--set key=value ...] [--live] [--watch]
+    hil emulate CONFIG --bind ENDPOINT [--mode free|lockstep] [--log PATH] [--live]
+    hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH] [--live] [--takeover]
+    hil set KEY=VALUE ... [--connect ENDPOINT]
     hil canopen eds --node N [CONFIG] [-o FILE]
     hil fault jam --joint K --duration DT --connect ENDPOINT
     hil fault clear --joint K --connect ENDPOINT
@@ -48,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"hilrig {hilrig.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("sim", help="run a scenario offline, as fast as it can")
-    sim.add_argument("config", help=CONFIG_HELP)
+    sim.add_argument("config", nargs="?", help=CONFIG_HELP)
+    sim.add_argument("--replay", metavar="LOG",
+                     help="replay a real-time run's log (its config and live changes)")
     sim.add_argument("--duration", type=float, help="override sim.duration, s")
     sim.add_argument("--dt", type=float, help="override sim.dt (fixed step), s")
     sim.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -65,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--plot", help="plot PNG; default next to the log")
     run.add_argument("--no-plot", action="store_true", help="do not draw the plot")
     _log_errors(run)
+    run.add_argument("--watch", action="store_true",
+                     help="keep a status block current in the terminal")
+    _live_options(run, tuning=True)
     run.set_defaults(handler=_run)
 
     emulate = sub.add_parser("emulate", help="serve the plant: over ZeroMQ, or behind emulated "
@@ -74,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                          help="endpoint (default link.endpoint, ipc:///tmp/hilrig-emulator)")
     emulate.add_argument("--mode", choices=("free", "lockstep"), help="sets emulator.mode")
     emulate.add_argument("--log", help="telemetry log of the plant (.mcap)")
+    _live_options(emulate, tuning=False)
     emulate.set_defaults(handler=_emulate)
 
     canopen_cmd = sub.add_parser("canopen", help="CANopen files of the emulated CiA 402 drives")
@@ -100,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                          help="command the emulator's plant even while another controller "
                               "is connected (logged by the emulator)")
     _log_errors(control)
+    _live_options(control, tuning=True)
     control.set_defaults(handler=_control)
 
     fault = sub.add_parser("fault", help="inject a fault into a running emulator")
@@ -139,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                                     "~/.config/hilrig/keys)")
     keys.add_argument("--force", action="store_true", help="replace existing keys")
     keys.set_defaults(handler=_keys)
+    tune = sub.add_parser("set", help="change parameters of a running `hil run` or `hil "
+                                      "control` (gains, target, reference, safety limits)")
+    tune.add_argument("assignments", nargs="*", metavar="KEY=VALUE",
+                      help="config keys, e.g. controller.kp=80 (none: list the live ones)")
+    tune.add_argument("--connect", default=None,
+                      help="the run's --set-endpoint (default ipc:///tmp/hilrig-set)")
+    tune.add_argument("--timeout", type=float, default=5.0, help="s to wait for the ack")
+    tune.set_defaults(handler=_set)
     configs = sub.add_parser("configs", help="list the built-in configs (`hil run NAME` runs one)")
     configs.add_argument("--show", metavar="NAME", help="print this config's TOML text")
     configs.set_defaults(handler=_configs)
@@ -227,6 +244,44 @@ def _common(parser) -> None:
                         help="override any config key")
 
 
+def _live_options(parser, tuning: bool) -> None:
+    from hilrig.rt.live import DEFAULT_ADDRESS
+    from hilrig.rt.tuning import DEFAULT_ENDPOINT
+
+    parser.add_argument("--live", nargs="?", const=DEFAULT_ADDRESS, metavar="HOST:PORT",
+                        help=f"serve a live view to Foxglove (default {DEFAULT_ADDRESS})")
+    parser.add_argument("--live-allow-remote", action="store_true",
+                        help="let --live bind a non-loopback address")
+    if tuning:
+        parser.add_argument("--set-endpoint", default=DEFAULT_ENDPOINT,
+                            help="where `hil set` reaches this run ('' to disable)")
+
+
+def _live_hooks(args, run_has_params: bool = True) -> list:
+    """The hooks of --live, --set-endpoint and --watch (rt.live_params, rt.tuning, rt.live,
+    rt.watch), in the order they start."""
+    hooks, live = [], None
+    endpoint = getattr(args, "set_endpoint", "")
+    if run_has_params and (endpoint or args.live):
+        from hilrig.rt.live_params import LiveParameters
+
+        live = LiveParameters()
+        hooks.append(live)
+    if live is not None and endpoint:
+        from hilrig.rt.tuning import TuningServer
+
+        hooks.append(TuningServer(endpoint, live))
+    if args.live:
+        from hilrig.rt.live import LiveView, parse_address
+
+        hooks.append(LiveView(*parse_address(args.live, args.live_allow_remote), live))
+    if getattr(args, "watch", False):
+        from hilrig.rt.watch import Watch
+
+        hooks.append(Watch())
+    return hooks
+
+
 def _load(args, extra=()) -> Config:
     overrides = list(args.set) + list(extra)
     _positive("--duration", args.duration, "s")
@@ -251,8 +306,14 @@ def _run(args) -> int:
 
     cfg = _load(args)
     log_path = Path(args.log) if args.log else _default_log(args)
-    session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors)
-    result = session.run()
+    hooks = _live_hooks(args)
+    try:
+        session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors,
+                          hooks=hooks)
+        result = session.run()
+    finally:
+        for hook in hooks:
+            getattr(hook, "close", lambda: None)()
     print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
           f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
     for event in result.events:
@@ -278,13 +339,24 @@ def _emulate(args) -> int:
     from hilrig.timing.summary import format_summary
 
     endpoint = args.bind or cfg.link.endpoint
+    if args.live and not args.log:
+        raise ConfigError("--live: the live view shows the emulator's telemetry; add --log PATH")
+    hooks = _live_hooks(args, run_has_params=False)
     emulator = Emulator(cfg, endpoint, args.log)
+    try:
+        for hook in hooks:
+            hook.start(emulator)
+    except BaseException:
+        emulator.close("live view failed")
+        raise
     print(f"emulating {cfg.plant.model} ({emulator.nact} axes, "
           f"{1.0 / emulator.h:g} Hz, {emulator.mode}) on {endpoint}", flush=True)
     reason = "closed"
     try:
         reason = emulator.serve(cfg.sim.duration if args.duration is not None else None)
     finally:
+        for hook in hooks:
+            hook.stop()
         summary = emulator.close(reason)
     print(f"emulator stopped at tick {emulator.tick}: {reason}")
     if "ticks_run" in summary:
@@ -357,7 +429,8 @@ def _control(args) -> int:
     run_id = runs.new_run_id()
     estop = runs.default_estop_endpoint(run_id) if args.estop_endpoint is None \
         else args.estop_endpoint or None
-    loop = LinkLoop(cfg, link, log_path, estop, log_errors=args.log_errors)
+    loop = LinkLoop(cfg, link, log_path, estop, log_errors=args.log_errors,
+                    hooks=_live_hooks(args))
     record = runs.register(run_id, estop, args.config) if estop else None
     if estop:
         print(f"run {run_id}: `hil estop {run_id}` (or `hil estop`) stops it ({estop})",
@@ -401,6 +474,26 @@ def _keys(args) -> int:
     from hilrig.rt.controlplane import keys
 
     return keys(args)
+
+
+def _set(args) -> int:
+    from hilrig.rt.tuning import DEFAULT_ENDPOINT, TuningError, parse_assignments, send_request
+
+    endpoint = args.connect or DEFAULT_ENDPOINT
+    try:
+        if not args.assignments:
+            values = send_request(endpoint, {"get": True}, args.timeout)["values"]
+            for key, value in values.items():
+                print(f"{key} = {value}")
+            return 0
+        parse_assignments(args.assignments)          # a malformed item: exit 2 here
+        ack = send_request(endpoint, {"set": args.assignments}, args.timeout)
+    except TuningError as exc:
+        print(f"hil: {exc}", file=sys.stderr)
+        return 1
+    changes = ", ".join(f"{k} = {v}" for k, v in ack["changes"].items())
+    print(f"{changes}: taken at tick {ack['tick']} (plant time {ack['t']:.6f} s)")
+    return 0
 
 
 def _warmup(args) -> int:
@@ -509,15 +602,22 @@ def _sim(args) -> int:
     from hilrig.rt.plot import plot_run
     from hilrig.rt.sim import SimulationError, simulate
 
+    if (args.config is None) == (args.replay is None):
+        raise ConfigError("hil sim: give a CONFIG, or --replay LOG (not both)")
     overrides = list(args.set)
     if args.duration is not None:
         overrides.append(f"sim.duration={args.duration!r}")
     if args.dt is not None:
         overrides.append(f"sim.dt={args.dt!r}")
-    cfg = load(args.config, overrides)
+    if args.replay is not None and (args.set or args.dt is not None):
+        raise ConfigError("hil sim --replay: the log's config runs as it was (only --duration)")
     status = 0
     try:
-        run = simulate(cfg)
+        if args.replay is not None:
+            run, cfg = _replay(args)
+        else:
+            cfg = load(args.config, overrides)
+            run = simulate(cfg)
         arrays = run.arrays
     except SimulationError as exc:
         print(f"hil: {exc}", file=sys.stderr)
@@ -538,6 +638,20 @@ def _sim(args) -> int:
         plot_run(arrays, args.plot)
         print(f"wrote {args.plot}")
     return status
+
+
+def _replay(args):
+    """hil sim --replay LOG: the log's run again, its live changes at their ticks."""
+    from hilrig.rt.replay import replay_log
+    from hilrig.rt.watch import progress_line
+    from hilrig.telemetry.logfile import LogError
+
+    try:
+        run, cfg = replay_log(args.replay, args.duration, progress_line())
+    except LogError as exc:
+        raise ConfigError(str(exc)) from None
+    print(f"replayed {args.replay}: {len(run.arrays['param_ticks'])} live change(s)")
+    return run, cfg
 
 
 def _print_summary(arrays: dict) -> None:

@@ -32,6 +32,7 @@ from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
+from hilrig.rt.live_mailbox import apply_pending, new_mailbox
 from hilrig.rt.session import SessionResult, close_log, telemetry_capacity
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, Telemetry
@@ -67,8 +68,11 @@ class LinkLoop:
     """
 
     def __init__(self, cfg: Config, link: Link, log_path: str | Path,
-                 estop_endpoint: str | None = None, log_errors: str = "stop"):
+                 estop_endpoint: str | None = None, log_errors: str = "stop",
+                 hooks=()):
         self.cfg = cfg
+        self.hooks = list(hooks)   # start(loop) after the warm-up, stop() at the end
+        self.live_box = None       # the live-parameter mailbox (rt.live_params), once built
         self.link = link
         self.log_errors = log_errors
         self.log_failure: str | None = None
@@ -136,6 +140,7 @@ class LinkLoop:
                              self.meas.pos, self.meas.vel, self.meas.current, self.u,
                              self.held.copy())
         rtk.limit_tick(self.limits, self.h, self.u, self.held.copy())
+        apply_pending(self.live_box.copy(), c.params.copy(), self.limits.copy(), 0, 0.0)
         self.u[:] = 0.0
         ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
         fill_row(ring, head, self.cols, 0, 0.0, self.meas.buffer[1:], self.link.n_axes,
@@ -173,8 +178,11 @@ class LinkLoop:
                                                      allow_python=True)
             self.limits[:] = command_limits(self.cfg, nact, self.link.command_unit)
             paced = not getattr(self.link, "lockstep", False)
+            self.live_box = new_mailbox(self.controller.params, self.limits)
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
+            for hook in self.hooks:
+                hook.start(self)
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
             scheduling = apply_thread(loop.cpu, loop.fifo_priority if paced else 0)
             with FrozenGC(loop.gc_freeze):
@@ -194,6 +202,7 @@ class LinkLoop:
                         raise LinkTimeout(f"watchdog: no fresh measurement for {stale} ticks "
                                           f"({stale * self.h * 1e3:.0f} ms): link lost")
                     t = k * self.h
+                    apply_pending(self.live_box, self.controller.params, self.limits, k, t)
                     measured = measured or fresh
                     if measured and not self._control(t):   # before any: hold zero
                         reason, status = "controller produced a non-finite command", "error"
@@ -240,6 +249,8 @@ class LinkLoop:
             if self.estop is not None:
                 endpoints.close(self.estop, self.estop_endpoint)
             tel.event("stop", t=k * self.h, tick=k, reason=reason)
+            for hook in self.hooks:
+                hook.stop()
             if self.log_failure is None and tel.failure is not None:
                 self._log_failed(tel.failure)
             if self.log_failure is not None and self.log_errors == "stop":

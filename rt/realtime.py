@@ -26,6 +26,7 @@ from hilrig.plant.kernel import allocating_kernel, kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
+from hilrig.rt.live_mailbox import apply_pending
 from hilrig.telemetry.rows import fill_row, publish_row
 from hilrig.timing.clock import (
     atomic_load,
@@ -247,7 +248,7 @@ def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, 
 def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
              period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta,
-             mech=None):
+             mech=None, live=None):
     """Run up to n_ticks ticks (plant time t = k h at tick k); returns the tick count run.
 
     ``timings`` (n_ticks, 5): per tick lateness, read, control, write and whole
@@ -260,7 +261,8 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
     correction = 0): the loop only swaps snapshots and corrections at tick
     boundaries. With ``rehearse_ns`` > 0 (at most ``spin_ns``) each paced tick
     is rehearsed (``_rehearse``) that long before its deadline. ``mech``: a user's
-    chain's mechanism (plant.interface; None for the built-in models).
+    chain's mechanism (plant.interface; None for the built-in models). ``live``: a
+    live-parameter mailbox (rt.live_mailbox), polled once per tick before the controller.
     """
     use_worker = handoff.shape[0] > 0
     nq = int(p[H_NQ])
@@ -295,6 +297,8 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
             _apply_correction(handoff, snap, delta, x)
         _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
         _serve_request(p, jams, x, mail, events, k, t)
+        if live is not None:
+            apply_pending(live, params, limits, k, t)
         meas[0] = t
         for j in range(nact):
             pos[j] = x[j]

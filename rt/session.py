@@ -28,6 +28,7 @@ from hilrig.plant.factory import (
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
+from hilrig.rt.live_mailbox import new_mailbox
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
@@ -90,8 +91,9 @@ class Session:
     """
 
     def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False,
-                 log_errors: str = "stop"):
+                 log_errors: str = "stop", hooks=()):
         self.cfg = cfg
+        self.hooks = list(hooks)   # start(session) after the warm-up, stop() at the end
         self.fast = fast
         self.log_errors = log_errors
         self.log_failure: str | None = None
@@ -118,6 +120,7 @@ class Session:
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
         self.limits = command_limits(cfg, nact, command_unit(cfg))
+        self.live_box = new_mailbox(self.controller.params, self.limits)   # rt.live_params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
         groups = run_groups(cfg.plant.model, nq, nact, cfg.plant.drive)
@@ -140,7 +143,7 @@ class Session:
 
     # -- the loop thread -----------------------------------------------------------
     def _call(self, plant, state, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
-              handoff):
+              handoff, live):
         loop = self.cfg.loop
         c = self.controller
         return rtk.run_loop(
@@ -149,7 +152,7 @@ class Session:
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
             int(loop.rehearse * 1e9), rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
-            handoff, self.snap, self.delta, plant.mechanism)
+            handoff, self.snap, self.delta, plant.mechanism, live)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
@@ -163,7 +166,7 @@ class Session:
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
                    np.zeros(1, np.int64), rtk.new_mail(), np.zeros_like(self.events),
-                   np.zeros((2, 5)), timespec(), self.handoff.copy())
+                   np.zeros((2, 5)), timespec(), self.handoff.copy(), self.live_box.copy())
         if self.use_worker:
             stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
             self._worker(stopped)
@@ -176,7 +179,7 @@ class Session:
         try:
             self._call(self.plant, self.controller.state, self.schedule, self.n_ticks, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
-                       self.timings, timespec(), self.handoff)
+                       self.timings, timespec(), self.handoff, self.live_box)
         finally:
             restore_thread()
             self.finished.set()
@@ -253,6 +256,8 @@ class Session:
                 self.telemetry.event("interrupt", t=0.0, during="warm-up")
                 raise _WarmUpInterrupted from None
             self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
+            for hook in self.hooks:
+                hook.start(self)
             with FrozenGC(self.cfg.loop.gc_freeze and not self.fast):
                 if self.use_worker:
                     worker.start()
@@ -282,6 +287,8 @@ class Session:
                     worker.join(5.0)
             events += self.forward_events()
             self._check_log()
+            for hook in self.hooks:
+                hook.stop()
             reason = rtk.REASONS.get(int(self.mail[rtk.M_REASON]), "interrupted")
             if interrupted and thread.ident is None:
                 reason = "interrupted during warm-up"

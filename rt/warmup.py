@@ -8,7 +8,9 @@ and later runs only load them:
 - ``hil sim``: ``rt.sim.simulate``; ``hil campaign``: the same, and the metrics of its
   rows (``rt.campaign_metrics.measure``);
 - ``hil run --fast`` and ``hil run``: ``rt.session.Session`` lockstep and paced (at
-  normal scheduling priority);
+  normal scheduling priority), the paced one with its live parameters and status block
+  (rt.live_params, rt.watch);
+- ``hil sim --replay``: ``rt.replay.replay_log`` of the fast run's log;
 - ``hil emulate``: ``devices.zmq_plant.Emulator`` on a private ipc endpoint, with its
   log (the emulated CAN and serial drives step the same PlantLink);
 - ``hil control``: ``rt.loop.LinkLoop`` over the in-process link (every link shares
@@ -18,6 +20,7 @@ Logs and endpoints go to a temporary directory, removed afterwards.
 """
 from __future__ import annotations
 
+import io
 import shutil
 import sys
 import tempfile
@@ -51,9 +54,12 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
     from hilrig.devices.zmq_plant import Emulator
     from hilrig.drivers.inprocess import PlantLink
     from hilrig.rt.campaign_metrics import MetricSettings, measure
+    from hilrig.rt.live_params import LiveParameters
     from hilrig.rt.loop import LinkLoop
+    from hilrig.rt.replay import replay_log
     from hilrig.rt.session import Session
-    from hilrig.rt.sim import simulate
+    from hilrig.rt.sim import SimulationError, simulate
+    from hilrig.rt.watch import Watch
 
     names = [str(c) for c in configs] if configs else builtin_configs.names()
     report = WarmupReport(configs=names, cache_dir=compilation.cache_dir())
@@ -71,7 +77,12 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
             if cfg.sim.integrator == "accurate":
                 continue                  # offline only: no real-time entry points
             Session(cfg, log.with_suffix(".fast.mcap"), fast=True).run()
-            Session(cfg, log.with_suffix(".paced.mcap"), fast=False).run()
+            Session(cfg, log.with_suffix(".paced.mcap"), fast=False,
+                    hooks=[LiveParameters(), Watch(io.StringIO())]).run()
+            try:
+                replay_log(log.with_suffix(".fast.mcap"))
+            except SimulationError:
+                pass                      # compiled all the same
             emulator = Emulator(cfg, f"ipc://{scratch}/emulator", log.with_suffix(".emu.mcap"))
             emulator.close("warmup")
             LinkLoop(cfg, PlantLink.from_config(cfg), log.with_suffix(".ctl.mcap")).run()

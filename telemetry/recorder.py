@@ -150,6 +150,7 @@ class Telemetry:
         self.lost_rows = 0
         self.events_written = 0
         self._events = collections.deque()
+        self.listeners = []        # listener(kind, fields) for every event (the live view)
         self._closed = False
         self._close_lock = threading.Lock()
         self._stop = threading.Event()
@@ -201,6 +202,7 @@ class Telemetry:
 
         ``t`` (s, a number) is the event's time; without it, the time of the latest row.
         Thread-safe without locks (a deque append). Events after ``close`` are dropped.
+        Each of ``listeners`` is also called, in the caller's thread (it must be quick).
         """
         if "t" in fields:
             fields["t"] = float(fields["t"])
@@ -208,6 +210,8 @@ class Telemetry:
             h = int(self.head[0])
             fields["t"] = float(self.ring[(h - 1) % self.capacity, self.columns["t"]]) if h else 0.0
         self._events.append((kind, fields))
+        for listener in self.listeners:
+            listener(kind, fields)
 
     def close(self, summary: dict | None = None) -> None:
         """Write every row and event, then ``summary`` (JSON), and finish the file. Idempotent.

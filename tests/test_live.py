@@ -1,0 +1,413 @@
+"""Live view (Foxglove WebSocket) and live tuning (hil set, Foxglove parameters) of a
+running ``hil run``, and the replay of its live changes (``hil sim --replay``).
+
+The Foxglove client is written here from the protocol (``foxglove.websocket.v1``: JSON
+text frames for control, binary frames [opcode 1, uint32 subscription id, uint64 log
+time ns, payload] for messages), on the ``websockets`` package. The Foxglove SDK's
+server names the same protocol ``foxglove.sdk.v1`` in the WebSocket handshake and
+refuses the old name alone, so the client offers both (as Foxglove does).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+import websockets
+from hilrig.rt.live import parse_address
+from hilrig.rt.live_params import changed_config, live_keys
+from hilrig.rt.config import load
+from hilrig.errors import ConfigError
+from hilrig.rt.sim import simulate
+from hilrig.rt.live_params import raw_config
+from hilrig.rt.config import resolve
+
+from rt_helpers import ROOT, hil, read_complete
+
+# the replayable real-time run: the correction in the tick, no tick skipped
+REPLAYABLE = ["--set", "loop.correction='inline'", "--set", "loop.overrun='catch_up'"]
+SUBPROTOCOLS = ["foxglove.sdk.v1", "foxglove.websocket.v1"]   # the SDK's name, the original
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_run(tmp_path: Path, duration: float, *extra: str) -> tuple[subprocess.Popen, Path, str]:
+    log = tmp_path / "run.mcap"
+    endpoint = f"ipc:///tmp/hil-set-{uuid.uuid4().hex[:10]}"
+    proc = subprocess.Popen(
+        hil("run", "rrr3_pd", "--duration", str(duration), "--log", str(log), "--no-plot",
+            "--set-endpoint", endpoint, *REPLAYABLE, *extra),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, log, endpoint
+
+
+def finish(proc: subprocess.Popen, interrupt: bool = False, timeout: float = 120.0) -> str:
+    """Wait for the run's end (Ctrl-C it first with ``interrupt``, once): a complete log."""
+    if interrupt:
+        ctrl_c(proc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    assert proc.returncode == (130 if interrupt else 0), f"hil run failed:\n{out}\n{err}"
+    return out
+
+
+def ctrl_c(proc: subprocess.Popen) -> None:
+    """One Ctrl-C (a second one would interrupt the run's orderly stop)."""
+    if not getattr(proc, "interrupted", False) and proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        proc.interrupted = True
+
+
+def hil_set(endpoint: str, *items: str) -> subprocess.CompletedProcess:
+    return subprocess.run(hil("set", *items, "--connect", endpoint), cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def wait_for_run(proc, endpoint: str, timeout: float = 120.0) -> None:
+    """Until the run answers on its tuning endpoint (kernels loaded, loop started)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if Path(endpoint[len("ipc://"):]).exists() and hil_set(endpoint).returncode == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the run never answered on its tuning endpoint")
+
+
+# -- the Foxglove client ------------------------------------------------------------
+
+class FoxgloveClient:
+    """A minimal ``foxglove.websocket.v1`` client: channels, subscriptions, parameters."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.channels = {}          # topic -> advertised channel
+        self.by_sub = {}            # subscription id -> topic
+        self.messages = {}          # topic -> [(log_time, decoded JSON)]
+        self.replies = {}           # request id -> parameterValues
+        self.statuses = []
+        self.server_info = None
+
+    @classmethod
+    async def connect(cls, port: int, timeout: float = 120.0, **options) -> FoxgloveClient:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                ws = await websockets.connect(f"ws://127.0.0.1:{port}",
+                                              subprotocols=SUBPROTOCOLS, **options)
+                return cls(ws)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def pump(self, until=None, timeout: float = 30.0) -> None:
+        """Read frames until ``until()`` holds (or the server closes, with until None)."""
+        deadline = time.monotonic() + timeout
+        while until is None or not until():
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out waiting for the server")
+            try:
+                frame = await asyncio.wait_for(self.ws.recv(), 1.0)
+            except asyncio.TimeoutError:
+                continue
+            except websockets.ConnectionClosed:
+                if until is None:
+                    return
+                raise
+            self.handle(frame)
+
+    def handle(self, frame) -> None:
+        if isinstance(frame, bytes):
+            assert frame[0] == 1, f"unexpected binary opcode {frame[0]}"
+            sub, log_time = struct.unpack_from("<IQ", frame, 1)
+            topic = self.by_sub[sub]
+            self.messages.setdefault(topic, []).append((log_time, json.loads(frame[13:])))
+            return
+        message = json.loads(frame)
+        op = message["op"]
+        if op == "serverInfo":
+            self.server_info = message
+        elif op == "advertise":
+            for channel in message["channels"]:
+                self.channels[channel["topic"]] = channel
+        elif op == "parameterValues":
+            self.replies[message.get("id")] = message["parameters"]
+        elif op == "status":
+            self.statuses.append(message)
+
+    async def subscribe(self, *topics: str) -> None:
+        subs = []
+        for topic in topics:
+            sub = len(self.by_sub) + 1
+            self.by_sub[sub] = topic
+            subs.append({"id": sub, "channelId": self.channels[topic]["id"]})
+        await self.ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
+
+    async def request(self, message: dict) -> list:
+        """Send a getParameters/setParameters with an id; the parameterValues answering it."""
+        ident = uuid.uuid4().hex
+        await self.ws.send(json.dumps({**message, "id": ident}))
+        await self.pump(lambda: ident in self.replies)
+        return self.replies[ident]
+
+
+def values(parameters: list) -> dict:
+    return {p["name"]: p.get("value") for p in parameters}
+
+
+# -- tests --------------------------------------------------------------------------
+
+def test_live_addresses_and_keys():
+    assert parse_address("127.0.0.1:8765", False) == ("127.0.0.1", 8765)
+    assert parse_address("[::1]:9000", False) == ("::1", 9000)
+    with pytest.raises(ConfigError, match="not a loopback address.*--live-allow-remote"):
+        parse_address("0.0.0.0:8765", False)
+    assert parse_address("0.0.0.0:8765", True) == ("0.0.0.0", 8765)
+    with pytest.raises(ConfigError, match="expected HOST:PORT"):
+        parse_address("8765", False)
+    cfg = load("rrr3_pd")
+    assert "controller.kp" in live_keys(cfg) and "safety.max_command" in live_keys(cfg)
+    assert "controller.type" not in live_keys(cfg)
+    # the config's own rules, the config's own messages; nothing changes on a refusal
+    with pytest.raises(ConfigError, match="controller.kp: expected 3 values"):
+        changed_config(cfg, {"controller.kp": [1.0, 2.0]})
+    with pytest.raises(ConfigError, match="controller.duration: must be > 0"):
+        changed_config(cfg, {"controller.duration": -1.0})
+    with pytest.raises(ConfigError, match="plant.l1: not a live parameter"):
+        changed_config(cfg, {"plant.l1": 1.0})
+    with pytest.raises(ConfigError, match="did you mean 'controller.kd'"):
+        changed_config(cfg, {"controller.kdd": 1.0})
+    assert cfg.controller.kp == (150.0, 150.0, 150.0)
+    assert changed_config(cfg, {"controller.kp": 80}).controller.kp == (80.0, 80.0, 80.0)
+    limited = changed_config(cfg, {"safety.max_command": 12.0})
+    assert limited.safety.max_command == (12.0, 12.0, 12.0)
+    assert changed_config(limited, {"safety.max_command": []}).safety.max_command is None
+
+
+def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
+    proc, log, endpoint = start_run(tmp_path, 60.0)      # Ctrl-C'd once changed
+    try:
+        wait_for_run(proc, endpoint)
+        bad = hil_set(endpoint, "controller.kp=[1, 2]")
+        assert bad.returncode == 1
+        assert "refused: controller.kp: expected 3 values" in bad.stderr
+        done = hil_set(endpoint, "controller.kp=60", "controller.target=[0.5, 0.7, 1.1]")
+        assert done.returncode == 0, done.stderr
+        tick = int(done.stdout.split("at tick ")[1].split()[0])
+        time.sleep(0.5)
+    finally:
+        finish(proc, interrupt=True)
+    arrays, events, meta, summary = read_complete(log)
+    changes = [e for e in events if e["kind"] == "param"]
+    assert len(changes) == 1 and changes[0]["tick"] == tick and changes[0]["source"] == "hil set"
+    assert changes[0]["changes"] == {"controller.kp": [60.0] * 3,
+                                     "controller.target": [0.5, 0.7, 1.1]}
+    assert abs(changes[0]["t"] - tick * 1e-3) < 1e-12
+    refused = [e for e in events if e["kind"] == "param_refused"]
+    assert len(refused) == 1 and "expected 3 values" in refused[0]["reason"]
+    n = len(arrays["t"])
+    assert 0 < tick < n - 100
+    out = tmp_path / "replay.npz"
+    sim = subprocess.run(hil("sim", "--replay", str(log), "--duration", repr(n * 1e-3),
+                             "--out", str(out)), cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert sim.returncode == 0, sim.stderr
+    assert "1 live change(s)" in sim.stdout and "replay 100 %" in sim.stderr
+    replay = np.load(out)
+    for name in ("q", "qd", "u", "i", "residual"):
+        np.testing.assert_array_equal(arrays[name], replay[name][:n], err_msg=name)
+    # without the change the trajectory differs from the change's tick on, not before
+    cfg = resolve(raw_config(meta))
+    plain = simulate(cfg.replace(sim=dataclasses.replace(cfg.sim, duration=n * 1e-3))).arrays
+    np.testing.assert_array_equal(arrays["u"][:tick], plain["u"][:tick])
+    assert np.abs(arrays["u"][tick] - plain["u"][tick]).max() > 1e-3
+
+
+def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
+    port = free_port()
+    proc, log, _ = start_run(tmp_path, 60.0, "--live", f"127.0.0.1:{port}")
+
+    async def session():
+        client = await FoxgloveClient.connect(port)
+        async with client.ws:
+            await client.pump(lambda: "/hil/joint_state" in client.channels
+                              and "/hil/event" in client.channels)
+            assert client.ws.subprotocol == "foxglove.sdk.v1"
+            assert "parameters" in client.server_info["capabilities"]
+            schema = json.loads(client.channels["/hil/joint_state"]["schema"])
+            assert schema["properties"]["q"]["type"] == "array"
+            await client.subscribe("/hil/joint_state", "/hil/event", "/hil/tracking_error",
+                                   "/hil/diagnostics", "/hil/timing")
+            listed = values(await client.request({"op": "getParameters", "parameterNames": []}))
+            assert listed["controller.kp"] == [150.0, 150.0, 150.0]
+            assert listed["safety.max_command"] == []                      # unset
+            await client.pump(lambda: len(client.messages.get("/hil/joint_state", [])) > 300)
+            refused = values(await client.request({"op": "setParameters", "parameters": [
+                {"name": "controller.kd", "value": [1.0, 2.0]}]}))
+            assert refused["controller.kd"] == [50.0, 50.0, 50.0]       # unchanged
+            assert any("controller.kd: expected 3 values" in s["message"]
+                       for s in client.statuses)
+            after = values(await client.request({"op": "setParameters", "parameters": [
+                {"name": "controller.kp", "value": [80.0, 80.0, 80.0], "type": "float64_array"}]}))
+            assert after["controller.kp"] == [80.0, 80.0, 80.0]
+            await client.pump(lambda: any(m["kind"] == "param"
+                                          for _, m in client.messages.get("/hil/event", [])))
+            seen = len(client.messages["/hil/joint_state"])
+            await client.pump(lambda: len(client.messages["/hil/joint_state"]) > seen + 500)
+            ctrl_c(proc)                                   # the run stops, logged
+            await client.pump(None, timeout=120.0)        # to the end of the run
+        return client
+
+    try:
+        client = asyncio.run(session())
+    finally:
+        finish(proc, interrupt=True)
+    arrays, events, _, summary = read_complete(log)
+    # the acknowledged change is the log's, at the same tick
+    acked = [m for _, m in client.messages["/hil/event"] if m["kind"] == "param"]
+    logged = [e for e in events if e["kind"] == "param"]
+    assert len(acked) == len(logged) == 1
+    assert acked[0]["tick"] == logged[0]["tick"] and logged[0]["source"] == "foxglove"
+    assert logged[0]["changes"] == {"controller.kp": [80.0, 80.0, 80.0]}
+    assert [e for e in events if e["kind"] == "param_refused"]
+    assert any(m["kind"] == "stop" for _, m in client.messages["/hil/event"])
+    # joint states at the loop's rate: one message per tick, equal to the log's rows
+    states = client.messages["/hil/joint_state"]
+    ticks = np.array([m["tick"] for _, m in states])
+    np.testing.assert_array_equal(ticks, np.arange(ticks[0], ticks[0] + len(ticks)))
+    assert ticks[-1] == len(arrays["t"]) - 1
+    for log_time, m in states:
+        k = m["tick"]
+        assert log_time == round(k * 1e6) and m["t"] == arrays["t"][k]
+        assert m["q"] == arrays["q"][k].tolist() and m["qd"] == arrays["qd"][k].tolist()
+    # the other channels: tracking error r - q of the hold reference, the 3RRR residual
+    for _, m in client.messages["/hil/tracking_error"][:50]:
+        k = m["tick"]
+        expected = np.array([0.4, 0.8, 1.0]) - arrays["q"][k, :3]
+        np.testing.assert_allclose(m["e"], expected, rtol=0, atol=1e-15)
+    for _, m in client.messages["/hil/diagnostics"][:50]:
+        assert m["residual"] == pytest.approx(arrays["residual"][m["tick"]], rel=1e-12, abs=1e-18)
+    timing = client.messages["/hil/timing"]
+    assert len(timing) > 300
+    for _, m in timing:
+        k = m["tick"]
+        assert m["lateness"] == arrays["lateness"][k]
+        assert m["compute_tick"] == arrays["compute_tick"][k]
+
+
+def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
+    """A client that subscribes to everything and never reads: the run's log is complete
+    and its trajectory is the replay's; its overruns are those of a run without a client
+    (within the noise of a shared machine)."""
+    def run(tmp, live: bool):
+        port = free_port()
+        proc, log, _ = start_run(tmp, 3.0, *(["--live", f"127.0.0.1:{port}"] if live else []))
+
+        async def stall():
+            client = await FoxgloveClient.connect(port, max_queue=1, max_size=2 ** 16)
+            await client.pump(lambda: len(client.channels) >= 6)
+            await client.subscribe(*client.channels)
+            while proc.poll() is None:          # never read again
+                await asyncio.sleep(0.1)
+            await client.ws.close()
+
+        try:
+            if live:
+                asyncio.run(stall())
+        finally:
+            finish(proc)
+        return read_complete(log)
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    arrays, events, meta, summary = run(tmp_path / "b", live=True)
+    _, _, _, baseline = run(tmp_path / "a", live=False)
+    assert summary["telemetry"]["rows"] == len(arrays["t"]) == 3000
+    assert summary["telemetry"]["lost_rows"] == 0
+    plain = simulate(resolve(raw_config(meta))).arrays
+    for name in ("q", "qd", "u"):
+        np.testing.assert_array_equal(arrays[name], plain[name][:3000], err_msg=name)
+    noise = max(20, 0.02 * 3000)
+    assert summary["overruns"] <= baseline["overruns"] + noise, (summary["overruns"],
+                                                                 baseline["overruns"])
+
+
+def test_the_shipped_layout_plots_what_the_live_view_publishes():
+    from hilrig.rt.live import CHANNELS, EVENT_TOPIC
+
+    layout = json.loads((ROOT / "docs" / "foxglove" / "hilrig-layout.json").read_text())
+    paths, panels = [], []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "panel":
+                panels.append(node["panelType"])
+                paths.extend(p["value"] for p in node.get("config", {}).get("paths", []))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(layout)
+    assert "Parameters" in panels and "RawMessages" in panels
+    assert {"/hil/joint_state.q[0]", "/hil/tracking_error.norm", "/hil/timing.lateness",
+            "/hil/diagnostics.residual", "/hil/diagnostics.det_phi_x"} <= set(paths)
+    for path in paths:
+        topic, field = path.split(".", 1)
+        schema = CHANNELS[topic][0]
+        assert field.split("[")[0] in schema["properties"], path
+    assert EVENT_TOPIC == "/hil/event"
+
+
+def test_watch_keeps_one_status_block_current(tmp_path):
+    """On a terminal (a pty) the block is redrawn in place; its last state is the run's
+    end: the plant time of the last row and the tracking error |target - q| there."""
+    import os
+    import pty
+    import re
+
+    log = tmp_path / "run.mcap"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(hil("run", "rrr3_pd", "--duration", "1.5", "--watch", "--no-plot",
+                                "--log", str(log), "--set-endpoint", ""),
+                            cwd=ROOT, stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(60) == 0, proc.stderr.read()
+    text = out.decode()
+    assert "\x1b[5F" in text                     # moved up over the 5 lines: redrawn in place
+    last = text.rsplit("\x1b[5F", 1)[1]
+    arrays, _, _, _ = read_complete(log)
+    t = float(re.search(r"t\s+([0-9.]+) s", last).group(1))
+    error = float(re.search(r"tracking error ([0-9.e+-]+) rad", last).group(1))
+    assert t == pytest.approx(arrays["t"][-1], abs=1e-3)
+    expected = np.linalg.norm(np.array([0.4, 0.8, 1.0]) - arrays["q"][-1, :3])
+    assert error == pytest.approx(expected, rel=1e-3)
+    assert "last event     stop at t = 1.500 s done" in last
