@@ -5,7 +5,7 @@
     hil run CONFIG [--duration T] [--fast] [--log PATH] [--set key=value ...] [--live] [--watch]
     hil emulate CONFIG --bind ENDPOINT [--mode free|lockstep] [--log PATH] [--live]
     hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH] [--live] [--takeover]
-    hil set KEY=VALUE ... [--connect ENDPOINT]
+    hil set KEY=VALUE ... [--run RUN_ID | --connect ENDPOINT]
     hil canopen eds --node N [CONFIG] [-o FILE]
     hil fault jam --joint K --duration DT --connect ENDPOINT
     hil fault clear --joint K --connect ENDPOINT
@@ -37,6 +37,7 @@ from pathlib import Path
 import hilrig
 import numpy as np
 from hilrig.drivers.registry import links
+from hilrig.rt import runs
 from hilrig.rt.config import ConfigError, load, refuse_offline_only
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
@@ -152,8 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                                       "control` (gains, target, reference, safety limits)")
     tune.add_argument("assignments", nargs="*", metavar="KEY=VALUE",
                       help="config keys, e.g. controller.kp=80 (none: list the live ones)")
+    tune.add_argument("--run", dest="run_id", default=None,
+                      help="the run's id (printed when it starts; default: your only run)")
     tune.add_argument("--connect", default=None,
-                      help="the run's --set-endpoint (default ipc:///tmp/hilrig-set)")
+                      help="the run's --set-endpoint (instead of --run)")
     tune.add_argument("--timeout", type=float, default=5.0, help="s to wait for the ack")
     tune.set_defaults(handler=_set)
     configs = sub.add_parser("configs", help="list the built-in configs (`hil run NAME` runs one)")
@@ -246,22 +249,30 @@ def _common(parser) -> None:
 
 def _live_options(parser, tuning: bool) -> None:
     from hilrig.rt.live import DEFAULT_ADDRESS
-    from hilrig.rt.tuning import DEFAULT_ENDPOINT
 
     parser.add_argument("--live", nargs="?", const=DEFAULT_ADDRESS, metavar="HOST:PORT",
                         help=f"serve a live view to Foxglove (default {DEFAULT_ADDRESS})")
     parser.add_argument("--live-allow-remote", action="store_true",
                         help="let --live bind a non-loopback address")
     if tuning:
-        parser.add_argument("--set-endpoint", default=DEFAULT_ENDPOINT,
-                            help="where `hil set` reaches this run ('' to disable)")
+        parser.add_argument("--set-endpoint", default=None,
+                            help="where `hil set` reaches this run (default: one of its own "
+                                 "in the per-user runtime folder; '' to disable)")
 
 
-def _live_hooks(args, run_has_params: bool = True) -> list:
-    """The hooks of --live, --set-endpoint and --watch (rt.live_params, rt.tuning, rt.live,
-    rt.watch), in the order they start."""
+def _set_endpoint(args, run_id: str) -> str:
+    """Where `hil set` reaches run ``run_id``: --set-endpoint, else its own (rt.runs);
+    "" for none."""
+    if args.set_endpoint is None:
+        return runs.default_set_endpoint(run_id)
+    return args.set_endpoint
+
+
+def _live_hooks(args, set_endpoint: str = "", run_has_params: bool = True) -> list:
+    """The hooks of --live, ``set_endpoint`` (`hil set`) and --watch (rt.live_params,
+    rt.tuning, rt.live, rt.watch), in the order they start."""
     hooks, live = [], None
-    endpoint = getattr(args, "set_endpoint", "")
+    endpoint = set_endpoint
     if run_has_params and (endpoint or args.live):
         from hilrig.rt.live_params import LiveParameters
 
@@ -306,7 +317,13 @@ def _run(args) -> int:
 
     cfg = _load(args)
     log_path = Path(args.log) if args.log else _default_log(args)
-    hooks = _live_hooks(args)
+    run_id = runs.new_run_id()
+    set_endpoint = _set_endpoint(args, run_id)
+    hooks = _live_hooks(args, set_endpoint)
+    record = runs.register(run_id, "", args.config, set_endpoint) if set_endpoint else None
+    if set_endpoint:
+        print(f"run {run_id}: `hil set --run {run_id} KEY=VALUE` tunes it ({set_endpoint})",
+              flush=True)
     try:
         session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors,
                           hooks=hooks)
@@ -314,6 +331,8 @@ def _run(args) -> int:
     finally:
         for hook in hooks:
             getattr(hook, "close", lambda: None)()
+        if record is not None:
+            runs.unregister(record)
     print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
           f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
     for event in result.events:
@@ -412,7 +431,6 @@ def _canopen_eds(args) -> int:
 
 def _control(args) -> int:
     from hilrig.drivers.registry import link_from_config
-    from hilrig.rt import runs
     from hilrig.rt.loop import LinkLoop
     from hilrig.timing.summary import format_summary
 
@@ -429,9 +447,11 @@ def _control(args) -> int:
     run_id = runs.new_run_id()
     estop = runs.default_estop_endpoint(run_id) if args.estop_endpoint is None \
         else args.estop_endpoint or None
+    set_endpoint = _set_endpoint(args, run_id)
     loop = LinkLoop(cfg, link, log_path, estop, log_errors=args.log_errors,
-                    hooks=_live_hooks(args))
-    record = runs.register(run_id, estop, args.config) if estop else None
+                    hooks=_live_hooks(args, set_endpoint))
+    record = runs.register(run_id, estop or "", args.config, set_endpoint) \
+        if estop or set_endpoint else None
     if estop:
         print(f"run {run_id}: `hil estop {run_id}` (or `hil estop`) stops it ({estop})",
               flush=True)
@@ -477,9 +497,10 @@ def _keys(args) -> int:
 
 
 def _set(args) -> int:
-    from hilrig.rt.tuning import DEFAULT_ENDPOINT, TuningError, parse_assignments, send_request
+    from hilrig.rt.tuning import TuningError, parse_assignments, send_request
 
-    endpoint = args.connect or DEFAULT_ENDPOINT
+    _positive("--timeout", args.timeout, "s")
+    endpoint = args.connect or runs.tunable_run(args.run_id).set_endpoint
     try:
         if not args.assignments:
             values = send_request(endpoint, {"get": True}, args.timeout)["values"]

@@ -2,7 +2,7 @@
 
     hil estop                 e-stop every running `hil control` of this user
     hil estop RUN_ID          e-stop that run (its id is printed when it starts)
-    hil estop --list          run id, pid, e-stop endpoint, config, start time of each run
+    hil estop --list          run id, pid, endpoints, config, start time of each run
     hil estop --connect EP    e-stop the controller serving the e-stop endpoint EP
     hil keys [--force]        make the CURVE key pairs that tcp endpoints require
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from hilrig.drivers import curve
+from hilrig.errors import ConfigError
 from hilrig.rt import runs
 from hilrig.rt.fault import FaultError, send_estop
 
@@ -20,20 +21,25 @@ def estop(args) -> int:
     if args.list:
         found = runs.list_runs()
         if not found:
-            print("no running `hil control` of yours")
+            print("no running `hil run` or `hil control` of yours")
             return 0
-        print(f"{'run id':<8} {'pid':>7}  {'started':<19}  {'config':<24} e-stop endpoint")
+        print(f"{'run id':<8} {'pid':>7}  {'started':<19}  {'config':<24} e-stop endpoint "
+              "(- for a `hil run`: Ctrl-C) | hil set endpoint")
         for run in found:
             print(f"{run.run_id:<8} {run.pid:>7}  {run.started:<19}  {run.config:<24} "
-                  f"{run.endpoint}")
+                  f"{run.endpoint or '-'} | {run.set_endpoint or '-'}")
         return 0
     if args.connect:
         targets = [(args.connect, args.connect)]
     elif args.run_id:
         run = runs.find_run(args.run_id)
+        if not run.endpoint:
+            raise ConfigError(f"run {run.run_id} has no e-stop endpoint (a `hil run`: Ctrl-C "
+                              "stops it)")
         targets = [(f"run {run.run_id}", run.endpoint)]
     else:
-        targets = [(f"run {run.run_id}", run.endpoint) for run in runs.list_runs()]
+        targets = [(f"run {run.run_id}", run.endpoint) for run in runs.list_runs()
+                   if run.endpoint]
         if not targets:
             print("hil: no running `hil control` of yours to e-stop (hil estop --connect "
                   "ENDPOINT for one started elsewhere)", file=sys.stderr)

@@ -24,16 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.limits import command_limits
 from hilrig.errors import ConfigError
 from hilrig.rt.config import resolve
 from hilrig.rt.live_mailbox import LV_ACK_SEQ, LV_ACK_TICK, LV_ACK_TIME, post_change
-from hilrig.rt.session import command_limits
 from hilrig.schema import Config
 
 # [controller] keys that shape the controller rather than tune it: never live
 STRUCTURAL = ("type", "law", "state_size", "output", "torque_to_voltage")
 SAFETY_KEYS = ("safety.max_command", "safety.max_slew")
-# keys whose default is "not set" (no clamp; start at q0): the value [] sets them back
+# keys whose default is "not set" (the drives' range or no slew limit; start at q0): the value [] sets them back
 UNSETTABLE = ("safety.max_command", "safety.max_slew", "controller.start")
 ACK_TIMEOUT = 2.0       # s: a running loop acknowledges within a tick or two
 
@@ -100,7 +100,7 @@ def controller_arrays(cfg: Config, unit: str, n_params: int,
     if len(params) != n_params:
         raise ConfigError(f"controller: this change gives the law {len(params)} params instead "
                           f"of {n_params}: not a live change (restart the run)")
-    return params, command_limits(cfg, nact)
+    return params, command_limits(cfg, nact, unit)
 
 
 class LiveParameters:

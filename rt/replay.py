@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
 from hilrig.plant.factory import actuated_joints, correction_id, jam_schedule, plant_from_config
@@ -34,7 +35,6 @@ from hilrig.plant.stepping import advance, apply_schedule
 from hilrig.rt.config import resolve
 from hilrig.rt.live_params import changed_config, controller_arrays, raw_config
 from hilrig.rt.realtime import control_tick
-from hilrig.rt.session import command_limits
 from hilrig.rt.sim import SimRun, SimulationError, _named
 from hilrig.telemetry.logfile import read_log
 
@@ -93,7 +93,7 @@ def log_changes(cfg, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                      key=lambda e: (e["tick"], e.get("seq", 0)))
     unit = command_unit(cfg)
     base = controller_from_config(cfg, unit).params
-    limits0 = command_limits(cfg, actuated_joints(cfg))
+    limits0 = command_limits(cfg, actuated_joints(cfg), unit)
     ticks = np.zeros(len(changes), dtype=np.int64)
     params = np.zeros((len(changes), len(base)))
     limits = np.zeros((len(changes),) + limits0.shape)
@@ -124,7 +124,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
     nx, nact = len(plant.x), plant.nact
-    limits = command_limits(cfg, nact)
+    limits = command_limits(cfg, nact, command_unit(cfg))
     rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
            "diag": np.zeros((n_steps + 1, 3))}

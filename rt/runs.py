@@ -1,11 +1,13 @@
-"""The running ``hil control`` runs of this user, so that ``hil estop`` can find them.
+"""The running ``hil run`` and ``hil control`` runs of this user, so that ``hil estop``
+and ``hil set`` can find them.
 
-Each run gets a run id and, unless ``--estop-endpoint`` says otherwise, an e-stop
-endpoint of its own, ``ipc://RUNTIME/estop-RUN_ID`` in the per-user runtime folder
-(drivers.endpoint.runtime_dir, 0700). While it runs, ``RUNTIME/runs/RUN_ID.json``
-(0600) records its run id, pid, e-stop endpoint, config and start time; the record is
-removed when the run ends, and the record of a process that is gone (killed) is
-removed by the next ``list_runs``.
+Each run gets a run id and endpoints of its own in the per-user runtime folder
+(drivers.endpoint.runtime_dir, 0700), unless its options say otherwise: ``hil
+control`` an e-stop endpoint ``ipc://RUNTIME/estop-RUN_ID``, both a live-tuning
+endpoint ``ipc://RUNTIME/set-RUN_ID``. While it runs, ``RUNTIME/runs/RUN_ID.json``
+(0600) records its run id, pid, endpoints ("" for none), config and start time; the
+record is removed when the run ends, and the record of a process that is gone (killed)
+is removed by the next ``list_runs``.
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from hilrig.errors import ConfigError
 class Run:
     run_id: str
     pid: int
-    endpoint: str       # its e-stop endpoint
+    endpoint: str       # its e-stop endpoint ("" for none: `hil run`)
     config: str
     started: str        # local time, ISO 8601
+    set_endpoint: str = ""     # where `hil set` reaches it ("" for none)
 
 
 def new_run_id() -> str:
@@ -38,15 +41,20 @@ def default_estop_endpoint(run_id: str) -> str:
     return f"ipc://{runtime_dir()}/estop-{run_id}"
 
 
+def default_set_endpoint(run_id: str) -> str:
+    return f"ipc://{runtime_dir()}/set-{run_id}"
+
+
 def _folder() -> Path:
     folder = runtime_dir() / "runs"
     folder.mkdir(mode=0o700, exist_ok=True)
     return folder
 
 
-def register(run_id: str, endpoint: str, config: str) -> Path:
+def register(run_id: str, endpoint: str, config: str, set_endpoint: str = "") -> Path:
     """Record this process's run; returns the record's path (for ``unregister``)."""
-    run = Run(run_id, os.getpid(), endpoint, config, time.strftime("%Y-%m-%dT%H:%M:%S"))
+    run = Run(run_id, os.getpid(), endpoint, config, time.strftime("%Y-%m-%dT%H:%M:%S"),
+              set_endpoint)
     path = _folder() / f"{run_id}.json"
     partial = path.with_suffix(".tmp")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -92,5 +100,24 @@ def find_run(run_id: str) -> Run:
         if run.run_id == run_id:
             return run
     known = ", ".join(r.run_id for r in runs) or "none running"
-    raise ConfigError(f"no running `hil control` with run id {run_id!r} (yours: {known}; "
-                      "hil estop --list)")
+    raise ConfigError(f"no running `hil run` or `hil control` with run id {run_id!r} (yours: "
+                      f"{known}; hil estop --list)")
+
+
+def tunable_run(run_id: str | None) -> Run:
+    """The run ``hil set`` talks to: ``run_id``'s, else this user's only run that takes
+    live changes; ConfigError when there is none or several (naming them)."""
+    if run_id:
+        run = find_run(run_id)
+        if not run.set_endpoint:
+            raise ConfigError(f"run {run_id} takes no live changes (started with "
+                              "--set-endpoint '')")
+        return run
+    tunable = [run for run in list_runs() if run.set_endpoint]
+    if len(tunable) == 1:
+        return tunable[0]
+    if not tunable:
+        raise ConfigError("no running `hil run` or `hil control` of yours takes live changes "
+                          "(hil set --connect ENDPOINT for one started elsewhere)")
+    raise ConfigError("several runs take live changes: name one with --run "
+                      + " or ".join(run.run_id for run in tunable))

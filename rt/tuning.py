@@ -5,8 +5,10 @@ Requests and replies are single JSON frames (at most MAX_MESSAGE bytes; nothing 
 unpickled): ``{"set": ["controller.kp=80", ...]}`` (values in TOML syntax, as ``--set``)
 is answered ``{"ok": true, "tick": K, "t": T, "changes": {...}}`` once the loop took the
 change at tick K, or ``{"ok": false, "error": "..."}``; ``{"get": true}`` is answered
-``{"ok": true, "values": {...}}``. The endpoint is the run's own: an ipc socket file
-readable and writable by its owner only, or a TCP port on the loopback interface.
+``{"ok": true, "values": {...}}``. The endpoint is the run's own (rt.runs: by default
+``ipc://RUNTIME/set-RUN_ID``), bound by drivers.endpoint.bind: an ipc socket file
+readable and writable by its owner only, never one a live process serves, or a TCP
+port on the loopback interface with CURVE keys (``hil keys``).
 """
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ import os
 import threading
 
 import zmq
+from hilrig.drivers import endpoint as endpoints
 from hilrig.errors import ConfigError
 from hilrig.rt.config import parse_value
 from hilrig.rt.live_params import LiveError, LiveParameters
 
-DEFAULT_ENDPOINT = "ipc:///tmp/hilrig-set"
 MAX_MESSAGE = 65536
 POLL_MS = 100
 
@@ -72,16 +74,11 @@ class TuningServer:
         self.socket = zmq.Context.instance().socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
-        old = os.umask(0o077)       # the ipc socket file: its owner only
         try:
-            self.socket.bind(endpoint)
-        except zmq.ZMQError as exc:
+            endpoints.bind(self.socket, endpoint, "hil set")
+        except BaseException:
             self.socket.close(0)
-            raise ConfigError(f"--set-endpoint {endpoint!r}: cannot bind: {exc}") from None
-        finally:
-            os.umask(old)
-        if endpoint.startswith("ipc://"):
-            os.chmod(endpoint[len("ipc://"):], 0o600)
+            raise
         self._thread = threading.Thread(target=self._serve, name="hil-tuning", daemon=True)
         self._thread.start()
 
@@ -94,7 +91,7 @@ class TuningServer:
         if self._thread.is_alive():
             self._thread.join(2.0)
         if not self.socket.closed:
-            self.socket.close(0)
+            endpoints.close(self.socket, self.endpoint)
 
     close = stop
 
@@ -139,7 +136,7 @@ def send_request(endpoint: str, request: dict, timeout: float = 5.0) -> dict:
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
     try:
-        socket.connect(endpoint)
+        endpoints.connect(socket, endpoint, "hil set")
         socket.send(json.dumps(request).encode())
         if not socket.poll(int(timeout * 1000)):
             raise TuningError(f"no answer from a run at {endpoint} within {timeout} s")

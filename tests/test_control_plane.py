@@ -122,11 +122,12 @@ def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tm
         folder = os.path.join(runtime, "hilrig")
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
         for run_id, ctl in zip(ids, ctls):
-            pid, config, ep = rows[run_id][1], rows[run_id][-2], rows[run_id][-1]
+            pid, config, ep = rows[run_id][1], rows[run_id][-4], rows[run_id][-3]
             assert int(pid) == ctl.pid and config == RIG_INPROCESS
             assert ep == f"ipc://{folder}/estop-{run_id}"
+            assert rows[run_id][-1] == f"ipc://{folder}/set-{run_id}"     # for `hil set`
             assert stat.S_IMODE(os.stat(ep[len("ipc://"):]).st_mode) == 0o600
-        taken = rows[ids[1]][-1]
+        taken = rows[ids[1]][-3]
         third = subprocess.run(hil("control", RIG_INPROCESS, "--duration", "5", "--log",
                                    str(tmp_path / "third.mcap"), "--estop-endpoint", taken),
                                cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -152,7 +153,7 @@ def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tm
             assert read_complete(log)[3]["reason"] == "e-stop from the CLI (hil estop)"
         after = subprocess.run(hil("estop", "--list"), cwd=ROOT, capture_output=True,
                                text=True, timeout=30)
-        assert after.stdout == "no running `hil control` of yours\n"
+        assert after.stdout == "no running `hil run` or `hil control` of yours\n"
     finally:
         for ctl in ctls:
             if ctl.poll() is None:
@@ -315,7 +316,8 @@ def test_tcp_needs_curve_keys_and_unauthenticated_peers_are_refused(tmp_path, mo
     (["estop", "--connect", "ipc://" + "x" * 120],
      f"endpoint 'ipc://{'x' * 120}': ipc path longer than 107 bytes"),
     (["estop", "nosuchrun"],
-     "no running `hil control` with run id 'nosuchrun' (yours: none running; hil estop --list)"),
+     "no running `hil run` or `hil control` with run id 'nosuchrun' (yours: none running; "
+     "hil estop --list)"),
 ])
 def test_a_bad_endpoint_is_one_clear_line(argv, message, capsys, runtime, tmp_path):
     status = main(argv + (["--log", str(tmp_path / "x.mcap")] if argv[0] == "control" else []))

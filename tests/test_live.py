@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
+import shutil
 import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -257,7 +260,7 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
                                    "/hil/diagnostics", "/hil/timing")
             listed = values(await client.request({"op": "getParameters", "parameterNames": []}))
             assert listed["controller.kp"] == [150.0, 150.0, 150.0]
-            assert listed["safety.max_command"] == []                      # unset
+            assert listed["safety.max_command"] == [400.0] * 3   # the config's, above 48 V
             await client.pump(lambda: len(client.messages.get("/hil/joint_state", [])) > 300)
             refused = values(await client.request({"op": "setParameters", "parameters": [
                 {"name": "controller.kd", "value": [1.0, 2.0]}]}))
@@ -411,3 +414,69 @@ def test_watch_keeps_one_status_block_current(tmp_path):
     expected = np.linalg.norm(np.array([0.4, 0.8, 1.0]) - arrays["q"][-1, :3])
     assert error == pytest.approx(expected, rel=1e-3)
     assert "last event     stop at t = 1.500 s done" in last
+
+
+def test_hil_set_finds_the_run_by_its_id_and_a_runs_endpoint_cannot_be_taken(
+        tmp_path, monkeypatch):
+    """Every run used to bind the one default `hil set` endpoint: a second run took it
+    over silently and `hil set` then tuned the wrong run. Now each run has its own
+    (printed with its run id), `hil set` finds your only run or the one --run names,
+    and a run asked to bind another's live endpoint is refused."""
+    runtime = Path(tempfile.mkdtemp(prefix="hset-", dir="/tmp"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    procs = [subprocess.Popen(hil("run", "rrr3_pd", "--duration", "600", "--log",
+                                  str(tmp_path / f"run{i}.mcap"), "--no-plot"),
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(2)]
+    try:
+        ids = []
+        for proc in procs:
+            line = proc.stdout.readline()
+            match = re.match(r"run ([0-9a-f]{6}): `hil set --run \1 KEY=VALUE` tunes it "
+                             r"\((ipc://\S+)\)", line)
+            assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
+            assert match.group(2) == f"ipc://{runtime}/hilrig/set-{match.group(1)}"
+            ids.append(match.group(1))
+        deadline = time.monotonic() + 120          # until both loops take changes
+        while True:
+            ack = subprocess.run(hil("set", "--run", ids[1], "controller.kp=90"), cwd=ROOT,
+                                 capture_output=True, text=True, timeout=60)
+            if ack.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert ack.returncode == 0, ack.stderr
+        assert re.fullmatch(r"controller\.kp = \[90\.0, 90\.0, 90\.0\]: taken at tick \d+ "
+                            r"\(plant time [\d.]+ s\)\n", ack.stdout)
+        both = subprocess.run(hil("set", "controller.kp=80"), cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+        assert both.returncode == 2
+        assert both.stderr.splitlines()[-1] == ("hil: config error: several runs take live "
+                                                f"changes: name one with --run {ids[0]} or "
+                                                f"{ids[1]}") or \
+            both.stderr.splitlines()[-1] == ("hil: config error: several runs take live "
+                                             f"changes: name one with --run {ids[1]} or "
+                                             f"{ids[0]}")
+        taken = f"ipc://{runtime}/hilrig/set-{ids[0]}"
+        third = subprocess.run(hil("run", "rrr3_pd", "--duration", "1", "--no-plot", "--log",
+                                   str(tmp_path / "third.mcap"), "--set-endpoint", taken),
+                               cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert third.returncode == 2
+        assert third.stderr.splitlines()[-1] == (f"hil: config error: hil set endpoint {taken} "
+                                                 "is in use by a running process (another "
+                                                 "hil? stop it or choose another endpoint)")
+        for proc in procs:
+            finish(proc, interrupt=True)
+        param = [e for e in read_complete(tmp_path / "run1.mcap")[1] if e["kind"] == "param"]
+        assert len(param) == 1 and param[0]["source"] == "hil set"
+        assert not [e for e in read_complete(tmp_path / "run0.mcap")[1] if e["kind"] == "param"]
+        alone = subprocess.run(hil("set", "controller.kp=80"), cwd=ROOT, capture_output=True,
+                               text=True, timeout=60)
+        assert alone.stderr.splitlines()[-1] == (
+            "hil: config error: no running `hil run` or `hil control` of yours takes live "
+            "changes (hil set --connect ENDPOINT for one started elsewhere)")
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        shutil.rmtree(runtime, ignore_errors=True)
