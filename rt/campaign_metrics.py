@@ -149,19 +149,21 @@ def rrr3_metrics(p, q, scratch, out):
     """The 3RRR's metrics of a run's rows q (one row of coordinates per step) in one pass,
     without storing the per-row diagnostics: out[0] the max constraint residual (m^2;
     rrr3.residual), out[1] and out[2] the sign changes of det Phi_x and det Phi_theta
-    (rrr3.det_phi_x, det_phi_theta), as measure gives them from the stored diagnostics
+    (rrr3.det_phi_x, det_phi_theta; all three from rrr3.row_diagnostics, which shares
+    the legs' trigonometry), as measure gives them from the stored diagnostics
     (a NaN residual makes out[0] NaN; a NaN determinant counts as a change of sign
     either side, zeros are skipped). ``scratch`` is 3 x 6."""
     peak, changes_x, changes_theta = 0.0, 0.0, 0.0
     last_x, last_theta = 0.0, 0.0          # the last nonzero sign (0: none yet)
     for k in range(q.shape[0]):
-        peak = _larger(peak, rrr3.residual(p, q[k], scratch))
-        sign = _sign(rrr3.det_phi_x(p, q[k], scratch))
+        residual, det_theta, det_x = rrr3.row_diagnostics(p, q[k], scratch)
+        peak = _larger(peak, residual)
+        sign = _sign(det_x)
         if sign != 0.0:
             if last_x != 0.0 and sign != last_x:
                 changes_x += 1.0
             last_x = sign
-        sign = _sign(rrr3.det_phi_theta(p, q[k]))
+        sign = _sign(det_theta)
         if sign != 0.0:
             if last_theta != 0.0 and sign != last_theta:
                 changes_theta += 1.0
