@@ -302,6 +302,31 @@ def residual(p, q, scratch):
 
 
 @kernel
+def row_diagnostics(p, q, jac):
+    """residual, det_phi_theta and det_phi_x of one row q in one pass over the legs, so
+    the trigonometry runs once per leg: the same values, bit for bit, as the three
+    functions give (the same expressions in the same order). ``jac`` is 3 x 6 scratch."""
+    o = int(p[H_BODY])
+    l1 = p[o + R_L1]
+    l2 = p[o + R_L2]
+    b = p[o + R_B]
+    f0, f1, f2 = 0.0, 0.0, 0.0
+    det = 1.0
+    for i in range(NC):
+        dx, dy, ct, st, cp, sp = _leg(p, q, i)
+        f = dx * dx + dy * dy - l2 * l2
+        if i == 0:
+            f0 = f
+        elif i == 1:
+            f1 = f
+        else:
+            f2 = f
+        det *= 2.0 * l1 * (dx * st - dy * ct)
+        _jacobian_row(jac, i, l1, b, dx, dy, ct, st, cp, sp)
+    return max(abs(f0), abs(f1), abs(f2)), det, _det3(jac[:, 3:6])
+
+
+@kernel
 def post_adjust(p, x, scratch):
     """The paper's post-adjustment (§4, eqs. 26-34): move only x_C, y_C, phi and their rates.
 

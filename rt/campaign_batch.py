@@ -16,13 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.rt.campaign_metrics import (
-    METRICS,
-    MetricSettings,
-    judge,
-    measure,
-    needs_diagnostics,
-)
+from hilrig.rt.campaign_metrics import METRICS, MetricSettings, judge, measure
 from hilrig.rt.config import apply_override, resolve
 from hilrig.rt.sim import SimulationError, simulate
 
@@ -65,16 +59,16 @@ def run_scenario(job: BatchJob, sid: int, overrides) -> dict:
         for item in overrides:
             apply_override(raw, item)
         cfg = resolve(raw)
-        run = simulate(cfg, minimal=not needs_diagnostics(cfg))
-        arrays, stepping = run.arrays, run.stepping_seconds
+        run = simulate(cfg, minimal=True)
+        arrays, stepping, plant = run.arrays, run.stepping_seconds, run.plant
     except ConfigError as exc:
         return dict(id=sid, **dict.fromkeys(METRICS, np.nan), q_end=[], passed=False,
                     failed="config", status=STATUS_CONFIG, error=str(exc), simulated_s=0.0,
                     stepping_s=0.0, wall_s=time.perf_counter() - started)
     except SimulationError as exc:
-        arrays, stepping = exc.arrays, float("nan")
+        arrays, stepping, plant = exc.arrays, float("nan"), exc.plant
         status, error = STATUS_INVALID, str(exc)
-    metrics = measure(arrays, cfg, job.settings)
+    metrics = measure(arrays, cfg, job.settings, plant)
     passed, failed = judge(metrics, job.criteria, status == STATUS_OK)
     return dict(id=sid, **metrics, passed=passed, failed=",".join(failed), status=status,
                 error=error, simulated_s=float(arrays["t"][-1]), stepping_s=stepping,

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hilrig.plant import rrr3
 from hilrig.plant.kernel import kernel
+from hilrig.plant.layout import MODEL_RRR3
 from hilrig.schema import Config
 
 
@@ -62,11 +64,6 @@ class MetricSettings:
     reach_tolerance: float = 0.01
 
 
-def needs_diagnostics(cfg: Config) -> bool:
-    """Whether runs of ``cfg`` have metrics from the model's diagnostics (the 3RRR's)."""
-    return any(metric.model == cfg.plant.model for metric in METRICS.values())
-
-
 def unavailable(name: str, cfg: Config) -> str | None:
     """Why metric ``name`` cannot be measured on runs of ``cfg`` (None: it can)."""
     metric = METRICS[name]
@@ -83,10 +80,13 @@ def target_of(cfg: Config) -> np.ndarray | None:
     return None if target is None else np.asarray(target, dtype=float)
 
 
-def measure(arrays: dict, cfg: Config, settings: MetricSettings) -> dict:
+def measure(arrays: dict, cfg: Config, settings: MetricSettings, plant=None) -> dict:
     """The metrics (METRICS; NaN where a metric does not apply) and ``q_end`` (the last
     row's coordinates) of one run's arrays. A run cut short by an invalid state is
-    measured on the rows it has."""
+    measured on the rows it has. The 3RRR's metrics come from the arrays' diagnostics
+    (``residual``, ``det_phi_x``, ``det_phi_theta``: a full run, or its .npz) or, for a
+    minimal run (rt.sim.simulate(minimal=True)), from its rows and the ``plant`` that ran
+    (rrr3_metrics): the same values, bit for bit."""
     t, q, qd, u = arrays["t"], arrays["q"], arrays["qd"], arrays["u"]
     nact = u.shape[1]
     target = target_of(cfg)
@@ -108,6 +108,11 @@ def measure(arrays: dict, cfg: Config, settings: MetricSettings) -> dict:
         out["peak_residual"] = float(arrays["residual"].max())
         out["det_phi_x_sign_changes"] = float(_sign_changes(arrays["det_phi_x"]))
         out["det_phi_theta_sign_changes"] = float(_sign_changes(arrays["det_phi_theta"]))
+    elif plant is not None and plant.model == MODEL_RRR3:
+        found = np.zeros(3)
+        rrr3_metrics(plant.params, arrays["q"], np.zeros((3, rrr3.NQ)), found)
+        out["peak_residual"], out["det_phi_x_sign_changes"], \
+            out["det_phi_theta_sign_changes"] = found[0], found[1], found[2]
     out["q_end"] = [float(v) for v in q[-1]]
     return out
 
@@ -137,6 +142,43 @@ def joint_metrics(q, qd, u, target, healthy, settle, tolerance, out):
             tracking = _larger(tracking, worst)
     out[0], out[1], out[2], out[3], out[4], out[5] = \
         tracking, healthy_error, worst, last_outside, peak_u, peak_rate
+
+
+@kernel
+def rrr3_metrics(p, q, scratch, out):
+    """The 3RRR's metrics of a run's rows q (one row of coordinates per step) in one pass,
+    without storing the per-row diagnostics: out[0] the max constraint residual (m^2;
+    rrr3.residual), out[1] and out[2] the sign changes of det Phi_x and det Phi_theta
+    (rrr3.det_phi_x, det_phi_theta; all three from rrr3.row_diagnostics, which shares
+    the legs' trigonometry), as measure gives them from the stored diagnostics
+    (a NaN residual makes out[0] NaN; a NaN determinant counts as a change of sign
+    either side, zeros are skipped). ``scratch`` is 3 x 6."""
+    peak, changes_x, changes_theta = 0.0, 0.0, 0.0
+    last_x, last_theta = 0.0, 0.0          # the last nonzero sign (0: none yet)
+    for k in range(q.shape[0]):
+        residual, det_theta, det_x = rrr3.row_diagnostics(p, q[k], scratch)
+        peak = _larger(peak, residual)
+        sign = _sign(det_x)
+        if sign != 0.0:
+            if last_x != 0.0 and sign != last_x:
+                changes_x += 1.0
+            last_x = sign
+        sign = _sign(det_theta)
+        if sign != 0.0:
+            if last_theta != 0.0 and sign != last_theta:
+                changes_theta += 1.0
+            last_theta = sign
+    out[0], out[1], out[2] = peak, changes_x, changes_theta
+
+
+@kernel
+def _sign(value):
+    """np.sign of a float: 1, -1, 0, or NaN for a NaN."""
+    if value > 0.0:
+        return 1.0
+    if value < 0.0:
+        return -1.0
+    return value if value != value else 0.0
 
 
 @kernel

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from hilrig.controllers.factory import command_unit, controller_from_config
@@ -27,9 +28,10 @@ from hilrig.telemetry.recorder import to_json
 class SimulationError(RuntimeError):
     """The plant state became invalid during a run; ``arrays`` holds the rows up to then."""
 
-    def __init__(self, message: str, arrays: dict):
+    def __init__(self, message: str, arrays: dict, plant=None):
         super().__init__(message)
         self.arrays = arrays
+        self.plant = plant          # the plant model that ran (None: a contact chain's run)
 
 
 @dataclass
@@ -39,6 +41,7 @@ class SimRun:
     arrays: dict = field(default_factory=dict)
     stepping_seconds: float = 0.0   # wall time of the stepping alone
     startup_seconds: float = 0.0    # kernel compilation or cache load before the first step
+    plant: Any = None               # the plant model that ran (its params: diagnostics of rows)
 
 
 def simulate(cfg: Config, minimal: bool = False) -> SimRun:
@@ -47,7 +50,8 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
     ``minimal``: the arrays t, q, qd, u and jam_events only (identical to a full run's),
     without the currents, the model's diagnostics and meta, and without the warm-up
     call that keeps compilation out of ``stepping_seconds`` (so the first run in a
-    process counts the kernels' loading): what a campaign's serial-arm scenarios need.
+    process counts the kernels' loading): what a campaign's scenarios need (the 3RRR's
+    diagnostics it measures from the rows and the returned ``plant``'s params).
     """
     if cfg.plant.model == contact_sim.MODEL:   # a chain on the ground: its own integrators
         return contact_sim.simulate(cfg)
@@ -91,10 +95,11 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
                                rec["i"][:rows], rec["diag"][:rows], plant.work,
                                plant.mechanism)
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
+    out.plant = plant
     if rows < n_steps + 1:
         raise SimulationError(
             f"plant state became invalid after t = {rec['t'][rows - 1]:.6f} s "
-            f"(NaN or singular mass matrix); {rows} rows kept", out.arrays)
+            f"(NaN or singular mass matrix); {rows} rows kept", out.arrays, plant)
     return out
 
 

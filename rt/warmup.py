@@ -74,6 +74,8 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
             cfg = cfg.replace(sim=replace(cfg.sim, duration=STEPS * cfg.sim.dt))
             log = scratch / Path(name).stem
             measure(simulate(cfg).arrays, cfg, MetricSettings())
+            campaign_run = simulate(cfg, minimal=True)     # hil campaign's way
+            measure(campaign_run.arrays, cfg, MetricSettings(), campaign_run.plant)
             if cfg.sim.integrator == "accurate":
                 continue                  # offline only: no real-time entry points
             Session(cfg, log.with_suffix(".fast.mcap"), fast=True).run()

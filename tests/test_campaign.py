@@ -314,3 +314,61 @@ def test_the_wheel_holds_the_example_specs(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     specs = sorted((ROOT / "configs" / "campaigns").glob("*.toml"))
     assert specs and {f"hilrig/configs/campaigns/{path.name}" for path in specs} <= names
+
+
+# -- the 3RRR's metrics from the rows ----------------------------------------------------
+
+def test_a_3rrr_scenario_in_a_campaign_has_the_metrics_of_its_single_run():
+    """A campaign runs the 3RRR without storing its per-row diagnostics and measures the
+    residual and the determinants' sign changes from the rows (rrr3_metrics): the same
+    values as hil sim's stored diagnostics give."""
+    from hilrig.rt.campaign import job_of
+    from hilrig.rt.campaign_batch import run_scenario
+
+    spec = load_spec("rrr3_gains_poses")
+    job = job_of(spec)
+    for sid in (0, spec.count - 1):
+        scenario = spec.scenario(sid)
+        row = run_scenario(job, sid, scenario.overrides)
+        cfg = spec.config(scenario)
+        alone = measure(simulate(cfg).arrays, cfg, spec.settings)
+        for name in METRICS:
+            assert same(row[name], alone[name]), (sid, name)
+        assert 0.0 <= row["peak_residual"] < 1e-6
+        assert row["q_end"] == alone["q_end"]
+
+
+def test_the_3rrr_row_metrics_count_as_numpy_counts_the_stored_diagnostics():
+    """rrr3_metrics against numpy on per-row diagnostics: the run's rows, the rows again
+    backwards, a NaN row (a run gone invalid; its determinants count as a change of sign
+    either side, the residual's maximum is NaN) and a few rows after it."""
+    from dataclasses import replace
+
+    from hilrig.plant import rrr3
+    from hilrig.rt.campaign_metrics import rrr3_metrics
+
+    cfg = load("rrr3_pd")
+    cfg = cfg.replace(sim=replace(cfg.sim, duration=0.5))
+    run = simulate(cfg)
+    params, q = run.plant.params, run.arrays["q"]
+    scratch = np.zeros((3, rrr3.NQ))
+
+    def numpy_metrics(rows):
+        residual = [rrr3.residual(params, row, scratch) for row in rows]
+        changes = []
+        for det in (lambda row: rrr3.det_phi_x(params, row, scratch),
+                    lambda row: rrr3.det_phi_theta(params, row)):
+            signs = np.sign([det(row) for row in rows])
+            signs = signs[signs != 0.0]
+            changes.append(float(np.count_nonzero(signs[1:] != signs[:-1])))
+        return [float(np.max(residual))] + changes
+
+    stored = run.arrays
+    assert numpy_metrics(q)[0] == stored["residual"].max()
+    broken = np.vstack([q, q[::-1], np.full((1, q.shape[1]), np.nan), q[:5]])
+    for rows in (q, broken):
+        found = np.zeros(3)
+        rrr3_metrics(params, rows, scratch, found)
+        expected = numpy_metrics(rows)
+        assert all(same(float(a), b) for a, b in zip(found, expected)), (found, expected)
+    assert math.isnan(found[0]) and found[1] >= 2.0 and found[2] >= 2.0
