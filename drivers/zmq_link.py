@@ -74,6 +74,7 @@ class ZmqLink(Link):
         self.state_seq = -1
         self.active = False
         self.stopped = False
+        self.commands_dropped = 0      # COMMANDs the full send queue refused (write)
         self.expected = {MessageType.STATE: 1 + 3 * n_axes, MessageType.ERROR: 1,
                          MessageType.WELCOME: 4}
 
@@ -192,7 +193,17 @@ class ZmqLink(Link):
         if self.stopped:
             return
         self.seq += 1
-        self.socket.send(encode(MessageType.COMMAND, self.seq, 0.0, command), flags=zmq.NOBLOCK)
+        try:
+            self.socket.send(encode(MessageType.COMMAND, self.seq, 0.0, command),
+                             flags=zmq.NOBLOCK)
+        except zmq.Again:
+            # The queue to the emulator is full (it is flooded or stalled): this command
+            # is dropped, the emulator holds the last one it took, and a lockstep read
+            # or the free-mode watchdog notices if nothing comes back.
+            if self.commands_dropped == 0:
+                log.warning("emulator at %s takes no more commands for now (its queue is "
+                            "full): dropping commands until it does", self.endpoint)
+            self.commands_dropped += 1
 
     def safe_stop(self) -> None:
         if self.socket is not None and not self.stopped:

@@ -456,3 +456,28 @@ def test_the_emulators_own_overruns_are_counted(tmp_path):
     assert summary["overruns"] == len(overruns) >= 1
     assert f"overruns {summary['overruns']}," in out
     assert max(e["missed"] for e in overruns) >= 100     # 0.3 s at 1 kHz, at least a third
+
+
+def test_a_controller_whose_emulator_takes_no_more_commands_drops_them_without_a_traceback(
+        tmp_path):
+    """Under a flood the emulator drains each peer's queue a little per tick; once the
+    controller's queue was full, its next COMMAND raised zmq.Again out of `hil control`
+    (a traceback, the link lost). Now the command is dropped and counted, and the link
+    goes on when the emulator drains again."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--set",
+                          "emulator.command_timeout=5.0")
+    link = ZmqLink(ep, 3, timeout=5.0)
+    link.open()
+    emu.proc.send_signal(signal.SIGSTOP)             # takes nothing: the queues fill
+    try:
+        for _ in range(5000):
+            link.write(np.zeros(3))
+    finally:
+        emu.proc.send_signal(signal.SIGCONT)
+    assert link.commands_dropped > 0
+    meas = Measurement(3)
+    wait_for(lambda: link.read(meas), 20, "a state after the emulator drained")
+    link.safe_stop()
+    link.close()
+    emu.stop()
