@@ -4,8 +4,9 @@ Prints medians and tails of: the derivative (one evaluation), one fixed-step 1 m
 in flight and in contact (RK4 substeps of 1e-4 s / 1e-5 s), and the wall time of the
 1.5 s drop of each built-in mode set with event location (rtol 1e-10), with its steps
 and impacts; with --accuracy, the fixed step against the event-located run (first impact
-time, rebound apex, energy books). Compilation is done (and excluded) before timing. Run on a quiet machine:
-    python bench/bench_chain.py [--repeat 5] [--accuracy]
+time, rebound apex, energy books); with --realtime, the per-tick compute of
+``hil run chain_drop_ss_rt`` (1.5 s paced at 1 kHz, in flight and in contact). Compilation is done (and excluded) before timing. Run on a quiet machine:
+    python bench/bench_chain.py [--repeat 5] [--accuracy] [--realtime]
 """
 from __future__ import annotations
 
@@ -91,11 +92,37 @@ def accuracy() -> None:
               f" energy books max error {np.abs(books).max():.2e} J, {run.substeps} substeps")
 
 
+def realtime() -> None:
+    """``hil run chain_drop_ss_rt`` in process (rt.session, paced at 1 kHz, the config's
+    loop settings: SCHED_FIFO where permitted): the per-tick compute (the contact tick dominates it) in flight and over
+    the bounces (from the first impact on)."""
+    import tempfile
+    from pathlib import Path
+
+    from hilrig.rt.config import load
+    from hilrig.rt.session import Session
+
+    cfg = load("chain_drop_ss_rt")
+    with tempfile.TemporaryDirectory() as tmp:
+        session = Session(cfg, Path(tmp) / "run.mcap")
+        result = session.run()
+    tick = session.timings[:result.ticks, 4] * 1e6
+    flight = tick[:428][np.isfinite(tick[:428])]     # before the first impact (0.4284 s);
+    ground = tick[428:][np.isfinite(tick[428:])]     # skipped (overrun) ticks are NaN
+    print(f"hil run chain_drop_ss_rt, 1.5 s at 1 kHz: {result.ticks} ticks, "
+          f"{result.summary['overruns']} overruns, {np.isnan(tick).sum()} skipped; compute per tick in flight: median "
+          f"{np.median(flight):.1f} us, p99 {np.percentile(flight, 99):.1f}; from the first "
+          f"impact on: median {np.median(ground):.1f} us, p99 {np.percentile(ground, 99):.1f}, "
+          f"max {ground.max():.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="drops per mode set")
     parser.add_argument("--accuracy", action="store_true",
                         help="also compare the fixed step with the event-located run")
+    parser.add_argument("--realtime", action="store_true",
+                        help="also time the ticks of hil run chain_drop_ss_rt (1.5 s)")
     args = parser.parse_args()
     z0, zd0 = paper_initial_state()
     p = paper_chain("ss-ss-ss").block()
@@ -126,6 +153,8 @@ def main() -> None:
               f"{onsets} impacts")
     if args.accuracy:
         accuracy()
+    if args.realtime:
+        realtime()
 
 
 if __name__ == "__main__":

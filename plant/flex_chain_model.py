@@ -11,10 +11,11 @@ joint torques (N m) on q_2 .. q_n; the paper's drop has none (a zero-torque cont
 locates every contact onset and separation (plant.contact_integrators.run_events,
 tolerances sim.rtol, sim.atol, plant.event_tolerance); ``"rk4"`` takes fixed ticks of
 sim.dt in RK4 substeps (plant.substep_fine in or near contact, plant.substep_coarse in
-flight). The Plant that ``build`` returns (what the emulators and, with
-``plant.contact = false``, ``hil run`` step) is the chain *without* the ground: hilrig's
-real-time loop steps a chain's mechanism at sim.dt and has no substeps or contact state,
-so rt.session refuses a real-time run with contact.
+flight). The Plant that ``build`` returns carries, with ``plant.contact = true``, the
+contact ticks' state after its body (plant.contact_tick): ``hil run`` steps it with
+``METHOD_CONTACT`` (the same fixed-step ticks, at sim.dt, in real time); stepped with
+'rk4' or 'euler' (the emulators, ``plant.contact = false``) it is the chain *without* the
+ground.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 from hilrig.errors import ConfigError
+from hilrig.plant.contact_tick import contact_block
 from hilrig.plant.factory import motor_params
 from hilrig.plant.flex_chain import FlexChainParams, mechanism, n_coordinates, scratch_size
 from hilrig.plant.interface import PlantModel, compile_mechanism
@@ -138,6 +140,9 @@ def _build(cfg: Config) -> Plant:
     chain = chain_params(cfg.plant)
     n = chain.n
     body = np.concatenate([chain.block(), np.zeros(scratch_size(n))])
+    if chain.contact:       # the state of the contact ticks (plant.contact_tick), last
+        body = np.concatenate([body, contact_block(n, len(body), cfg.plant.substep_fine,
+                                                   cfg.plant.substep_coarse)])
     drive = cfg.plant.drive
     plant = Plant.chain(_compiled_mechanism(), n_coordinates(n), n - 1, body, drive,
                         motor_params(cfg) if drive != "torque" else None)

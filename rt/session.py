@@ -25,6 +25,7 @@ from hilrig.plant.factory import (
     jam_schedule,
     plant_from_config,
 )
+from hilrig.plant.contact_tick import METHOD_CONTACT
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
@@ -103,11 +104,15 @@ class Session:
         if sim.integrator == "accurate":
             raise ConfigError("sim.integrator: 'accurate' is for offline runs (hil sim); "
                               "a real-time run needs 'rk4' or 'euler'")
-        if cfg.plant.model == "flex_chain" and cfg.plant.contact:
-            raise ConfigError("plant.contact: flex_chain's ground contact runs under hil sim "
-                              "only; the real-time loop steps the chain without the ground "
-                              "(plant.contact = false runs it so)")
         self.method = METHODS[sim.integrator]
+        if cfg.plant.model == "flex_chain" and cfg.plant.contact:
+            if sim.integrator != "rk4":
+                raise ConfigError("sim.integrator: flex_chain on the ground runs fixed ticks in "
+                                  f"RK4 substeps ('rk4') in real time, not {sim.integrator!r}")
+            if cfg.plant.drive != "torque":
+                raise ConfigError("plant.drive: flex_chain on the ground is torque-driven "
+                                  "(joint torques, N m)")
+            self.method = METHOD_CONTACT    # its ticks keep contact state: no rehearsal
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)
         correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
@@ -151,7 +156,8 @@ class Session:
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
-            int(loop.rehearse * 1e9), rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
+            0 if self.method == METHOD_CONTACT else int(loop.rehearse * 1e9),
+            rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
             handoff, self.snap, self.delta, plant.mechanism, live)
 
     def _worker(self, handoff) -> int:

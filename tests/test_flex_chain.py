@@ -279,13 +279,15 @@ def test_hil_sim_refuses_what_this_plant_does_not_run():
         simulate(load("chain_drop_ss", ["sim.integrator='euler'", "sim.duration=0.001"]))
 
 
-def test_a_real_time_run_refuses_the_ground_it_cannot_model(tmp_path):
-    """hil run steps a chain's mechanism once per tick: no contact state, no substeps."""
+def test_a_real_time_run_takes_the_ground_in_rk4_substeps_only(tmp_path):
+    """hil run steps the chain on the ground with the contact tick (RK4 substeps):
+    another integrator is refused with one line naming the key."""
     from hilrig.errors import ConfigError
     from hilrig.rt.config import load
     from hilrig.rt.session import Session
 
-    with pytest.raises(ConfigError, match="plant.contact: flex_chain's ground contact runs "
-                                          "under hil sim only"):
-        Session(load("chain_drop_ss", ["sim.integrator='rk4'", "sim.dt=0.001"]),
+    with pytest.raises(ConfigError, match="sim.integrator: flex_chain on the ground runs fixed "
+                                          r"ticks in RK4 substeps \('rk4'\) in real time, "
+                                          "not 'euler'"):
+        Session(load("chain_drop_ss", ["sim.integrator='euler'", "sim.dt=0.001"]),
                 tmp_path / "run.mcap")
