@@ -32,7 +32,7 @@ same on every tick. What this relies on:
   the elastic stiffness and its Rayleigh damping, is constant (linear in the elastic
   coordinates, plant.flex_rp), so the lag touches only the slow, state-dependent terms
   (the joints' coupling and the velocity terms). A chain whose stiff forces change fast
-  with the state would want ``columns`` = 2 nq.
+  with the state would want ``columns`` = 2 nq (a kernel argument; no config key).
 Eliminating k_q = r_q + g h k_v, each stage solves one nq x nq system
 
     (M + g h Dj + g^2 h^2 Kj) k_v = M r_v - g h Kj r_q     (free rows)
