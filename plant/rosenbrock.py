@@ -14,10 +14,26 @@ ROS2 (Verwer, Spee, Blom and Hundsdorfer 1999) for y' = f(y), y = [q, v]:
 It is of order two for any matrix A (a W-method) and L-stable when A is f's Jacobian.
 Here A = [[0, I], [-P Kj, -P Dj]], with Kj = -dG/dq and Dj = -dG/dv the derivatives of
 the generalised force G = force - bias (drives included; one-sided finite differences,
-2 nq evaluations of the mechanism per step, so any chain of hilrig or of a user takes
-it) and P = E M_a^-1 E^T, M at y_n restructured for jammed joints (plant.jam: a jammed
-coordinate's acceleration is prescribed). Eliminating k_q = r_q + g h k_v, each stage
-solves one nq x nq system
+so any chain of hilrig or of a user takes it) and P = E M_a^-1 E^T, M at y_n
+restructured for jammed joints (plant.jam: a jammed coordinate's acceleration is
+prescribed).
+
+The lagged Jacobian. Each step refreshes only ``columns`` (default JACOBIAN_COLUMNS = 1)
+of Kj and Dj's 2 nq columns by differences at y_n, in turn, and keeps the others from
+earlier steps; the first step of a fresh ``work`` computes all of them, and ``columns``
+>= 2 nq refreshes all on every step (the formulation before the lag). A step then costs
+three evaluations of the mechanism (y_n, one column, stage 2) instead of 2 nq + 2, the
+same on every tick. What this relies on:
+- order: a step's Taylor expansion matches the exact flow to h^2 whatever A is (a
+  W-method, Verwer et al. 1999; test_flex_feedforward.py expands it with sympy), so the
+  lagged step stays of second order (test_rosenbrock_is_second_order runs it);
+- stability: L-stability needs A close to J on the stiff modes. M (hence P) is exact at
+  every step; Kj and Dj are at most 2 nq steps old. For a flexible link the stiff part,
+  the elastic stiffness and its Rayleigh damping, is constant (linear in the elastic
+  coordinates, plant.flex_rp), so the lag touches only the slow, state-dependent terms
+  (the joints' coupling and the velocity terms). A chain whose stiff forces change fast
+  with the state would want ``columns`` = 2 nq (a kernel argument; no config key).
+Eliminating k_q = r_q + g h k_v, each stage solves one nq x nq system
 
     (M + g h Dj + g^2 h^2 Kj) k_v = M r_v - g h Kj r_q     (free rows)
     k_v = r_v                                             (jammed rows)
@@ -27,8 +43,10 @@ where M r_v = G for the first stage, so only the second stage needs the accelera
 (the velocity terms), so it is factored by LU with partial pivoting.
 
 Scratch: ``work`` rows [work_rows(nq) - 2 nq, work_rows(nq)) hold Kj, Dj and the stage
-matrix side by side and a copy of M (plant.layout.work_shape reserves them);
-``stages`` (5, nx) the stage vectors.
+matrix side by side and a copy of M (plant.layout.work_shape reserves them), and beside
+that copy the lag's cursor (1 + the next column to refresh; 0 in a fresh ``work``: none
+computed yet). Kj, Dj and the cursor carry over from step to step; ``stages`` (5, nx)
+the stage vectors.
 """
 import math
 
@@ -50,6 +68,7 @@ from hilrig.plant.layout import (
 
 GAMMA = 1.0 + 1.0 / math.sqrt(2.0)
 FD_STEP = 1e-7     # relative perturbation of the finite-difference Jacobian (absolute below 1)
+JACOBIAN_COLUMNS = 1   # Jacobian columns refreshed per step (the lagged Jacobian, above)
 
 
 @kernel
@@ -141,8 +160,9 @@ def _prescribed(jams, k):
 
 
 @kernel
-def ros2(p, jams, x, u, h, work, stages, mech=None):
-    """One ROS2 step of h seconds from x in place (module docstring). Returns the health
+def ros2(p, jams, x, u, h, work, stages, mech=None, columns=JACOBIAN_COLUMNS):
+    """One ROS2 step of h seconds from x in place (module docstring), refreshing
+    ``columns`` columns of the lagged Jacobian (>= 2 nq: all). Returns the health
     figure (the smallest Cholesky pivot of the stage-2 mass matrix, as
     plant.dynamics.derivative; <= 0: invalid)."""
     nq = int(p[H_NQ])
@@ -159,12 +179,21 @@ def ros2(p, jams, x, u, h, work, stages, mech=None):
     g1 = stages[3, nq:2 * nq]
     rhs = stages[4, :nq]
     perm = stages[4, nq:2 * nq]
-    # Jacobian of G by one-sided differences, then G and M at y_n
+    # G and M at y_n, then some columns of the Jacobian of G by one-sided differences
     for j in range(2 * nq):
         ys[j] = x[j]
     if not generalised_force(p, ys, u, work, g0, mech):
         return -1.0
-    for j in range(2 * nq):
+    for i in range(nq):
+        for j in range(nq):
+            m0[i, j] = mass[i, j]
+    first = int(work[r0 + nq, nq]) - 1
+    count = columns
+    if first < 0 or count >= 2 * nq:
+        first = 0
+        count = 2 * nq
+    for c in range(count):
+        j = (first + c) % (2 * nq)
         step = FD_STEP * max(1.0, abs(x[j]))
         ys[j] = x[j] + step
         if not generalised_force(p, ys, u, work, g1, mech):
@@ -174,12 +203,11 @@ def ros2(p, jams, x, u, h, work, stages, mech=None):
         col = j if j < nq else j - nq
         for i in range(nq):
             target[i, col] = -(g1[i] - g0[i]) / step
-    generalised_force(p, x, u, work, g0, mech)
+    work[r0 + nq, nq] = (first + count) % (2 * nq) + 1
     gh = GAMMA * h
     for i in range(nq):
         for j in range(nq):
-            m0[i, j] = mass[i, j]
-            w[i, j] = mass[i, j] + gh * dj[i, j] + gh * gh * kj[i, j]
+            w[i, j] = m0[i, j] + gh * dj[i, j] + gh * gh * kj[i, j]
     for k in range(nq):
         if jams[k, JAM_PHASE] != HEALTHY:
             for j in range(nq):

@@ -218,7 +218,8 @@ def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, 
     moves those misses ahead of the deadline, so the real tick (and the command
     it sends) runs warm. The run's state, jams and commands are left untouched;
     The law runs on a copy of its state (``scratch_state``); ``work`` and ``stages``
-    are scratch that every tick overwrites.
+    are scratch that every tick overwrites (but for the Rosenbrock step's lagged
+    Jacobian in ``work``, of which the rehearsal refreshes a column at the run's state).
     """
     nq = int(p[H_NQ])
     nact = held.shape[0]
