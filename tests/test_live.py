@@ -317,8 +317,7 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
 
 def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
     """A client that subscribes to everything and never reads: the run's log is complete
-    and its trajectory is the replay's; its overruns are those of a run without a client
-    (within the noise of a shared machine)."""
+    (no row lost) and its trajectory is the offline run's; the loop never waits on it."""
     def run(tmp, live: bool):
         port = free_port()
         proc, log, _ = start_run(tmp, 3.0, *(["--live", f"127.0.0.1:{port}"] if live else []))
@@ -347,9 +346,12 @@ def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
     plain = simulate(resolve(raw_config(meta))).arrays
     for name in ("q", "qd", "u"):
         np.testing.assert_array_equal(arrays[name], plain[name][:3000], err_msg=name)
-    noise = max(20, 0.02 * 3000)
-    assert summary["overruns"] <= baseline["overruns"] + noise, (summary["overruns"],
-                                                                 baseline["overruns"])
+    # The timing itself is measured, not asserted (bench/bench_live.py: compute and
+    # lateness medians and tails, overruns, with and without a stalled client): a test
+    # machine's neighbours move overruns by hundreds. A loop that waited on the stalled
+    # client would overrun nearly every tick of its 3000; that is what this catches.
+    assert summary["overruns"] < 1000 + baseline["overruns"], (summary["overruns"],
+                                                               baseline["overruns"])
 
 
 def test_the_shipped_layout_plots_what_the_live_view_publishes():
