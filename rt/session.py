@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,29 @@ class SessionResult:
 def telemetry_capacity(h: float, n_ticks: int) -> int:
     """Rows of a loop's telemetry ring: 4 s of ticks (at least 4096), no more than the run."""
     return max(4096, min(int(4.0 / h), n_ticks + 1))
+
+
+class _CtrlC:
+    """While entered (in the main thread): notes whether SIGINT came (``pressed``), then
+    raises KeyboardInterrupt as Python's own handler does."""
+
+    def __init__(self):
+        self.pressed = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.pressed = True
+        signal.default_int_handler(signum, frame)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
 
 
 class _WarmUpInterrupted(Exception):
@@ -255,12 +279,19 @@ class Session:
         worker = threading.Thread(target=self._worker, args=(self.handoff,),
                                   name="hil-correction", daemon=True)
         try:
+            ctrl_c = _CtrlC()
             try:
-                self.warm_up()
-            except KeyboardInterrupt:
+                with ctrl_c:
+                    self.warm_up()
+            except Exception:
+                if not ctrl_c.pressed:
+                    raise
+                interrupted = True      # numba can turn a Ctrl-C inside a call into another
+            except KeyboardInterrupt:   # exception (a TypeError): the signal says what it was
                 interrupted = True
+            if interrupted:
                 self.telemetry.event("interrupt", t=0.0, during="warm-up")
-                raise _WarmUpInterrupted from None
+                raise _WarmUpInterrupted
             self.telemetry.event("start", t=0.0, fast=self.fast, rate_hz=1.0 / self.h)
             for hook in self.hooks:
                 hook.start(self)
