@@ -41,6 +41,18 @@ C_ROWS, C_EVENTS, C_STEPS, C_REJECTED, C_EVALS, C_FAILED = range(6)
 COUNTERS = 6
 
 
+@kernel
+def _stage(p, y, h, st, rk_a, kst, ytmp, modes, vminus, tau, mass, rhs, s, pt, force):
+    """Stage ``st`` of an explicit Runge-Kutta step of size h (s) from y: its state
+    y + h sum_j a[st, j] k_j into ``ytmp``, its derivative into ``kst[st]``."""
+    for a in range(y.shape[0]):
+        acc = 0.0
+        for j in range(st):
+            acc += rk_a[st, j] * kst[j, a]
+        ytmp[a] = y[a] + h * acc
+    derivative(p, ytmp, modes, vminus, tau, kst[st], mass, rhs, s, pt, force)
+
+
 @allocating_kernel
 def _prepare_dense(p, y, ynew, kst, h, modes, vminus, tau, rk_a, rk_d, dense, ytmp, mass,
                    rhs, s, pt, force):
@@ -48,12 +60,7 @@ def _prepare_dense(p, y, ynew, kst, h, modes, vminus, tau, rk_a, rk_d, dense, yt
     derivative evaluations)."""
     ny = y.shape[0]
     for st in range(STAGES + 1, STAGES + 4):
-        for a in range(ny):
-            acc = 0.0
-            for j in range(st):
-                acc += rk_a[st, j] * kst[j, a]
-            ytmp[a] = y[a] + h * acc
-        derivative(p, ytmp, modes, vminus, tau, kst[st], mass, rhs, s, pt, force)
+        _stage(p, y, h, st, rk_a, kst, ytmp, modes, vminus, tau, mass, rhs, s, pt, force)
     for a in range(ny):
         delta = ynew[a] - y[a]
         dense[0, a] = delta
@@ -133,12 +140,7 @@ def run_events(p, y0, modes, vminus, tau, t_end, dt_out, rtol, atol, t_tol, h_ma
         if h > t_end - t:
             h = t_end - t
         for st in range(1, STAGES):
-            for a in range(ny):
-                acc = 0.0
-                for j in range(st):
-                    acc += rk_a[st, j] * kst[j, a]
-                ytmp[a] = y[a] + h * acc
-            derivative(p, ytmp, modes, vminus, tau, kst[st], mass, rhs, s, pt, force)
+            _stage(p, y, h, st, rk_a, kst, ytmp, modes, vminus, tau, mass, rhs, s, pt, force)
         for a in range(ny):
             acc = 0.0
             for j in range(STAGES):
