@@ -79,6 +79,25 @@ def typed(resolved: dict, schema: dict) -> Config:
     return _rebuild(resolved, "Config", _shape(resolved, schema))
 
 
+def retyped(table: Table, key: str, resolved: Any) -> Table:
+    """``table`` (a typed table) with its key ``key`` replaced by the typed view of
+    ``resolved`` (the resolved value, or table, or list of tables, that typed would have
+    read there): equal to typed() of the whole with that one change."""
+    for name, kind, _ in type(table)._shape:
+        if name == key:
+            break
+    else:
+        raise KeyError(key)
+    if isinstance(kind, tuple):
+        how, sub = kind
+        child = _child(type(table).__name__, key)
+        value = (tuple(_rebuild(item, child, sub) for item in resolved) if how == "tables"
+                 else _rebuild(resolved, child, sub))
+    else:
+        value = _frozen(resolved)
+    return dataclasses.replace(table, **{key: value})
+
+
 def plain(value: Any) -> Any:
     """A typed table (or one of its values) as in the resolved dict: dicts and lists."""
     if isinstance(value, Table):

@@ -28,7 +28,7 @@ from hilrig.controllers.law import (
 from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import actuated_joints, motor_params, plant_from_config
+from hilrig.plant.factory import motor_params, plant_from_config
 from hilrig.plant.layout import work_shape
 from hilrig.plant.packed import matrix_view
 from hilrig.schema import Config, Key
@@ -58,7 +58,7 @@ KEYS = {
 REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
 
 
-@cfunc(LAW_SIGNATURE, cache=True, error_model="numpy")
+@cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)
 def builtin_law(t, pos, vel, cur, params, state, u):
     """controllers.law.command on the ctrl, model and work packed in params and state."""
     start = int(params[C_MODEL])
@@ -72,7 +72,7 @@ def build(cfg: Config, unit: str) -> Controller:
     ("V" or "N m"). A law that computes torques (controller.output = "torque") on a
     link that takes volts goes through controller.torque_to_voltage."""
     plant, c, inp = cfg.plant, cfg.controller, cfg.input
-    nact = actuated_joints(cfg)
+    nact = len(c.kp)     # one gain per actuated joint (the config checked its length)
     voltage_driven = unit == "V"
     if not voltage_driven and c.type != "open_loop" and c.output == "voltage":
         raise ValueError("controller.output: 'voltage', but the link takes joint torques "

@@ -27,11 +27,13 @@ from typing import Callable
 
 from hilrig.rt.campaign_batch import BatchJob, run_batch, run_scenario
 from hilrig.rt.campaign_spec import CampaignSpec
+from hilrig.rt.scenario_configs import ScenarioConfigs
 
 INSTALL_HINT = ('hil campaign needs Dask and pyarrow: pip install "hilrig[campaign]" '
                 '(or pip install "dask[distributed]" pyarrow)')
 TASK_SECONDS = 2.0            # aim of a task's length: Dask's per-task cost stays far below it
 TASKS_PER_WORKER = 4          # at least this many tasks per worker, to share the load
+SMALLEST_SHARE = 8            # the last tasks shrink down to 1/8 of a batch (batches())
 WINDOW_PER_WORKER = 3         # tasks in flight per worker thread (results come back as they end)
 
 
@@ -111,9 +113,10 @@ def probe(spec: CampaignSpec) -> float:
     """Run scenario 0 here three times (the first loads or compiles the kernels); the
     shorter wall time of the other two, s."""
     job = job_of(spec)
-    first = spec.scenario(0)
-    run_scenario(job, 0, first.overrides)
-    return min(run_scenario(job, 0, first.overrides)["wall_s"] for _ in range(2))
+    configs = ScenarioConfigs(spec.base_raw)
+    values = spec.scenario(0).values.items()
+    run_scenario(job, configs, 0, values)
+    return min(run_scenario(job, configs, 0, values)["wall_s"] for _ in range(2))
 
 
 def job_of(spec: CampaignSpec) -> BatchJob:
@@ -131,11 +134,28 @@ def batch_size(spec: CampaignSpec, pending: int, threads: int, scenario_seconds:
     return min(by_time, by_share)
 
 
+def batches(ids: list, size: int, threads: int, taper: bool = True) -> list:
+    """``ids`` cut into tasks of ``size`` scenarios. ``taper``: the tasks that start last
+    are shorter, each at most the scenarios left over twice the worker threads (but not
+    under size / SMALLEST_SHARE), so the workers end together: the last task started
+    leaves the others idle for its length, and a batch of the usual size would be up to
+    a quarter of a small campaign's time."""
+    out, start = [], 0
+    while start < len(ids):
+        left = len(ids) - start
+        count = size if not taper else \
+            min(size, max(math.ceil(left / (2 * max(threads, 1))), size // SMALLEST_SHARE, 1))
+        out.append(ids[start:start + count])
+        start += count
+    return out
+
+
 def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
                  batch: int | None = None, progress: Callable | None = None,
                  batch_done: Callable | None = None) -> CampaignRun:
     """Run the spec's scenarios not yet in ``out`` on ``client``'s cluster and merge the
-    table. ``batch``: scenarios per task (default ``batch_size``); ``progress(done,
+    table. ``batch``: scenarios per task (default ``batch_size``, the last tasks tapered:
+    ``batches``); ``progress(done,
     total, seconds)`` after each batch; ``batch_done(ids)`` too (tests use it to kill a
     worker or interrupt). Ctrl-C stops it, keeping the batches written."""
     from dask.distributed import as_completed
@@ -146,7 +166,7 @@ def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
     pending = [sid for sid in range(spec.count) if sid not in done]
     threads = check_workers(client)
     size = batch or batch_size(spec, len(pending), threads, probe(spec) if pending else 0.0)
-    batches = iter([pending[i:i + size] for i in range(0, len(pending), size)])
+    tasks = iter(batches(pending, size, threads, taper=batch is None and spec.batch is None))
     run = CampaignRun(ran=[], skipped=len(done), batch=size)
     job = job_of(spec)      # a few kB, sent with each task: nothing a dead worker can lose
     token = uuid.uuid4().hex[:8]
@@ -154,11 +174,12 @@ def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
     submitted = {}
 
     def submit() -> bool:
-        ids = next(batches, None)
+        ids = next(tasks, None)
         if ids is None:
             return False
         scenarios = [spec.scenario(sid) for sid in ids]
-        future = client.submit(run_batch, job, [(s.id, s.overrides) for s in scenarios],
+        future = client.submit(run_batch, job, [(s.id, tuple(s.values.items()))
+                                                for s in scenarios],
                                key=f"hilrig-batch-{ids[0]}-{ids[-1]}-{token}", pure=False)
         submitted[future.key] = scenarios
         in_flight.add(future)

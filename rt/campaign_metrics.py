@@ -80,6 +80,21 @@ def target_of(cfg: Config) -> np.ndarray | None:
     return None if target is None else np.asarray(target, dtype=float)
 
 
+# what measure_rows finds in a run's rows: entries of its output
+F_TRACKING = 0         # max |target - q| over rows from the settle row, rad
+F_HEALTHY = 1          # the same over the joints no jam hit, rad
+F_FINAL = 2            # max |target - q| in the last row, rad
+F_LAST_OUTSIDE = 3     # the last row where some |target - q| > tolerance (-1: none)
+F_PEAK_COMMAND = 4     # max |u|
+F_PEAK_RATE = 5        # max |qd| of the joints
+F_RESIDUAL = 6         # 3RRR: max constraint residual, m^2
+F_DET_X_CHANGES = 7    # 3RRR: sign changes of det Phi_x
+F_DET_THETA_CHANGES = 8    # 3RRR: sign changes of det Phi_theta
+F_SETTLE = 9           # the settle row: the first with t >= settle_time (rows: none)
+F_REACH_TIME = 10      # t of the row after F_LAST_OUTSIDE (inf: none), s
+FOUND = 11
+
+
 def measure(arrays: dict, cfg: Config, settings: MetricSettings, plant=None) -> dict:
     """The metrics (METRICS; NaN where a metric does not apply) and ``q_end`` (the last
     row's coordinates) of one run's arrays. A run cut short by an invalid state is
@@ -92,29 +107,54 @@ def measure(arrays: dict, cfg: Config, settings: MetricSettings, plant=None) -> 
     target = target_of(cfg)
     healthy = np.ones(nact)
     healthy[arrays["jam_events"][:, 0].astype(int) - 1] = 0.0
-    settle = int(np.searchsorted(t, settings.settle_time - 1e-9 * cfg.sim.dt))
-    found = np.zeros(6)
-    joint_metrics(q, qd, u, np.zeros(nact) if target is None else target, healthy, settle,
-                  settings.reach_tolerance, found)
-    out = dict.fromkeys(METRICS, np.nan)
-    out["peak_command"], out["peak_joint_rate"] = found[4], found[5]
-    if target is not None:
-        if settle < len(t):      # else the run ended before settle_time: NaN
-            out["tracking_error"], out["healthy_tracking_error"] = found[0], found[1]
-        out["final_error"] = found[2]
-        last = int(found[3])     # the last row outside the tolerance (-1: none)
-        out["reach_time"] = float(t[last + 1]) if last + 1 < len(t) else np.inf
+    rrr3_rows = "residual" not in arrays and plant is not None and plant.model == MODEL_RRR3
+    found = np.zeros(FOUND)
+    measure_rows(t, q, qd, u, np.zeros(nact) if target is None else target, healthy,
+                 settings.settle_time - 1e-9 * cfg.sim.dt, settings.reach_tolerance,
+                 plant.params if rrr3_rows else t, np.zeros((3, rrr3.NQ)), rrr3_rows, found)
+    out = metrics_of(found, len(t), target is not None, rrr3_rows)
     if "residual" in arrays:
         out["peak_residual"] = float(arrays["residual"].max())
         out["det_phi_x_sign_changes"] = float(_sign_changes(arrays["det_phi_x"]))
         out["det_phi_theta_sign_changes"] = float(_sign_changes(arrays["det_phi_theta"]))
-    elif plant is not None and plant.model == MODEL_RRR3:
-        found = np.zeros(3)
-        rrr3_metrics(plant.params, arrays["q"], np.zeros((3, rrr3.NQ)), found)
-        out["peak_residual"], out["det_phi_x_sign_changes"], \
-            out["det_phi_theta_sign_changes"] = found[0], found[1], found[2]
     out["q_end"] = [float(v) for v in q[-1]]
     return out
+
+
+def metrics_of(found: np.ndarray, rows: int, has_target: bool, rrr3_rows: bool) -> dict:
+    """The METRICS of what measure_rows found in ``rows`` rows (NaN where a metric does not
+    apply: no controller.target, no row from the settle time on, not a 3RRR)."""
+    out = dict.fromkeys(METRICS, np.nan)
+    out["peak_command"], out["peak_joint_rate"] = found[F_PEAK_COMMAND], found[F_PEAK_RATE]
+    if has_target:
+        if found[F_SETTLE] < rows:      # else the run ended before settle_time: NaN
+            out["tracking_error"], out["healthy_tracking_error"] = \
+                found[F_TRACKING], found[F_HEALTHY]
+        out["final_error"] = found[F_FINAL]
+        out["reach_time"] = found[F_REACH_TIME]
+    if rrr3_rows:
+        out["peak_residual"] = found[F_RESIDUAL]
+        out["det_phi_x_sign_changes"] = found[F_DET_X_CHANGES]
+        out["det_phi_theta_sign_changes"] = found[F_DET_THETA_CHANGES]
+    return {name: float(value) for name, value in out.items()}
+
+
+@kernel
+def measure_rows(t, q, qd, u, target, healthy, settle_time, tolerance, p, scratch, rrr3_rows,
+                 found):
+    """What the metrics need of a run's rows (t, and q, qd, u per row), into ``found``
+    (F_* entries): joint_metrics from the first row at or after ``settle_time`` (s), and
+    with ``rrr3_rows`` rrr3_metrics of the 3RRR of params ``p`` (``scratch`` 3 x 6)."""
+    rows = t.shape[0]
+    settle = 0
+    while settle < rows and t[settle] < settle_time:   # np.searchsorted(t, settle_time)
+        settle += 1
+    joint_metrics(q, qd, u, target, healthy, settle, tolerance, found)
+    found[F_SETTLE] = settle
+    after = int(found[F_LAST_OUTSIDE]) + 1
+    found[F_REACH_TIME] = t[after] if after < rows else np.inf
+    if rrr3_rows:
+        rrr3_metrics(p, q, scratch, found[F_RESIDUAL:F_DET_THETA_CHANGES + 1])
 
 
 @kernel

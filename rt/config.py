@@ -14,6 +14,8 @@ import math
 import os
 import re
 import sys
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -273,7 +275,13 @@ def apply_override(raw: dict, item: str) -> None:
     if "=" not in item:
         raise ConfigError(f"--set expects key=value, got {item!r}")
     dotted, text = item.split("=", 1)
-    parts = dotted.strip().split(".")
+    apply_value(raw, dotted.strip(), parse_value(text.strip()))
+
+
+def apply_value(raw: dict, dotted: str, value: Any) -> None:
+    """Set the key ``dotted`` (as in apply_override) of the raw config to ``value``, a TOML
+    value (what parse_value returns) that is not validated here."""
+    parts = dotted.split(".")
     if INDEXED.fullmatch(parts[-1]):
         raise ConfigError(f"--set {dotted}: an index names a table of a list of tables, "
                           "not a value")
@@ -293,7 +301,7 @@ def apply_override(raw: dict, item: str) -> None:
             raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a value, "
                               "not a table")
         node = child
-    node[parts[-1]] = parse_value(text.strip())
+    node[parts[-1]] = value
 
 
 OFFLINE_ONLY = ("position_noise", "velocity_noise", "command_latency")   # sim.* keys
@@ -336,7 +344,27 @@ def _listed_table(node: dict, name: str, index: int, dotted: str, where: str) ->
 def resolve(raw: dict) -> Config:
     """Validate a raw config and return it with every default filled in, typed by the
     declarations that validated it (its plant model's and links' keys included)."""
-    raw = _copied(raw)
+    raw = copied(raw)
+    frame = frame_of(raw)
+    out = check_table(raw, frame.schema, "", frame.sizes)
+    complete(out, frame, isinstance(raw.get("faults", {}).get("jam"), list))
+    return typed(out, frame.schema)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What a raw config's validation follows: its plant model, the declarations of its
+    keys (SCHEMA with the model's, the controller type's and the links' own), its sizes
+    (nq, nact) and the links whose tables it has."""
+
+    model: PlantModel
+    schema: dict
+    sizes: dict
+    links: dict
+
+
+def frame_of(raw: dict) -> Frame:
+    """The Frame of a raw config, from its plant.model, controller.type and link tables."""
     plant_raw = raw.get("plant", {})
     if not isinstance(plant_raw, dict):
         raise ConfigError("plant: expected a table")
@@ -352,7 +380,6 @@ def resolve(raw: dict) -> Config:
     schema = dict(SCHEMA, plant={**SCHEMA["plant"], **spec.keys},
                   controller=dict(SCHEMA["controller"]), link=dict(SCHEMA["link"]))
     nq, nact = spec.sizes(plant_raw)
-    sizes = {"nq": nq, "nact": nact}
     controller = raw.get("controller", {})
     kind = controller.get("type", SCHEMA["controller"]["type"].default) \
         if isinstance(controller, dict) else None
@@ -363,24 +390,29 @@ def resolve(raw: dict) -> Config:
     for name, link in links_used.items():
         if link.keys:
             schema["link"][name] = link.keys
-    out = _check_table(raw, schema, "", sizes)
-    listed = isinstance(raw.get("faults", {}).get("jam"), list)
-    _check_jams(out, sizes, listed, spec)
-    _fill_model_defaults(out, sizes, spec)
-    for link in links_used.values():
+    return Frame(spec, schema, {"nq": nq, "nact": nact}, links_used)
+
+
+def complete(out: dict, frame: Frame, listed: bool) -> None:
+    """The rules across keys of a config whose tables ``check_table`` checked (``out``,
+    completed in place): jams, the model's defaults (plant.drive, q0, qd0,
+    controller.output), the links' checks and the consistency of the whole. ``listed``:
+    faults.jam was a list of tables (its messages name the index)."""
+    _check_jams(out, frame.sizes, listed, frame.model)
+    _fill_model_defaults(out, frame.sizes, frame.model)
+    for link in frame.links.values():
         if link.check is not None:
-            link.check(out, sizes)
-    _check_consistency(out, sizes)
-    return typed(out, schema)
+            link.check(out, frame.sizes)
+    _check_consistency(out, frame.sizes)
 
 
-def _copied(tree: Any) -> Any:
+def copied(tree: Any) -> Any:
     """A copy of a TOML tree: its tables and lists copied, its leaves (immutable) shared;
     a few times faster than copy.deepcopy, which ``hil campaign`` pays per scenario."""
     if isinstance(tree, dict):
-        return {key: _copied(value) for key, value in tree.items()}
+        return {key: copied(value) for key, value in tree.items()}
     if isinstance(tree, list):
-        return [_copied(value) for value in tree]
+        return [copied(value) for value in tree]
     return tree
 
 
@@ -398,7 +430,9 @@ def _link_specs(raw: dict) -> dict:
     return {name: link_spec(name) for name in sorted(names)}
 
 
-def _check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
+def check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
+    """The raw table checked against its declarations (``schema``), every default filled
+    in; ConfigError naming the first bad key (``prefix`` + its name)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a table")
     for key in raw:
@@ -414,12 +448,12 @@ def _check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
             if key == "jam":
                 value = raw.get(key, [])
                 items = value if isinstance(value, list) else [value]
-                out[key] = [_check_table(item, spec, f"{name}[{i}]." if isinstance(value, list)
+                out[key] = [check_table(item, spec, f"{name}[{i}]." if isinstance(value, list)
                                          else f"{name}.", sizes) for i, item in enumerate(items)]
             else:
-                out[key] = _check_table(raw.get(key, {}), spec, name + ".", sizes)
+                out[key] = check_table(raw.get(key, {}), spec, name + ".", sizes)
         else:
-            out[key] = _check_value(raw[key], spec, name, sizes) if key in raw else \
+            out[key] = check_value(raw[key], spec, name, sizes) if key in raw else \
                 _default(spec, name, sizes)
     return out
 
@@ -429,10 +463,12 @@ def _default(spec: Key, name: str, sizes: dict) -> Any:
         raise ConfigError(f"{name}: missing ({spec.doc or spec.kind})")
     if spec.default is None:
         return None
-    return _check_value(spec.default, spec, name, sizes)
+    return check_value(spec.default, spec, name, sizes)
 
 
-def _check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
+def check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
+    """A raw value checked against its declaration (``spec``; lists of ``spec.length``
+    given by ``sizes``), as the resolved config holds it; ConfigError naming ``name``."""
     kind = spec.kind
     if kind == "ints":
         length = sizes.get(spec.length, spec.length)
@@ -592,6 +628,7 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
 VALUES_PER_TICK = 16
 
 
+@lru_cache(maxsize=1)
 def memory_bytes() -> int:
     """This machine's physical memory, bytes (0 if the OS does not say)."""
     try:

@@ -44,26 +44,59 @@ class SimRun:
     plant: Any = None               # the plant model that ran (its params: diagnostics of rows)
 
 
-def simulate(cfg: Config, minimal: bool = False) -> SimRun:
-    """Run the resolved config offline. Raises SimulationError on an invalid state.
+@dataclass
+class OfflineRun:
+    """What an offline run of a config starts from: its plant in the initial state (the
+    constraint correction applied), its controller, command limits (controllers.limits),
+    jam schedule (plant.factory.jam_schedule), correction id, step h (s), number of steps,
+    and for the fixed-step runs the integrator id, the measurement noise per row
+    (measurement_noise) and the commands pending under the command latency (zeros):
+    rt.lockstep.run's inputs."""
 
-    ``minimal``: the arrays t, q, qd, u and jam_events only (identical to a full run's),
-    without the currents, the model's diagnostics and meta, and without the warm-up
-    call that keeps compilation out of ``stepping_seconds`` (so the first run in a
-    process counts the kernels' loading): what a campaign's scenarios need (the 3RRR's
-    diagnostics it measures from the rows and the returned ``plant``'s params).
-    """
-    if cfg.plant.model == contact_sim.MODEL:   # a chain on the ground: its own integrators
-        return contact_sim.simulate(cfg)
+    plant: Any
+    controller: Any
+    limits: np.ndarray
+    schedule: np.ndarray
+    correction: int
+    h: float
+    n_steps: int
+    method: int = -1
+    noise: np.ndarray = None
+    pending: np.ndarray = None
+
+
+def offline_run(cfg: Config) -> OfflineRun:
+    """The OfflineRun of a resolved config (not a contact chain's: rt.contact_sim)."""
     sim = cfg.sim
     h = sim.dt
     n_steps = int(round(sim.duration / h))
     plant = plant_from_config(cfg)
     controller = controller_from_config(cfg)
     limits = command_limits(cfg, plant.nact, command_unit(cfg))
-    schedule = jam_schedule(cfg)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
+    run = OfflineRun(plant, controller, limits, jam_schedule(cfg), correction, h, n_steps)
+    if sim.integrator != "accurate":
+        run.method = METHODS[sim.integrator]
+        run.noise = measurement_noise(sim, n_steps, plant.nact)
+        run.pending = np.zeros((int(round(sim.command_latency / h)), plant.nact))
+    return run
+
+
+def simulate(cfg: Config, minimal: bool = False) -> SimRun:
+    """Run the resolved config offline. Raises SimulationError on an invalid state.
+
+    ``minimal``: the arrays t, q, qd, u and jam_events only (identical to a full run's),
+    without the currents, the model's diagnostics and meta, and without the warm-up
+    call that keeps compilation out of ``stepping_seconds`` (so the first run in a
+    process counts the kernels' loading).
+    """
+    if cfg.plant.model == contact_sim.MODEL:   # a chain on the ground: its own integrators
+        return contact_sim.simulate(cfg)
+    sim = cfg.sim
+    run = offline_run(cfg)
+    plant, controller, schedule, h, n_steps = \
+        run.plant, run.controller, run.schedule, run.h, run.n_steps
     nx, nact = len(plant.x), plant.nact
     rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
@@ -73,22 +106,20 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
         started = time.perf_counter()
         rows = accurate.run(plant, controller, schedule, h, n_steps, sim.rtol, sim.atol,
                             sim.accurate_method, rec, sim.control == "continuous",
-                            limits[0])
+                            run.limits[0])
         out.stepping_seconds = time.perf_counter() - started
     else:
-        method = METHODS[sim.integrator]
         if not minimal:
             started = time.perf_counter()
-            _warm_up(plant, controller, schedule, h, method, correction, limits)
+            _warm_up(run)
             out.startup_seconds = time.perf_counter() - started
         c = controller
-        noise = measurement_noise(sim, n_steps, nact)
-        pending = np.zeros((int(round(sim.command_latency / h)), nact))
         started = time.perf_counter()
         rows = lockstep.run(plant.params, plant.jams, c.law, c.params, c.state, schedule,
-                            plant.x, 0.0, h, n_steps, method, correction, plant.work,
-                            plant.stages, Measurement(nact).buffer, np.zeros(nact), limits,
-                            rec["t"], rec["x"], rec["u"], noise, pending, plant.mechanism)
+                            plant.x, 0.0, h, n_steps, run.method, run.correction, plant.work,
+                            plant.stages, Measurement(nact).buffer, np.zeros(nact),
+                            run.limits, rec["t"], rec["x"], rec["u"], run.noise, run.pending,
+                            plant.mechanism)
         out.stepping_seconds = time.perf_counter() - started
     if not minimal:
         stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows],
@@ -97,21 +128,27 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
     out.plant = plant
     if rows < n_steps + 1:
-        raise SimulationError(
-            f"plant state became invalid after t = {rec['t'][rows - 1]:.6f} s "
-            f"(NaN or singular mass matrix); {rows} rows kept", out.arrays, plant)
+        raise SimulationError(invalid_state(rec["t"][rows - 1], rows), out.arrays, plant)
     return out
 
 
-def _warm_up(plant, controller, schedule, h, method, correction, limits) -> None:
+def invalid_state(t: float, rows: int) -> str:
+    """What a run that ended on an invalid state reports: ``t`` its last valid row's time
+    (s), ``rows`` the rows it kept."""
+    return (f"plant state became invalid after t = {t:.6f} s (NaN or singular mass "
+            f"matrix); {rows} rows kept")
+
+
+def _warm_up(run: OfflineRun) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
+    plant, c = run.plant, run.controller
     nx, nact = len(plant.x), plant.nact
-    c = controller
     lockstep.run(plant.params, plant.jams.copy(), c.law, c.params, c.state.copy(),
-                 schedule.copy(), plant.x.copy(), 0.0, h, 1, method, correction,
-                 plant.work.copy(), plant.stages.copy(), Measurement(nact).buffer,
-                 np.zeros(nact), limits, np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
-                 np.zeros((0, 2 * nact)), np.zeros((0, nact)), plant.mechanism)
+                 run.schedule.copy(), plant.x.copy(), 0.0, run.h, 1, run.method,
+                 run.correction, plant.work.copy(), plant.stages.copy(),
+                 Measurement(nact).buffer, np.zeros(nact), run.limits, np.zeros(2),
+                 np.zeros((2, nx)), np.zeros((2, nact)), np.zeros((0, 2 * nact)),
+                 np.zeros((0, nact)), plant.mechanism)
 
 
 def measurement_noise(sim, n_steps: int, nact: int) -> np.ndarray:

@@ -5,8 +5,9 @@ steps through the same Python entry points as the commands, so exactly the
 specialisations the real runs need are compiled into the cache (plant.compilation)
 and later runs only load them:
 
-- ``hil sim``: ``rt.sim.simulate``; ``hil campaign``: the same, and the metrics of its
-  rows (``rt.campaign_metrics.measure``);
+- ``hil sim``: ``rt.sim.simulate`` and the metrics of its rows
+  (``rt.campaign_metrics.measure``); ``hil campaign``: a batch of one scenario
+  (``rt.campaign_batch.run_batch``: its compiled batch of runs and their metrics);
 - ``hil run --fast`` and ``hil run``: ``rt.session.Session`` lockstep and paced (at
   normal scheduling priority), the paced one with its live parameters and status block
   (rt.live_params, rt.watch);
@@ -21,6 +22,7 @@ Logs and endpoints go to a temporary directory, removed afterwards.
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import sys
 import tempfile
@@ -53,8 +55,9 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
     ``progress(text)``, if given, is told each config."""
     from hilrig.devices.zmq_plant import Emulator
     from hilrig.drivers.inprocess import PlantLink
+    from hilrig.rt.campaign_batch import BatchJob, run_batch
     from hilrig.rt.campaign_metrics import MetricSettings, measure
-    from hilrig.rt.live_params import LiveParameters
+    from hilrig.rt.live_params import LiveParameters, raw_config
     from hilrig.rt.loop import LinkLoop
     from hilrig.rt.replay import replay_log
     from hilrig.rt.session import Session
@@ -74,8 +77,8 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
             cfg = cfg.replace(sim=replace(cfg.sim, duration=STEPS * cfg.sim.dt))
             log = scratch / Path(name).stem
             measure(simulate(cfg).arrays, cfg, MetricSettings())
-            campaign_run = simulate(cfg, minimal=True)     # hil campaign's way
-            measure(campaign_run.arrays, cfg, MetricSettings(), campaign_run.plant)
+            run_batch(BatchJob(json.dumps(raw_config(cfg.to_dict())), MetricSettings(), {}),
+                      [(0, [])])
             if cfg.sim.integrator == "accurate":
                 continue                  # offline only: no real-time entry points
             Session(cfg, log.with_suffix(".fast.mcap"), fast=True).run()

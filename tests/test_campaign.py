@@ -181,13 +181,47 @@ def test_the_example_specs_load_by_name_and_their_first_scenario_runs(name):
 def test_a_scenario_its_overrides_make_invalid_is_a_failed_row_not_a_failed_task(tmp_path):
     from hilrig.rt.campaign import job_of
     from hilrig.rt.campaign_batch import run_scenario
+    from hilrig.rt.scenario_configs import ScenarioConfigs
 
     spec = load_spec(write_spec(tmp_path))
-    row = run_scenario(job_of(spec), 3, ["faults.jam.joint=7"])
+    row = run_scenario(job_of(spec), ScenarioConfigs(spec.base_raw), 3,
+                       [("faults.jam.joint", 7)])
     assert (row["id"], row["status"], row["passed"], row["failed"]) == \
         (3, "config_error", False, "config")
     assert row["error"] == "faults.jam.joint: must be 1..3, got 7"
     assert all(math.isnan(row[name]) for name in METRICS)
+
+
+def test_a_batch_of_unlike_scenarios_gives_the_rows_each_gives_run_alone(tmp_path):
+    """One batch (rt.campaign_batch.run_batch) of scenarios of several compiled groups: PD
+    beside feed-forward, another run length, measurement noise, a command latency, a run
+    whose state goes invalid, a refused config, the accurate integrator (run alone). Each
+    row equals the row of the same scenario run alone through rt.sim.simulate and measure
+    (run_scenario), bit for bit."""
+    from hilrig.rt.campaign import job_of
+    from hilrig.rt.campaign_batch import run_batch, run_scenario
+    from hilrig.rt.scenario_configs import ScenarioConfigs
+
+    spec = load_spec(write_spec(tmp_path))
+    job, configs = job_of(spec), ScenarioConfigs(spec.base_raw)
+    unstable = [("safety.max_command", float("inf")), ("controller.kp", 1e12)]
+    scenarios = [(0, [("faults.jam.t1", 0.5)]), (1, [("controller.type", "pd")]),
+                 (2, [("sim.duration", 1.0)]), (3, [("faults.jam.joint", 2)]),
+                 (4, [("sim.position_noise", 1e-3), ("sim.velocity_noise", 1e-2)]),
+                 (5, [("sim.command_latency", 0.003)]), (6, unstable),
+                 (7, [("faults.jam.joint", 7)]), (8, [("controller.type", "pd")]),
+                 (9, [("sim.integrator", "accurate"), ("sim.duration", 0.2)])]
+    columns = run_batch(job, scenarios)
+    assert columns["id"] == [sid for sid, _ in scenarios]
+    statuses = {}
+    for index, (sid, values) in enumerate(scenarios):
+        row = {name: column[index] for name, column in columns.items()}
+        alone = run_scenario(job, configs, sid, values)
+        for name in (*METRICS, "q_end", "passed", "failed", "status", "error", "simulated_s"):
+            assert same(row[name], alone[name]), (sid, name, row[name], alone[name])
+        statuses[sid] = row["status"]
+    assert statuses[6] == "invalid_state" and statuses[7] == "config_error"
+    assert [statuses[sid] for sid in (0, 1, 2, 3, 4, 5, 8, 9)] == ["ok"] * 8
 
 
 # -- on a cluster --------------------------------------------------------------------------
@@ -321,16 +355,18 @@ def test_the_wheel_holds_the_example_specs(wheel):
 def test_a_3rrr_scenario_in_a_campaign_has_the_metrics_of_its_single_run():
     """A campaign runs the 3RRR without storing its per-row diagnostics and measures the
     residual and the determinants' sign changes from the rows (rrr3_metrics): the same
-    values as hil sim's stored diagnostics give."""
+    values as hil sim's stored diagnostics give; the second scenario of the batch records
+    into the rows the first one did."""
     from hilrig.rt.campaign import job_of
-    from hilrig.rt.campaign_batch import run_scenario
+    from hilrig.rt.campaign_batch import run_batch
 
     spec = load_spec("rrr3_gains_poses")
-    job = job_of(spec)
-    for sid in (0, spec.count - 1):
-        scenario = spec.scenario(sid)
-        row = run_scenario(job, sid, scenario.overrides)
-        cfg = spec.config(scenario)
+    ids = (spec.count - 1, 0)
+    columns = run_batch(job_of(spec), [(sid, spec.scenario(sid).values.items()) for sid in ids])
+    assert columns["id"] == list(ids)
+    for index, sid in enumerate(ids):
+        row = {name: values[index] for name, values in columns.items()}
+        cfg = spec.config(spec.scenario(sid))
         alone = measure(simulate(cfg).arrays, cfg, spec.settings)
         for name in METRICS:
             assert same(row[name], alone[name]), (sid, name)
