@@ -11,8 +11,10 @@ worker processes, the workers warmed first):
 Per campaign and worker count it prints:
 
 - the single run's rate: simulated seconds per wall second of ``--sample`` of the
-  campaign's scenarios, each run alone in this process by rt.sim.simulate just before the
-  campaign (its stepping alone, and the whole call with its diagnostics);
+  campaign's scenarios, each run alone in this process by rt.sim.simulate just before and
+  just after the campaign (its stepping alone, and the whole call with its diagnostics;
+  the mean of the two, since a shared VM's speed drifts by tens of percent within a
+  minute: both are printed);
 - the campaign's aggregate rate per core (simulated seconds over the wall time from the
   first task to the last result, which includes Dask's scheduling and the client's Parquet
   writes, over the workers) and its ratio to the single run's stepping (the issue's goal:
@@ -165,10 +167,13 @@ def main() -> None:
             print(f"{name}: {spec.count} scenarios of {spec.duration:g} s")
             rates = {}
             for workers in args.workers:
-                stepping_rate, whole_rate = single_runs(spec, args.sample)
-                print(f"  single in-process runs: stepping {stepping_rate:6.0f}x real time, "
-                      f"whole simulate call {whole_rate:6.0f}x")
+                before = single_runs(spec, args.sample)
                 result = campaign(spec, workers, tmp / f"{path.stem}-{workers}")
+                after = single_runs(spec, args.sample)
+                stepping_rate, whole_rate = np.mean([before, after], axis=0)
+                print(f"  single in-process runs: stepping {before[0]:6.0f}x real time before, "
+                      f"{after[0]:6.0f}x after; whole simulate call {before[1]:6.0f}x, "
+                      f"{after[1]:6.0f}x")
                 rates[workers] = result["rate_per_core"]
                 print(f"  {workers} worker(s): {result['rate_per_core']:6.0f}x real time per "
                       f"core: {result['rate_per_core'] / stepping_rate:.3f} of the single "

@@ -31,7 +31,7 @@ R_ROWS = 0             # rows the run wrote (n_steps + 1 unless its state became
 R_STEPPING = 1         # wall time of the run, s
 R_MEASURING = 2        # wall time of measure_rows, s
 R_FOUND = 3            # measure_rows' FOUND entries, then the last row's q (nq)
-MAX_STACK_BYTES = 64 << 20   # a group's stacked inputs (measurement noise is 80 kB per 1000 rows)
+MAX_STACK_BYTES = 64 << 20   # a group's stacked inputs (noise: 48 kB per 1000 rows of 3 joints)
 
 # the stacked inputs, in run_scenarios' order
 STACKED = ("params", "jams", "law_params", "law_state", "schedule", "x", "work", "stages",
@@ -56,9 +56,9 @@ class Group:
 
     def add(self, sid: int, run: OfflineRun, target: np.ndarray, settle_time: float,
             tolerance: float) -> None:
-        plant, c = run.plant, run.controller
-        values = (plant.params, plant.jams, c.params, c.state, run.schedule, plant.x,
-                  plant.work, plant.stages, run.limits, run.noise, run.pending, target,
+        """Scenario ``sid``: its inputs, joint targets (rad), settle time (s) and reach
+        tolerance (rad)."""
+        values = (*run_arrays(run), target,
                   np.array([run.h, settle_time - 1e-9 * run.h, tolerance]))
         self.ids.append(sid)
         for name, value in zip(STACKED, values):
@@ -78,15 +78,18 @@ class Group:
         return out
 
 
+def run_arrays(run: OfflineRun) -> tuple:
+    """The arrays of an OfflineRun that a Group stacks (the first STACKED)."""
+    plant, c = run.plant, run.controller
+    return (plant.params, plant.jams, c.params, c.state, run.schedule, plant.x, plant.work,
+            plant.stages, run.limits, run.noise, run.pending)
+
+
 def group_key(run: OfflineRun) -> tuple:
     """What the scenarios of one Group share: law, mechanism, integrator, correction, row
     count and the shape of every stacked array."""
-    plant, c = run.plant, run.controller
-    shapes = tuple(a.shape for a in (plant.params, plant.jams, c.params, c.state, run.schedule,
-                                     plant.x, plant.work, plant.stages, run.limits, run.noise,
-                                     run.pending))
-    return (_address(c.law), _address(plant.mechanism), run.method, run.correction,
-            run.n_steps, shapes)
+    return (_address(run.controller.law), _address(run.plant.mechanism), run.method,
+            run.correction, run.n_steps, tuple(a.shape for a in run_arrays(run)))
 
 
 def _address(function) -> int:
@@ -98,10 +101,7 @@ def _address(function) -> int:
 def group_capacity(run: OfflineRun) -> int:
     """How many scenarios like ``run`` one Group takes (its stacked inputs under
     MAX_STACK_BYTES)."""
-    plant, c = run.plant, run.controller
-    size = sum(a.nbytes for a in (plant.params, plant.jams, c.params, c.state, run.schedule,
-                                  plant.x, plant.work, plant.stages, run.limits, run.noise,
-                                  run.pending))
+    size = sum(a.nbytes for a in run_arrays(run))
     return max(1, MAX_STACK_BYTES // max(size, 1))
 
 
