@@ -11,10 +11,13 @@ worker processes, the workers warmed first):
 Per campaign and worker count it prints:
 
 - the single run's rate: simulated seconds per wall second of ``--sample`` of the
-  campaign's scenarios, each run alone in this process by rt.sim.simulate just before and
-  just after the campaign (its stepping alone, and the whole call with its diagnostics;
-  the mean of the two, since a shared VM's speed drifts by tens of percent within a
-  minute: both are printed);
+  campaign's scenarios, each run alone in this process by rt.sim.simulate (its stepping
+  alone, and the whole call with its diagnostics). With fewer workers than cores they run
+  side by side with the campaign, at the same time: the workers pinned to the first
+  cores, this process (the single runs, and the Dask client and scheduler) to the others,
+  so that both see the same machine (a shared VM's speed drifts by tens of percent within
+  a minute). Otherwise they run just before and just after the campaign (the mean of the
+  two; both are printed);
 - the campaign's aggregate rate per core (simulated seconds over the wall time from the
   first task to the last result, which includes Dask's scheduling and the client's Parquet
   writes, over the workers) and its ratio to the single run's stepping (the issue's goal:
@@ -32,7 +35,9 @@ Per campaign and worker count it prints:
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
+import threading
 import textwrap
 import time
 from pathlib import Path
@@ -123,14 +128,66 @@ def single_runs(spec, sample: int) -> tuple[float, float]:
     return simulated / stepping, simulated / whole
 
 
-def campaign(spec, workers: int, out: Path) -> dict:
+def pin(cpus: set) -> None:
+    """Every thread of this process onto ``cpus``."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass                                     # a thread that has just ended
+
+
+class SideBySide(threading.Thread):
+    """Single runs of ``spec``'s sample, one after the other, until stopped."""
+
+    def __init__(self, spec, sample: int):
+        super().__init__(daemon=True)
+        ids = np.linspace(0, spec.count - 1, min(sample, spec.count)).round().astype(int)
+        self.configs = [spec.config(spec.scenario(int(sid))) for sid in ids]
+        for cfg in self.configs:
+            simulate(cfg)                            # loaded before the clock starts
+        self.stop = threading.Event()
+        self.simulated = self.stepping = self.whole = self.cpu = 0.0
+
+    def run(self) -> None:
+        cpu = time.thread_time()
+        while not self.stop.is_set():
+            for cfg in self.configs:
+                started = time.perf_counter()
+                run = simulate(cfg)
+                self.whole += time.perf_counter() - started
+                self.stepping += run.stepping_seconds
+                self.simulated += cfg.sim.duration
+        self.cpu = time.thread_time() - cpu
+
+    def rates(self) -> tuple[float, float]:
+        return self.simulated / self.stepping, self.simulated / self.whole
+
+
+def campaign(spec, workers: int, out: Path, beside: SideBySide | None = None) -> dict:
+    """Run the spec's campaign on a LocalCluster of ``workers``; with ``beside``, the
+    workers on the first cores and ``beside`` on the others while the campaign runs."""
     client, cluster = open_client(workers=workers)
+    cores = sorted(os.sched_getaffinity(0))
     try:
         client.run(probe, spec)                      # every worker loads its kernels first
+        if beside is not None:
+            addresses = sorted(client.scheduler_info()["workers"])
+            for index, address in enumerate(addresses):
+                client.run(pin, {cores[index]}, workers=[address])
+            pin(set(cores[workers:]))
+            cpu = time.process_time()
+            beside.start()
         run = run_campaign(spec, out, client)
     finally:
+        if beside is not None:
+            beside.stop.set()
+            beside.join()
+            pin(set(cores))
+            cpu = time.process_time() - cpu
         client.close()
         cluster.close()
+    client_share = (cpu - beside.cpu) / run.seconds if beside is not None else 0.0
     table = run.table
     simulated = float(np.sum(table["simulated_s"].to_numpy()))
     wall = table["wall_s"].to_numpy()
@@ -140,7 +197,7 @@ def campaign(spec, workers: int, out: Path) -> dict:
             "efficiency": float(np.sum(stepping)) / (workers * run.seconds),
             "seconds": run.seconds, "batch": run.batch, "n": n,
             "stepping": stepping, "python": wall - stepping,
-            "dask": workers * run.seconds / n - np.mean(wall)}
+            "dask": workers * run.seconds / n - np.mean(wall), "client_share": client_share}
 
 
 def quantiles(values: np.ndarray) -> str:
@@ -167,13 +224,23 @@ def main() -> None:
             print(f"{name}: {spec.count} scenarios of {spec.duration:g} s")
             rates = {}
             for workers in args.workers:
-                before = single_runs(spec, args.sample)
-                result = campaign(spec, workers, tmp / f"{path.stem}-{workers}")
-                after = single_runs(spec, args.sample)
-                stepping_rate, whole_rate = np.mean([before, after], axis=0)
-                print(f"  single in-process runs: stepping {before[0]:6.0f}x real time before, "
-                      f"{after[0]:6.0f}x after; whole simulate call {before[1]:6.0f}x, "
-                      f"{after[1]:6.0f}x")
+                out = tmp / f"{path.stem}-{workers}"
+                if workers < len(os.sched_getaffinity(0)):
+                    beside = SideBySide(spec, args.sample)
+                    result = campaign(spec, workers, out, beside)
+                    stepping_rate, whole_rate = beside.rates()
+                    print(f"  single in-process runs beside it: stepping {stepping_rate:6.0f}x "
+                          f"real time, whole simulate call {whole_rate:6.0f}x (the Dask client "
+                          f"and scheduler took {100 * result['client_share']:.1f} % of their "
+                          "core)")
+                else:
+                    before = single_runs(spec, args.sample)
+                    result = campaign(spec, workers, out)
+                    after = single_runs(spec, args.sample)
+                    stepping_rate, whole_rate = np.mean([before, after], axis=0)
+                    print(f"  single in-process runs: stepping {before[0]:6.0f}x real time "
+                          f"before, {after[0]:6.0f}x after; whole simulate call "
+                          f"{before[1]:6.0f}x, {after[1]:6.0f}x")
                 rates[workers] = result["rate_per_core"]
                 print(f"  {workers} worker(s): {result['rate_per_core']:6.0f}x real time per "
                       f"core: {result['rate_per_core'] / stepping_rate:.3f} of the single "
