@@ -28,7 +28,8 @@ Per campaign and worker count it prints:
 - per scenario: its compiled run (stepping_s), the Python around it in the worker (wall_s -
   stepping_s: config, plant, metrics) and Dask's and the client's share (workers x wall /
   scenarios - wall_s). Medians and 90th percentiles;
-- the scaling from 1 to N workers (aggregate rates).
+- the scaling from 1 to N workers: of the aggregate rates, and of the efficiencies times
+  the workers (the same, without the machine's drift between the two campaigns).
 
     python bench/bench_campaign.py [--workers 1 2] [--arm 1920] [--rrr3 450] [--sample 24]
 """
@@ -222,7 +223,7 @@ def main() -> None:
             path.write_text(textwrap.dedent(text.format(samples=samples)), encoding="utf-8")
             spec = load_spec(path)
             print(f"{name}: {spec.count} scenarios of {spec.duration:g} s")
-            rates = {}
+            rates, efficiencies = {}, {}
             for workers in args.workers:
                 out = tmp / f"{path.stem}-{workers}"
                 if workers < len(os.sched_getaffinity(0)):
@@ -242,6 +243,7 @@ def main() -> None:
                           f"before, {after[0]:6.0f}x after; whole simulate call "
                           f"{before[1]:6.0f}x, {after[1]:6.0f}x")
                 rates[workers] = result["rate_per_core"]
+                efficiencies[workers] = result["efficiency"]
                 print(f"  {workers} worker(s): {result['rate_per_core']:6.0f}x real time per "
                       f"core: {result['rate_per_core'] / stepping_rate:.3f} of the single "
                       f"runs' stepping, {result['rate_per_core'] / whole_rate:.3f} of their "
@@ -253,7 +255,9 @@ def main() -> None:
             if len(rates) > 1:
                 low, high = min(rates), max(rates)
                 print(f"  scaling {low} -> {high} workers: "
-                      f"{rates[high] * high / (rates[low] * low):.2f}x")
+                      f"{rates[high] * high / (rates[low] * low):.2f}x (from the workers' "
+                      f"efficiencies, which the machine's drift does not move: "
+                      f"{efficiencies[high] * high / (efficiencies[low] * low):.2f}x)")
 
 
 if __name__ == "__main__":

@@ -155,9 +155,9 @@ def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
                  batch_done: Callable | None = None) -> CampaignRun:
     """Run the spec's scenarios not yet in ``out`` on ``client``'s cluster and merge the
     table. ``batch``: scenarios per task (default ``batch_size``, the last tasks tapered:
-    ``batches``); ``progress(done,
-    total, seconds)`` after each batch; ``batch_done(ids)`` too (tests use it to kill a
-    worker or interrupt). Ctrl-C stops it, keeping the batches written."""
+    ``batches``); ``progress(done, total, seconds)`` after each batch; ``batch_done(ids)``
+    too (tests use it to kill a worker or interrupt). Ctrl-C stops it, keeping the batches
+    written."""
     from dask.distributed import as_completed
     from hilrig.rt import campaign_results as results   # pyarrow
 

@@ -408,7 +408,7 @@ def complete(out: dict, frame: Frame, listed: bool) -> None:
 
 def copied(tree: Any) -> Any:
     """A copy of a TOML tree: its tables and lists copied, its leaves (immutable) shared;
-    a few times faster than copy.deepcopy, which ``hil campaign`` pays per scenario."""
+    a few times faster than copy.deepcopy."""
     if isinstance(tree, dict):
         return {key: copied(value) for key, value in tree.items()}
     if isinstance(tree, list):
