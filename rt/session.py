@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 from hilrig.controllers.factory import command_unit, controller_from_config
@@ -60,27 +60,31 @@ def telemetry_capacity(h: float, n_ticks: int) -> int:
     return max(4096, min(int(4.0 / h), n_ticks + 1))
 
 
-class _CtrlC:
-    """While entered (in the main thread): notes whether SIGINT came (``pressed``), then
-    raises KeyboardInterrupt as Python's own handler does."""
+def in_background(work: Callable[[], Any]) -> tuple[bool, Any]:
+    """``work()`` (which compiles or loads kernels) in a daemon thread while this thread,
+    the main one, waits: (True, None) if Ctrl-C came first, else (False, what it returned);
+    its exception is raised here. Python runs a signal's handler in the main thread, so
+    the KeyboardInterrupt lands in this wait, never inside numba's compiling or loading,
+    whose callbacks from LLVM cannot take an exception (seen as a crash, or as another
+    exception). After a Ctrl-C the work goes on to its end in the background."""
+    result, errors = [], []
 
-    def __init__(self):
-        self.pressed = False
-        self._previous = None
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:         # handed to the main thread
+            errors.append(exc)
 
-    def _handler(self, signum, frame):
-        self.pressed = True
-        signal.default_int_handler(signum, frame)
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-        return self
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-        return False
+    thread = threading.Thread(target=run, name="hil-start-up", daemon=True)
+    try:
+        thread.start()
+        while thread.is_alive():
+            thread.join(POLL_SECONDS)
+    except KeyboardInterrupt:
+        return True, None
+    if errors:
+        raise errors[0]
+    return False, result[0]
 
 
 class _WarmUpInterrupted(Exception):
@@ -157,7 +161,10 @@ class Session:
         self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
         try:
             self.telemetry.released[0] = 0      # rows wait until their events are forwarded
-            self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
+            interrupted, derive = in_background(lambda: Diagnostics(cfg, self.telemetry.columns))
+            if interrupted:
+                raise KeyboardInterrupt
+            self.telemetry.derive = derive
         except BaseException:               # Ctrl-C while it compiles: the log says so
             self.telemetry.close({"reason": "interrupted during start-up"})
             raise
@@ -279,16 +286,7 @@ class Session:
         worker = threading.Thread(target=self._worker, args=(self.handoff,),
                                   name="hil-correction", daemon=True)
         try:
-            ctrl_c = _CtrlC()
-            try:
-                with ctrl_c:
-                    self.warm_up()
-            except Exception:
-                if not ctrl_c.pressed:
-                    raise
-                interrupted = True      # numba can turn a Ctrl-C inside a call into another
-            except KeyboardInterrupt:   # exception (a TypeError): the signal says what it was
-                interrupted = True
+            interrupted, _ = in_background(self.warm_up)
             if interrupted:
                 self.telemetry.event("interrupt", t=0.0, during="warm-up")
                 raise _WarmUpInterrupted
