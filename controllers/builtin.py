@@ -29,6 +29,7 @@ from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params, plant_from_config
+from hilrig.plant.kernel import kernel
 from hilrig.plant.layout import work_shape
 from hilrig.plant.packed import matrix_view
 from hilrig.schema import Config, Key
@@ -58,13 +59,21 @@ KEYS = {
 REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
 
 
-@cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)
-def builtin_law(t, pos, vel, cur, params, state, u):
-    """controllers.law.command on the ctrl, model and work packed in params and state."""
+@kernel
+def builtin_command(t, pos, vel, cur, params, state, u):
+    """controllers.law.command on the ctrl, model and work packed in params and state: the
+    built-in law, which the offline runs call directly (rt.lockstep.law_of) and every
+    other loop through its pointer, builtin_law."""
     start = int(params[C_MODEL])
     cols = int(params[C_WORK_COLS])
     work = matrix_view(state, 0, state.shape[0] // cols, cols)
     command(params[:start], params[start:], work, t, pos, vel, u)
+
+
+@cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)
+def builtin_law(t, pos, vel, cur, params, state, u):
+    """builtin_command as a law (LAW_SIGNATURE)."""
+    builtin_command(t, pos, vel, cur, params, state, u)
 
 
 def build(cfg: Config, unit: str) -> Controller:
@@ -114,7 +123,7 @@ def _controller(ctrl: np.ndarray, model: np.ndarray, rows: int, cols: int, name:
     ctrl[C_MODEL] = len(ctrl)
     ctrl[C_WORK_COLS] = cols
     return Controller(builtin_law, np.concatenate([ctrl, model]), np.zeros(rows * cols),
-                      feedback=feedback, name=name)
+                      feedback=feedback, name=name, builtin=True)
 
 
 def check(cfg: dict, voltage_driven: bool) -> None:

@@ -52,6 +52,8 @@ class Controller:
     ``compiled`` is False. params: its parameters; state: its memory (both float64, 1-D).
     feedback: False when u depends on nothing but time and params (open loop), which lets
     the accurate offline integrator take long steps. name: what the config named.
+    builtin: the law is the built-in one (controllers.builtin.builtin_law), which the
+    offline runs call directly instead of through its pointer (rt.lockstep.law_of).
     """
 
     law: Any
@@ -60,6 +62,7 @@ class Controller:
     compiled: bool = True
     feedback: bool = True
     name: str = ""
+    builtin: bool = False
 
     def __call__(self, t: float, pos: np.ndarray, vel: np.ndarray, cur: np.ndarray,
                  u: np.ndarray) -> None:

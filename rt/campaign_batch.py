@@ -27,6 +27,7 @@ from hilrig.rt.campaign_kernel import R_FOUND, R_MEASURING, R_ROWS, R_STEPPING, 
     group_capacity, group_key
 from hilrig.rt.campaign_metrics import FOUND, METRICS, MetricSettings, judge, measure, \
     metrics_of, target_of
+from hilrig.rt.lockstep import law_of
 from hilrig.rt.scenario_configs import ScenarioConfigs
 from hilrig.rt.sim import SimulationError, invalid_state, offline_run, simulate
 
@@ -89,7 +90,7 @@ def _prepare(job: BatchJob, configs: ScenarioConfigs, sid: int, values, groups: 
         return _refused(sid, exc, started)
     alike = groups.setdefault(group_key(run), [])
     if not alike or len(alike[-1].ids) >= alike[-1].capacity:
-        alike.append(Group(run.controller.law, run.plant.mechanism, run.method,
+        alike.append(Group(law_of(run.controller), run.plant.mechanism, run.method,
                            run.correction, run.n_steps, capacity=group_capacity(run)))
     target = target_of(cfg)
     alike[-1].add(sid, run, np.zeros(run.plant.nact) if target is None else target,

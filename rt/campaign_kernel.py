@@ -22,6 +22,7 @@ from hilrig.plant import rrr3
 from hilrig.plant.kernel import kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_RRR3
 from hilrig.rt.campaign_metrics import FOUND, measure_rows
+from hilrig.rt.lockstep import law_of
 from hilrig.rt.lockstep import run as lockstep_run
 from hilrig.rt.sim import OfflineRun
 from hilrig.timing.clock import now_ns, timespec
@@ -88,7 +89,7 @@ def run_arrays(run: OfflineRun) -> tuple:
 def group_key(run: OfflineRun) -> tuple:
     """What the scenarios of one Group share: law, mechanism, integrator, correction, row
     count and the shape of every stacked array."""
-    return (_address(run.controller.law), _address(run.plant.mechanism), run.method,
+    return (_address(law_of(run.controller)), _address(run.plant.mechanism), run.method,
             run.correction, run.n_steps, tuple(a.shape for a in run_arrays(run)))
 
 

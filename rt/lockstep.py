@@ -11,12 +11,31 @@ the one computed from row k's measurement, or, with a command latency of d steps
 one computed d rows earlier (zeros in the first d rows); there are n_steps + 1 rows,
 starting at t = 0.
 """
+from hilrig.controllers.builtin import builtin_command
+from hilrig.controllers.interface import Controller
 from hilrig.plant.integrators import state_size
 from hilrig.plant.kernel import kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
 from hilrig.rt.realtime import limit_tick
+
+
+def law_of(controller: Controller):
+    """What ``run`` takes as the law of ``controller``: None for the built-in law, which
+    ``run`` then calls directly (about 30 ns a tick less than through its pointer, the
+    same arithmetic), else its compiled law."""
+    return None if controller.builtin else controller.law
+
+
+@kernel
+def _command(law, t, pos, vel, cur, params, state, u):
+    """law(t, pos, vel, cur, params, state, u); law None: the built-in law, called directly
+    (numba compiles one of the two branches)."""
+    if law is None:
+        builtin_command(t, pos, vel, cur, params, state, u)
+    else:
+        law(t, pos, vel, cur, params, state, u)
 
 
 @kernel
@@ -63,12 +82,12 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
         currents(p, x, held, cur)
         u = rec_u[k]   # the command is recorded where it is applied
         if delay == 0:
-            law(t, pos, vel, cur, params, state, u)
+            _command(law, t, pos, vel, cur, params, state, u)
         else:
             due = pending[k % delay]
             for j in range(nact):
                 u[j] = due[j]         # computed d steps ago
-            law(t, pos, vel, cur, params, state, due)   # applied d steps on
+            _command(law, t, pos, vel, cur, params, state, due)   # applied d steps on
         if not limit_tick(limits, h, u, held):    # a non-finite command: the run ends
             rec_t[k] = t
             for i in range(nx):

@@ -115,8 +115,9 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
             out.startup_seconds = time.perf_counter() - started
         c = controller
         started = time.perf_counter()
-        rows = lockstep.run(plant.params, plant.jams, c.law, c.params, c.state, schedule,
-                            plant.x, 0.0, h, n_steps, run.method, run.correction, plant.work,
+        rows = lockstep.run(plant.params, plant.jams, lockstep.law_of(c), c.params, c.state,
+                            schedule, plant.x, 0.0, h, n_steps, run.method, run.correction,
+                            plant.work,
                             plant.stages, Measurement(nact).buffer, np.zeros(nact),
                             run.limits, rec["t"], rec["x"], rec["u"], run.noise, run.pending,
                             plant.mechanism)
@@ -143,7 +144,7 @@ def _warm_up(run: OfflineRun) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
     plant, c = run.plant, run.controller
     nx, nact = len(plant.x), plant.nact
-    lockstep.run(plant.params, plant.jams.copy(), c.law, c.params, c.state.copy(),
+    lockstep.run(plant.params, plant.jams.copy(), lockstep.law_of(c), c.params, c.state.copy(),
                  run.schedule.copy(), plant.x.copy(), 0.0, run.h, 1, run.method,
                  run.correction, plant.work.copy(), plant.stages.copy(),
                  Measurement(nact).buffer, np.zeros(nact), run.limits, np.zeros(2),
