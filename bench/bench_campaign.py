@@ -112,23 +112,6 @@ peak_residual = 1e-9
 """
 
 
-def single_runs(spec, sample: int) -> tuple[float, float]:
-    """``sample`` of the spec's scenarios (evenly spread over its ids), each run alone in
-    this process after a first run of it: the rate of their stepping and of their whole
-    simulate calls (simulated s per wall s)."""
-    ids = np.linspace(0, spec.count - 1, min(sample, spec.count)).round().astype(int)
-    simulated, stepping, whole = 0.0, 0.0, 0.0
-    for sid in ids:
-        cfg = spec.config(spec.scenario(int(sid)))
-        simulate(cfg)
-        started = time.perf_counter()
-        run = simulate(cfg)
-        whole += time.perf_counter() - started
-        stepping += run.stepping_seconds
-        simulated += cfg.sim.duration
-    return simulated / stepping, simulated / whole
-
-
 def pin(cpus: set) -> None:
     """Every thread of this process onto ``cpus``."""
     for tid in os.listdir("/proc/self/task"):
@@ -138,31 +121,48 @@ def pin(cpus: set) -> None:
             pass                                     # a thread that has just ended
 
 
-class SideBySide(threading.Thread):
-    """Single runs of ``spec``'s sample, one after the other, until stopped."""
+class SingleRuns:
+    """``sample`` of ``spec``'s scenarios (evenly spread over its ids), each run alone in
+    this process by rt.sim.simulate (once before any is timed), and what the timed runs
+    took: simulated, stepping and whole-call seconds."""
 
     def __init__(self, spec, sample: int):
-        super().__init__(daemon=True)
         ids = np.linspace(0, spec.count - 1, min(sample, spec.count)).round().astype(int)
         self.configs = [spec.config(spec.scenario(int(sid))) for sid in ids]
         for cfg in self.configs:
-            simulate(cfg)                            # loaded before the clock starts
+            simulate(cfg)
+        self.simulated = self.stepping = self.whole = 0.0
+
+    def run_each(self) -> "SingleRuns":
+        """Run each scenario once more, timed."""
+        for cfg in self.configs:
+            started = time.perf_counter()
+            run = simulate(cfg)
+            self.whole += time.perf_counter() - started
+            self.stepping += run.stepping_seconds
+            self.simulated += cfg.sim.duration
+        return self
+
+    def rates(self) -> tuple[float, float]:
+        """Simulated s per wall s: of the stepping, of the whole simulate calls."""
+        return self.simulated / self.stepping, self.simulated / self.whole
+
+
+class SideBySide(threading.Thread):
+    """SingleRuns, each scenario again and again until stopped; ``cpu``: this thread's
+    CPU time (s)."""
+
+    def __init__(self, runs: SingleRuns):
+        super().__init__(daemon=True)
+        self.runs = runs
         self.stop = threading.Event()
-        self.simulated = self.stepping = self.whole = self.cpu = 0.0
+        self.cpu = 0.0
 
     def run(self) -> None:
         cpu = time.thread_time()
         while not self.stop.is_set():
-            for cfg in self.configs:
-                started = time.perf_counter()
-                run = simulate(cfg)
-                self.whole += time.perf_counter() - started
-                self.stepping += run.stepping_seconds
-                self.simulated += cfg.sim.duration
+            self.runs.run_each()
         self.cpu = time.thread_time() - cpu
-
-    def rates(self) -> tuple[float, float]:
-        return self.simulated / self.stepping, self.simulated / self.whole
 
 
 def campaign(spec, workers: int, out: Path, beside: SideBySide | None = None) -> dict:
@@ -227,17 +227,17 @@ def main() -> None:
             for workers in args.workers:
                 out = tmp / f"{path.stem}-{workers}"
                 if workers < len(os.sched_getaffinity(0)):
-                    beside = SideBySide(spec, args.sample)
+                    beside = SideBySide(SingleRuns(spec, args.sample))
                     result = campaign(spec, workers, out, beside)
-                    stepping_rate, whole_rate = beside.rates()
+                    stepping_rate, whole_rate = beside.runs.rates()
                     print(f"  single in-process runs beside it: stepping {stepping_rate:6.0f}x "
                           f"real time, whole simulate call {whole_rate:6.0f}x (the Dask client "
                           f"and scheduler took {100 * result['client_share']:.1f} % of their "
                           "core)")
                 else:
-                    before = single_runs(spec, args.sample)
+                    before = SingleRuns(spec, args.sample).run_each().rates()
                     result = campaign(spec, workers, out)
-                    after = single_runs(spec, args.sample)
+                    after = SingleRuns(spec, args.sample).run_each().rates()
                     stepping_rate, whole_rate = np.mean([before, after], axis=0)
                     print(f"  single in-process runs: stepping {before[0]:6.0f}x real time "
                           f"before, {after[0]:6.0f}x after; whole simulate call "

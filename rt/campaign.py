@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hilrig.rt.campaign_batch import BatchJob, run_batch, run_scenario
+from hilrig.rt.campaign_batch import BatchJob, run_batch
 from hilrig.rt.campaign_spec import CampaignSpec
-from hilrig.rt.scenario_configs import ScenarioConfigs
 
 INSTALL_HINT = ('hil campaign needs Dask and pyarrow: pip install "hilrig[campaign]" '
                 '(or pip install "dask[distributed]" pyarrow)')
@@ -110,13 +109,13 @@ def check_workers(client) -> int:
 
 
 def probe(spec: CampaignSpec) -> float:
-    """Run scenario 0 here three times (the first loads or compiles the kernels); the
-    shorter wall time of the other two, s."""
+    """Run scenario 0 here as a task runs it (rt.campaign_batch.run_batch: the first call
+    loads or compiles the kernels the workers then load), three times; the shorter wall
+    time of the other two, s."""
     job = job_of(spec)
-    configs = ScenarioConfigs(spec.base_raw)
-    values = spec.scenario(0).values.items()
-    run_scenario(job, configs, 0, values)
-    return min(run_scenario(job, configs, 0, values)["wall_s"] for _ in range(2))
+    task = [(0, tuple(spec.scenario(0).values.items()))]
+    run_batch(job, task)
+    return min(run_batch(job, task)["wall_s"][0] for _ in range(2))
 
 
 def job_of(spec: CampaignSpec) -> BatchJob:
