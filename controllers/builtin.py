@@ -29,7 +29,7 @@ from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params, plant_from_config
-from hilrig.plant.kernel import kernel
+from hilrig.plant.kernel import inline_kernel
 from hilrig.plant.layout import work_shape
 from hilrig.plant.packed import matrix_view
 from hilrig.schema import Config, Key
@@ -59,7 +59,7 @@ KEYS = {
 REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
 
 
-@kernel
+@inline_kernel
 def builtin_command(t, pos, vel, cur, params, state, u):
     """controllers.law.command on the ctrl, model and work packed in params and state: the
     built-in law, which the offline runs call directly (rt.lockstep.law_of) and every

@@ -17,7 +17,7 @@ Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 from hilrig.plant import rosenbrock, rrr3_scalar
 from hilrig.plant.dynamics import derivative, is_arm3
 from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
-from hilrig.plant.kernel import kernel
+from hilrig.plant.kernel import inline_kernel, kernel
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,
@@ -86,15 +86,25 @@ def _euler(p, jams, t, x, u, h, work, stages, nx, mech=None):
     return health
 
 
-@kernel
+@inline_kernel
 def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     """Advance x from t to t + h (s). ``work``: plant.layout.work_shape(nq);
     ``stages``: (5, len(x)). Returns the worst health figure of the evaluations
     (see plant.dynamics.derivative; <= 0 means invalid). ``mech``: a user's chain's
-    mechanism (None for the built-in models)."""
+    mechanism (None for the built-in models).
+
+    Inlined into its callers: the arm's RK4 step outside a jamming phase, the common
+    case, is then one call with four arrays (each array argument of a compiled call is
+    copied field by field: passing this step's ten cost tens of ns a tick)."""
+    if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams):
+        return rk4_arm3(p, jams, x, u, h)   # no jamming phase can end inside the step
+    return split_step(p, jams, t, x, u, h, work, stages, method, mech)
+
+
+@kernel
+def split_step(p, jams, t, x, u, h, work, stages, method, mech=None):
+    """``step`` for every plant and jam state: the step split where a jamming phase ends."""
     fused_arm3 = method == METHOD_RK4 and is_arm3(p)
-    if fused_arm3 and not any_jamming(jams):   # no jamming phase can end inside the step
-        return rk4_arm3(p, jams, x, u, h)
     nq = int(p[H_NQ])
     nx = state_size(p)
     t_end = t + h

@@ -15,7 +15,7 @@ from hilrig.plant.contact_tick import METHOD_CONTACT, contact_step
 from hilrig.plant.dynamics import chain_mechanism
 from hilrig.plant.integrators import is_fused_rrr3, step
 from hilrig.plant.jam import start_jam
-from hilrig.plant.kernel import kernel
+from hilrig.plant.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
 from hilrig.plant.motor import currents
 
@@ -39,7 +39,7 @@ def correct(p, x, correction, work):
         rrr3_scalar.project(p, x, work)
 
 
-@kernel
+@inline_kernel   # inlined, as is plant.integrators.step: see there
 def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     """One plant step from t with u held over h, then the constraint correction
     (the 3RRR's RK4 step and projection fused in one call where it can: no jams
@@ -57,7 +57,8 @@ def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
         health = 3.0   # the rank of S, as plant.integrators.step reports it
     else:
         health = step(p, jams, t, x, u, h, work, stages, method, mech)
-        correct(p, x, correction, work)
+        if correction != CORRECTION_NONE:
+            correct(p, x, correction, work)
     if not health > 0.0:
         return False
     for i in range(x.shape[0]):

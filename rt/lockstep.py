@@ -15,7 +15,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
 from hilrig.plant.integrators import state_size
 from hilrig.plant.kernel import kernel
-from hilrig.plant.layout import H_NACT, H_NQ
+from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE, H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
 from hilrig.rt.realtime import limit_tick
@@ -68,6 +68,8 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
     cur = meas[1 + 2 * nact:1 + 3 * nact]
     noisy = noise.shape[0] > 0
     delay = pending.shape[0]
+    currents(p, x, held, cur)
+    fixed_currents = int(p[H_DRIVE]) == DRIVE_TORQUE   # a torque drive's: zeros, set once
     for k in range(n_steps + 1):
         t = t0 + k * h
         apply_schedule(p, jams, schedule, t, x, tol)
@@ -79,7 +81,8 @@ def run(p, jams, law, params, state, schedule, x, t0, h, n_steps, method, correc
             for j in range(nact):
                 pos[j] += noise[k, j]
                 vel[j] += noise[k, nact + j]
-        currents(p, x, held, cur)
+        if not fixed_currents:
+            currents(p, x, held, cur)
         u = rec_u[k]   # the command is recorded where it is applied
         if delay == 0:
             _command(law, t, pos, vel, cur, params, state, u)

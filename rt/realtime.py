@@ -22,7 +22,7 @@ happened before it.
 """
 import numpy as np
 from hilrig.plant.jam import clear_jam, start_jam
-from hilrig.plant.kernel import allocating_kernel, kernel
+from hilrig.plant.kernel import allocating_kernel, inline_kernel, kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
@@ -115,7 +115,7 @@ def _serve_request(p, jams, x, mail, events, tick, t):
     atomic_store(mail, M_ACK_SEQ, seq)
 
 
-@kernel
+@inline_kernel
 def _limit(limits, h, u, held):
     """Clamp u to ±max and its change per tick to max slew · h; False if u is not finite."""
     for j in range(u.shape[0]):
@@ -194,7 +194,7 @@ def control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
     return limit_tick(limits, h, u, held)
 
 
-@kernel
+@inline_kernel
 def limit_tick(limits, h, u, held):
     """The command limits on a command u computed elsewhere (a Python law); the result
     becomes ``held``. Returns False (``held`` unchanged) if u is not finite."""
