@@ -169,16 +169,17 @@ def joint_metrics(q, qd, u, target, healthy, settle, tolerance, out):
     worst = 0.0
     for k in range(rows):
         worst = 0.0
+        settled = k >= settle
         for j in range(nact):
             error = abs(target[j] - q[k, j])
             worst = _larger(worst, error)
-            if k >= settle and healthy[j] != 0.0:
+            if settled and healthy[j] != 0.0:
                 healthy_error = _larger(healthy_error, error)
             peak_rate = _larger(peak_rate, abs(qd[k, j]))
             peak_u = _larger(peak_u, abs(u[k, j]))
         if not worst <= tolerance:
             last_outside = k
-        if k >= settle:
+        if settled:
             tracking = _larger(tracking, worst)
     out[0], out[1], out[2], out[3], out[4], out[5] = \
         tracking, healthy_error, worst, last_outside, peak_u, peak_rate
@@ -223,10 +224,8 @@ def _sign(value):
 
 @kernel
 def _larger(a, b):
-    """max(a, b); NaN if either is NaN."""
-    if a != a or b != b:
-        return np.nan
-    return a if a >= b else b
+    """max(a, b); NaN if either is NaN (two comparisons, no branch)."""
+    return a if (b <= a or a != a) else b
 
 
 def _sign_changes(values: np.ndarray) -> int:

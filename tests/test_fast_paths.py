@@ -17,7 +17,7 @@ from hilrig.plant.integrators import METHOD_RK4, step
 from hilrig.plant.jam import finish_jams, restructured_accel
 from hilrig.plant.layout import BLOCKED, H_BODY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
 from hilrig.plant.motor import apply_drive
-from hilrig.plant.trig import MAX_INCREMENT, SINCOS_LIMIT, moved, sincos
+from hilrig.plant.trig import MAX_INCREMENT, SINCOS_LIMIT, SMALL_INCREMENT, moved, sincos
 from hilrig.rt.sim import simulate
 from numba import njit
 
@@ -130,10 +130,13 @@ def test_fused_rk4_splits_a_step_at_a_jam_end(rng):
     assert close(x, expected)
 
 
-def test_moved_angles_equal_sin_and_cos(rng):
-    """The angle-addition series of the fused step: sin(a + d), cos(a + d) to rounding."""
+@pytest.mark.parametrize("largest", [SMALL_INCREMENT, MAX_INCREMENT])
+def test_moved_angles_equal_sin_and_cos(largest, rng):
+    """The angle-addition series of the fused step: sin(a + d), cos(a + d) to rounding,
+    with the short series (|d| <= SMALL_INCREMENT, also at its bound) and the long one."""
     a = rng.uniform(-np.pi, np.pi, 2000)
-    d = rng.uniform(-MAX_INCREMENT, MAX_INCREMENT, 2000)
+    d = np.concatenate([rng.uniform(-largest, largest, 1996), [-largest, largest],
+                        np.nextafter([-SMALL_INCREMENT, SMALL_INCREMENT], [-1.0, 1.0])])
     for ak, dk in zip(a, d):
         s, c = moved(np.sin(ak), np.cos(ak), dk)
         assert abs(s - np.sin(ak + dk)) <= 4e-16 and abs(c - np.cos(ak + dk)) <= 4e-16
