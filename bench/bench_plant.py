@@ -43,7 +43,7 @@ from hilrig.plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa:
 from hilrig.plant.packed import PackedStep, advance_packed  # noqa: E402
 from hilrig.plant.rk4_arm3 import rk4_arm3  # noqa: E402
 from hilrig.rt.config import load, resolve  # noqa: E402
-from hilrig.rt.lockstep import CORRECTION_PROJECTION, advance  # noqa: E402
+from hilrig.plant.stepping import CORRECTION_PROJECTION, advance  # noqa: E402
 from hilrig.rt.sim import simulate  # noqa: E402
 
 BATCH = 1000
@@ -174,10 +174,10 @@ def arm(drive="torque"):
 
 def startup(cache_dir: str) -> float:
     """Start-up (compile or cache load) of a run, measured in a fresh process."""
-    code = ("import sys; sys.path.insert(0, %r); from rt.config import load; "
-            "from rt.sim import simulate; r = simulate(load(%r, ['sim.duration=0.01'])); "
-            "print(r.startup_seconds)") % (str(ROOT), str(ROOT / "configs/rrr3_pd.toml"))
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    code = ("from hilrig.rt.config import load; from hilrig.rt.sim import simulate; "
+            "r = simulate(load(%r, ['sim.duration=0.01'])); print(r.startup_seconds)"
+            ) % str(ROOT / "configs/rrr3_pd.toml")
+    env = dict(os.environ, HILRIG_CACHE_DIR=cache_dir)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True)
     return float(done.stdout.strip().splitlines()[-1])
@@ -204,16 +204,19 @@ def main() -> None:
     for label, samples in timings.items():
         print(f"{label:34s} {stats(samples)}")
     ours = np.median(timings[CALLS[-1]])
-    try:
-        import engines
+    import engines
+    missing = [name for name, module in (("mujoco", engines.mujoco), ("pin", engines.pin))
+               if module is None]
+    if missing:
+        print(f"(MuJoCo/Pinocchio comparison skipped: {', '.join(missing)} not installed; "
+              "pip install .[bench])")
+    else:
         mj = engines.time_mujoco_step(n=100_000)
         pin = engines.time_pinocchio_rk4_step(n=30_000)
         print(f"MuJoCo mj_step (RK4) from Python:  median {mj.median_ns:8.0f} ns  "
               f"p99 {mj.p99_ns:8.0f} ns  = {mj.median_ns / ours:.1f}x ours (PackedStep.call)")
         print(f"Pinocchio aba RK4 step from Python: median {pin.median_ns:8.0f} ns  "
               f"p99 {pin.p99_ns:8.0f} ns  = {pin.median_ns / ours:.1f}x ours (PackedStep.call)")
-    except ImportError as exc:
-        print(f"(MuJoCo/Pinocchio comparison skipped: {exc}; pip install .[bench])")
 
     print("\n== 3RRR (paper 003), Baumgarte on, inside numba ==")
     plant = plant_from_config(load(ROOT / "configs/rrr3_pd.toml"))
