@@ -14,7 +14,7 @@ starting at t = 0.
 from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
 from hilrig.plant.integrators import state_size
-from hilrig.plant.kernel import kernel
+from hilrig.plant.kernel import inline_kernel, kernel
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE, H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
@@ -28,7 +28,7 @@ def law_of(controller: Controller):
     return None if controller.builtin else controller.law
 
 
-@kernel
+@inline_kernel   # like plant.stepping.advance: no call passing six arrays per tick
 def _command(law, t, pos, vel, cur, params, state, u):
     """law(t, pos, vel, cur, params, state, u); law None: the built-in law, called directly
     (numba compiles one of the two branches)."""
