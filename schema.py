@@ -2,7 +2,7 @@
 importable from every layer.
 
 Each part declares the keys it owns (a plant model its ``[plant]`` keys, a link its
-``[link.NAME]`` table, ...); hilrig.rt.config validates a whole config against the
+``[link.NAME]`` table, ...); hilrig.settings.config validates a whole config against the
 declarations it collects from the registries, then ``typed`` makes the resolved config
 a ``Config`` of frozen dataclasses from the same declarations.
 """

@@ -46,8 +46,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from hilrig.rt.campaign import open_client, probe, run_campaign
-from hilrig.rt.campaign_spec import load_spec
+from hilrig.campaign.runner import open_client, probe, run_campaign
+from hilrig.campaign.spec import load_spec
 from hilrig.rt.sim import simulate
 
 ARM = """

@@ -30,7 +30,7 @@ from hilrig.controllers.factory import controller_from_config  # noqa: E402
 from hilrig.devices.cia402_drive import EmulatedDrives, serve  # noqa: E402
 from hilrig.drivers.canopen_link import CanopenLink  # noqa: E402
 from hilrig.drivers.link import Measurement  # noqa: E402
-from hilrig.rt.config import load  # noqa: E402
+from hilrig.settings.config import load  # noqa: E402
 from hilrig.schema import Config  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Cost of the flexible chain on the ground (paper 004; plant.contact_integrators).
+"""Cost of the flexible chain on the ground (paper 004; plant.flex_chain.integrators).
 
 Prints medians and tails of: the derivative (one evaluation), one fixed-step 1 ms tick
 in flight and in contact (RK4 substeps of 1e-4 s / 1e-5 s), and the wall time of the
@@ -14,10 +14,10 @@ import argparse
 import time
 
 import numpy as np
-from hilrig.plant import contact_integrators as ci
-from hilrig.plant import flex_chain as fc
-from hilrig.plant.contact import derivative, state_size
-from hilrig.plant.flex_chain_model import paper_chain, paper_initial_state
+from hilrig.plant.flex_chain import integrators as ci
+from hilrig.plant.flex_chain import chain as fc
+from hilrig.plant.flex_chain.contact import derivative, state_size
+from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
 
 MODE_SETS = ("ss-ss-ss", "cc-cc-cc", "sc-cc-cs", "cs-ss-sc")
 
@@ -99,7 +99,7 @@ def realtime() -> None:
     import tempfile
     from pathlib import Path
 
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     from hilrig.rt.session import Session
 
     cfg = load("chain_drop_ss_rt")

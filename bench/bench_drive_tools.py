@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-HIL = [sys.executable, "-m", "hilrig.rt.cli"]
+HIL = [sys.executable, "-m", "hilrig.cli"]
 M = 0x80
 
 

@@ -40,7 +40,7 @@ RIGS = {
 
 
 def hil(*args: str) -> list:
-    return [sys.executable, "-m", "hilrig.rt.cli", *args]
+    return [sys.executable, "-m", "hilrig.cli", *args]
 
 
 def wait_for(path: Path, timeout: float) -> None:

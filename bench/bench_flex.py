@@ -2,7 +2,7 @@
 
     python bench/bench_flex.py [--skip-run]
 
-1. One 1 ms step of plant.flex_rp inside numba, n = 5 and n = 10 elements: the Rosenbrock
+1. One 1 ms step of plant.flex_rp.robot inside numba, n = 5 and n = 10 elements: the Rosenbrock
    step (sim.integrator = "rosenbrock"; goals <= 5 us and <= 10 us) as `hil sim` runs it
    (the lagged Jacobian, one column refreshed per step), the step alone in a compiled
    loop refreshing 1, 2 or all 2 nq Jacobian columns per step (all: the formulation
@@ -33,7 +33,7 @@ def step_cost(elements: int, method: str, substeps: int = 1, repeats: int = 15,
     """Seconds per 1 ms tick inside the compiled offline loop (rt.lockstep through
     rt.sim.simulate: the step and a constant-torque law), one sample per run; RK4 with
     ``substeps`` steps per tick (sim.dt = 1 ms / substeps, ticks counted per 1 ms)."""
-    from hilrig.rt.config import resolve
+    from hilrig.settings.config import resolve
     from hilrig.rt.sim import simulate
     raw = {"plant": {"model": "flex_rp", "drive": "torque", "elements": elements},
            "sim": {"integrator": method, "dt": 1e-3 / substeps, "duration": duration},
@@ -52,7 +52,7 @@ def ros2_cost(elements: int, columns: int, ticks: int = 200, repeats: int = 25) 
 
     from hilrig.plant import rosenbrock
     from hilrig.plant.factory import plant_from_config
-    from hilrig.rt.config import resolve
+    from hilrig.settings.config import resolve
     from numba import njit
 
     @njit
@@ -85,7 +85,7 @@ def run_ticks() -> np.ndarray:
     """compute_tick (us) of each tick of `hil run flex_rp_rt` (2 s)."""
     with tempfile.TemporaryDirectory() as tmp:
         log, out = Path(tmp) / "flex.mcap", Path(tmp) / "flex.npz"
-        hil = [sys.executable, "-m", "hilrig.rt.cli"]
+        hil = [sys.executable, "-m", "hilrig.cli"]
         subprocess.run(hil + ["run", str(CONFIGS / "flex_rp_rt.toml"), "--log", str(log),
                               "--no-plot"], check=True, capture_output=True)
         subprocess.run(hil + ["log", "export", str(log), "--out", str(out)], check=True,
@@ -94,8 +94,8 @@ def run_ticks() -> np.ndarray:
 
 
 def map_time(repeats: int = 10) -> np.ndarray:
-    from hilrig.rt import analyze
-    from hilrig.rt.config import load
+    from hilrig.analysis import modal as analyze
+    from hilrig.settings.config import load
     cfg = load(CONFIGS / "rrr3_pd.toml")
     return np.array([analyze.stiffness_map(cfg)["seconds"] for _ in range(repeats)])
 

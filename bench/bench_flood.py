@@ -94,7 +94,7 @@ def _flood_report(proc: subprocess.Popen) -> str:
 
 
 def _emulator(endpoint: str, log: Path, *extra: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "hilrig.rt.cli", "emulate", CONFIG,
+    proc = subprocess.Popen([sys.executable, "-m", "hilrig.cli", "emulate", CONFIG,
                              "--bind", endpoint, "--log", str(log), *extra], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
@@ -121,7 +121,7 @@ def free_mode(tmp: Path, duration: float, rate: float, peers: int, with_flood: b
     emu_log, ctl_log = tmp / f"emu{int(with_flood)}.mcap", tmp / f"ctl{int(with_flood)}.mcap"
     emu = _emulator(endpoint, emu_log)
     flooder = _flooder(endpoint, rate, peers, duration + 2.0) if with_flood else None
-    ctl = subprocess.run([sys.executable, "-m", "hilrig.rt.cli", "control", CONFIG, "--connect",
+    ctl = subprocess.run([sys.executable, "-m", "hilrig.cli", "control", CONFIG, "--connect",
                           endpoint, "--duration", str(duration), "--log", str(ctl_log),
                           "--estop-endpoint", "", "--set", "safety.watchdog_ticks=50"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)

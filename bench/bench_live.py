@@ -16,7 +16,7 @@ overruns, rows lost by the telemetry writer; the spread of each figure over the 
 of one setup is the run-to-run noise to compare the setups against. For "client": the
 latency from a row's publication by the loop (seen by a thread polling the ring's head
 every 0.1 ms) to its joint-state message's arrival at the client (CLOCK_MONOTONIC in
-both processes); it is dominated by the publisher's wake-up period (rt.live.PERIOD).
+both processes); it is dominated by the publisher's wake-up period (live.foxglove.PERIOD).
 The clients are separate processes (``websockets``), as Foxglove would be.
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from hilrig.rt.config import load  # noqa: E402
-from hilrig.rt.live import LiveView  # noqa: E402
-from hilrig.rt.live_params import LiveParameters  # noqa: E402
+from hilrig.settings.config import load  # noqa: E402
+from hilrig.live.foxglove import LiveView  # noqa: E402
+from hilrig.live.params import LiveParameters  # noqa: E402
 from hilrig.rt.session import Session  # noqa: E402
 
 SETUPS = ("off", "live", "client", "stalled")

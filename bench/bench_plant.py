@@ -42,7 +42,7 @@ from hilrig.plant.factory import plant_from_config  # noqa: E402
 from hilrig.plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
 from hilrig.plant.packed import PackedStep, advance_packed  # noqa: E402
 from hilrig.plant.rk4_arm3 import rk4_arm3  # noqa: E402
-from hilrig.rt.config import load, resolve  # noqa: E402
+from hilrig.settings.config import load, resolve  # noqa: E402
 from hilrig.plant.stepping import CORRECTION_PROJECTION, advance  # noqa: E402
 from hilrig.rt.sim import simulate  # noqa: E402
 
@@ -174,7 +174,7 @@ def arm(drive="torque"):
 
 def startup(cache_dir: str) -> float:
     """Start-up (compile or cache load) of a run, measured in a fresh process."""
-    code = ("from hilrig.rt.config import load; from hilrig.rt.sim import simulate; "
+    code = ("from hilrig.settings.config import load; from hilrig.rt.sim import simulate; "
             "r = simulate(load(%r, ['sim.duration=0.01'])); print(r.startup_seconds)"
             ) % str(ROOT / "configs/rrr3_pd.toml")
     env = dict(os.environ, HILRIG_CACHE_DIR=cache_dir)

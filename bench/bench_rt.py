@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from hilrig.drivers.zmq_link import ZmqLink  # noqa: E402
-from hilrig.rt.config import load  # noqa: E402
+from hilrig.settings.config import load  # noqa: E402
 from hilrig.rt.loop import LinkLoop  # noqa: E402
 from hilrig.rt.session import Session  # noqa: E402
 from hilrig.timing.summary import format_summary, summarize  # noqa: E402
@@ -109,7 +109,7 @@ def zmq_round_trip(transport: str, duration: float) -> None:
     endpoint = (f"ipc://{tempfile.gettempdir()}/hil-bench-{os.getpid()}" if transport == "ipc"
                 else "tcp://127.0.0.1:5591")
     sets = [f"sim.duration={duration}", "link.timeout=5.0"]
-    emu = subprocess.Popen([sys.executable, "-m", "hilrig.rt.cli", "emulate",
+    emu = subprocess.Popen([sys.executable, "-m", "hilrig.cli", "emulate",
                             str(ROOT / "configs" / "rrr3_pd.toml"), "--bind", endpoint,
                             "--mode", "lockstep", *sum((["--set", s] for s in sets), [])],
                            cwd=ROOT, stdout=subprocess.PIPE, text=True)

@@ -32,7 +32,7 @@ from hilrig.devices.roboclaw_drive import serve  # noqa: E402
 from hilrig.drivers import roboclaw_codec as rc  # noqa: E402
 from hilrig.drivers.link import Measurement  # noqa: E402
 from hilrig.drivers.serial_link import ExchangeTimeout, SerialLink  # noqa: E402
-from hilrig.rt.config import load  # noqa: E402
+from hilrig.settings.config import load  # noqa: E402
 
 
 def summary(name: str, seconds: np.ndarray) -> str:

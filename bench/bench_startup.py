@@ -3,7 +3,7 @@
     python bench/bench_startup.py [--config configs/rrr3_pd.toml] [--repeat 3]
 
 Each figure is one fresh process with HILRIG_CACHE_DIR in a new temporary directory
-(plant.compilation), so nothing is shared with the cache of the source tree:
+(jit.compilation), so nothing is shared with the cache of the source tree:
 
 - cold, no warmup: ``hil run CONFIG --fast`` with an empty cache (compiles what it needs);
 - warmup: ``hil warmup`` with an empty cache (compiles every command's kernels);
@@ -28,10 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def timed(args: list, cache: Path, scratch: Path) -> float:
-    """Wall time of one ``python -m hilrig.rt.cli ARGS`` process, s (its output dropped)."""
+    """Wall time of one ``python -m hilrig.cli ARGS`` process, s (its output dropped)."""
     env = dict(os.environ, HILRIG_CACHE_DIR=str(cache))
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "hilrig.rt.cli", *args], cwd=scratch, env=env,
+    subprocess.run([sys.executable, "-m", "hilrig.cli", *args], cwd=scratch, env=env,
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
 

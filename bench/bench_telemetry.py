@@ -34,7 +34,7 @@ from mcap.writer import Writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hilrig.rt.config import load  # noqa: E402
+from hilrig.settings.config import load  # noqa: E402
 from hilrig.rt.sim import simulate  # noqa: E402
 from hilrig.schema import Config  # noqa: E402
 from hilrig.telemetry import recorder as telemetry  # noqa: E402

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from hilrig.rt.config import load
+from hilrig.settings.config import load
 from hilrig.rt.session import Session
 from hilrig.timing.summary import summarize
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from hilrig.plant import contact_integrators as ci
-from hilrig.plant.flex_chain_model import paper_chain, paper_initial_state
+from hilrig.plant.flex_chain import integrators as ci
+from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
 
 VARIANTS = (
     ("baseline: Timoshenko, rho_I = J3 = 2.9473e-5, mu_k = 0.1", {}),

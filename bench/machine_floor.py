@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.timing.clock import now_ns, timespec, wait_until_ns
 from hilrig.timing.sched import apply_thread
 

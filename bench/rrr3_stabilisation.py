@@ -95,7 +95,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hilrig.rt.config import load  # noqa: E402
+from hilrig.settings.config import load  # noqa: E402
 from hilrig.rt.sim import SimulationError, simulate  # noqa: E402
 
 SCENARIOS = (("rrr3_forward", "open loop, u = [5, -5, 5] V"),

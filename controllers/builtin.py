@@ -29,7 +29,7 @@ from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params, plant_from_config
-from hilrig.plant.kernel import inline_kernel
+from hilrig.jit.kernel import inline_kernel
 from hilrig.plant.layout import work_shape
 from hilrig.plant.packed import matrix_view
 from hilrig.schema import Config, Key

@@ -1,4 +1,4 @@
-"""Paper 002's inverse-dynamics algorithm (§3) for the flexible P-R robot (plant.flex_rp),
+"""Paper 002's inverse-dynamics algorithm (§3) for the flexible P-R robot (plant.flex_rp.robot),
 as a feed-forward controller with PD on the joint errors (``controller.type =
 "flex_feedforward"``).
 
@@ -43,7 +43,7 @@ import math
 import numpy as np
 from hilrig.controllers.interface import LAW_SIGNATURE, Controller, ControllerSpec
 from hilrig.errors import ConfigError
-from hilrig.plant import flex_rp
+from hilrig.plant.flex_rp import robot as flex_rp
 from hilrig.plant.factory import plant_from_config
 from hilrig.plant.model import PlantError
 from hilrig.schema import Config, Key

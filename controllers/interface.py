@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from hilrig.plant.kernel import compile_pointer, kernel
+from hilrig.jit.kernel import compile_pointer, kernel
 from numba import types
 from numba.core.ccallback import CFunc
 
@@ -38,7 +38,7 @@ LAW_SIGNATURE = types.void(types.float64, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY, ARR
 
 
 def compile_law(function: Callable) -> CFunc:
-    """The law as a compiled function of ``LAW_SIGNATURE`` (plant.kernel.compile_pointer;
+    """The law as a compiled function of ``LAW_SIGNATURE`` (jit.kernel.compile_pointer;
     ConfigError naming the function and numba's reason when it cannot compile)."""
     return compile_pointer(function, LAW_SIGNATURE,
                            "a law law(t, pos, vel, cur, params, state, u)")

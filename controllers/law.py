@@ -40,7 +40,7 @@ from hilrig.controllers.layout import (
 )
 from hilrig.controllers.reference import reference
 from hilrig.plant import serial_arm
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import H_NQ
 
 OPEN_LOOP = 0

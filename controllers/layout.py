@@ -8,7 +8,7 @@ feed-forward model's plant params from offset ``ctrl[C_MODEL]`` on, and the law'
 ``state`` is its 2-D scratch ``work`` with ``ctrl[C_WORK_COLS]`` columns, row-major.
 """
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 
 C_KIND, C_NACT, C_REF, C_OUTPUT, C_T_START, C_DURATION, C_FREQUENCY, C_MODEL, \
     C_WORK_COLS = range(9)

@@ -23,7 +23,7 @@ from hilrig.controllers.layout import (
     C_T_START,
     at,
 )
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 
 HOLD = 0
 STEP = 1

@@ -188,7 +188,7 @@ class EmulatedDrives:
     """The CiA 402 drives of the robot in ``cfg``, with its plant, on one CAN bus.
 
     Args:
-        cfg: a resolved config (rt.config): the plant, ``sim.dt`` (the SYNC period and
+        cfg: a resolved config (settings.config): the plant, ``sim.dt`` (the SYNC period and
             plant step), ``link.canopen`` (node-ids, encoder and motor ratings),
             ``emulator.canopen`` (latency, noise, supply voltage, I2t).
         bus_config: python-can keyword arguments (interface, channel, ...); default

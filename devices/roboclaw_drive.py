@@ -150,7 +150,7 @@ class RoboClawEmulator:
     """Emulated packet-serial controllers over the plant of ``cfg``.
 
     Args:
-        cfg: resolved config (rt.config); uses sim, plant, link.serial,
+        cfg: resolved config (settings.config); uses sim, plant, link.serial,
             emulator.mode, emulator.serial and faults.jam.
         master_fd: serve this pty master; by default a new pty is opened (raw mode)
             and its slave kept open while the emulator lives.

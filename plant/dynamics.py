@@ -12,7 +12,7 @@ tests/test_fast_paths.py checks against the generic path.
 """
 import numpy as np
 from hilrig.plant import jam, motor, rrr3, serial_arm
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_BODY,

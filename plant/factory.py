@@ -1,4 +1,4 @@
-"""Plants from a resolved config (rt.config): the model registry, the Plant in its initial
+"""Plants from a resolved config (settings.config): the model registry, the Plant in its initial
 state, the config's motors and jam schedule."""
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 from hilrig.plant import rosenbrock, rrr3_scalar
 from hilrig.plant.dynamics import derivative, is_arm3
 from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
-from hilrig.plant.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,

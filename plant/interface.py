@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
-from hilrig.plant.kernel import compile_pointer
+from hilrig.jit.kernel import compile_pointer
 from hilrig.schema import Config
 from numba import types
 from numba.core.ccallback import CFunc

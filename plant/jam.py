@@ -13,7 +13,7 @@ number at once. Nothing is re-derived: M, bias and force come from the healthy
 model. A jam is an event the model accepts at any step boundary.
 """
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import BLOCKED, HEALTHY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
 from hilrig.plant.linalg import cholesky_solve
 

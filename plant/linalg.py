@@ -4,7 +4,7 @@ numpy.linalg inside numba allocates on every call; these routines work on the
 top-left ``n`` x ``n`` block of caller-owned arrays instead.
 """
 import numpy as np
-from hilrig.plant.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 
 
 @inline_kernel

@@ -17,7 +17,7 @@ voltages V, currents A, joint torques N m.
 from dataclasses import dataclass
 
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import (
     DRIVE_TORQUE,
     DRIVE_VOLTAGE,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.model import Plant
 from hilrig.plant.stepping import advance
 from numba import types

@@ -17,7 +17,7 @@ plant.dynamics.derivative (serial_arm.accel3_scalar), with two savings:
 Jam phases are constant over the step (plant.integrators.step splits a step
 where a jamming phase ends).
 """
-from hilrig.plant.kernel import fused_kernel, inline_kernel, kernel
+from hilrig.jit.kernel import fused_kernel, inline_kernel, kernel
 from hilrig.plant.motor import drive3
 from hilrig.plant.serial_arm import accel3_scalar, body3, jams3, trig3
 from hilrig.plant.trig import MAX_INCREMENT, moved

@@ -1,7 +1,7 @@
 """A linearly implicit fixed step for stiff chains: the two-stage Rosenbrock W-method ROS2.
 
 For a plant whose springs and dampers are stiff (a flexible link's bending modes,
-plant.flex_rp), explicit RK4 at a 1 ms tick is unstable; this step is L-stable and of
+plant.flex_rp.robot), explicit RK4 at a 1 ms tick is unstable; this step is L-stable and of
 second order, with one linear solve of the chain's size per stage and no iteration, so
 it costs the same on every tick (what a real-time loop needs).
 
@@ -30,7 +30,7 @@ same on every tick. What this relies on:
 - stability: L-stability needs A close to J on the stiff modes. M (hence P) is exact at
   every step; Kj and Dj are at most 2 nq steps old. For a flexible link the stiff part,
   the elastic stiffness and its Rayleigh damping, is constant (linear in the elastic
-  coordinates, plant.flex_rp), so the lag touches only the slow, state-dependent terms
+  coordinates, plant.flex_rp.robot), so the lag touches only the slow, state-dependent terms
   (the joints' coupling and the velocity terms). A chain whose stiff forces change fast
   with the state would want ``columns`` = 2 nq (a kernel argument; no config key).
 Eliminating k_q = r_q + g h k_v, each stage solves one nq x nq system
@@ -53,7 +53,7 @@ import math
 import numpy as np
 from hilrig.plant import jam, motor, serial_arm
 from hilrig.plant.dynamics import chain_mechanism
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import (
     BLOCKED,
     H_MODEL,

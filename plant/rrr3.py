@@ -25,7 +25,7 @@ kernel switches to the pseudo-inverse of S. Passing the type-I/II singularities
 from dataclasses import dataclass
 
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import (
     DRIVE_TORQUE,
     H_BODY,

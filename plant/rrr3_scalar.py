@@ -22,7 +22,7 @@ rrr3.project itself.
 """
 
 from hilrig.plant import rrr3
-from hilrig.plant.kernel import fused_kernel, inline_kernel, kernel
+from hilrig.jit.kernel import fused_kernel, inline_kernel, kernel
 from hilrig.plant.layout import H_BODY
 from hilrig.plant.linalg import sym3_solve
 from hilrig.plant.motor import drive3, reflected_inertia3

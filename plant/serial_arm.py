@@ -23,7 +23,7 @@ gt_j = g gc_j sin(phi_j). Cost: n sin/cos pairs and O(n^2) products.
 from dataclasses import dataclass
 
 import numpy as np
-from hilrig.plant.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_BODY, H_NQ, HEALTHY, JAM_PHASE, JAM_QDD, JAMMING
 from hilrig.plant.linalg import sym3_solve
 from hilrig.plant.motor import drive3

@@ -11,11 +11,11 @@ a user's chain: total energy (J) from its mechanism, NaN, NaN.
 """
 import numpy as np
 from hilrig.plant import rrr3, rrr3_scalar, serial_arm
-from hilrig.plant.contact_tick import METHOD_CONTACT, contact_step
+from hilrig.plant.flex_chain.tick import METHOD_CONTACT, contact_step
 from hilrig.plant.dynamics import chain_mechanism
 from hilrig.plant.integrators import is_fused_rrr3, step
 from hilrig.plant.jam import start_jam
-from hilrig.plant.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
 from hilrig.plant.motor import currents
 
@@ -48,7 +48,7 @@ def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     Returns False (x then holds the invalid state) if the state became invalid:
     NaN or a singular mass matrix. ``mech``: a user's chain's mechanism (plant.interface;
     None for the built-in models). ``method = METHOD_CONTACT``: the flexible chain on the
-    ground (plant.contact_tick: RK4 substeps with contact state, no jams, no correction).
+    ground (plant.flex_chain.tick: RK4 substeps with contact state, no jams, no correction).
     """
     if method == METHOD_CONTACT:
         return contact_step(p, t, x, u, h, work)

@@ -20,7 +20,7 @@ libm calls (bench/bench_plant.py).
 import math
 
 import numpy as np
-from hilrig.plant.kernel import inline_kernel
+from hilrig.jit.kernel import inline_kernel
 
 MAX_INCREMENT = 0.1     # rad; 100 rad/s at h = 1 ms
 SMALL_INCREMENT = 0.01  # rad; 10 rad/s at h = 1 ms

@@ -1,5 +1,5 @@
-"""``hil sim`` for the flexible chain on the ground (plant.flex_chain_model): the contact
-integrators of plant.contact_integrators instead of the lockstep loop.
+"""``hil sim`` for the flexible chain on the ground (plant.flex_chain.model): the contact
+integrators of plant.flex_chain.integrators instead of the lockstep loop.
 
 Arrays, besides those of every run (``t``, ``q``, ``qd``, ``u``, ``jam_events`` (none),
 ``meta``):
@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant import contact_integrators as ci
-from hilrig.plant import flex_chain as fc
-from hilrig.plant.contact import contact_force
-from hilrig.plant.flex_chain_model import chain_params
+from hilrig.plant.flex_chain import integrators as ci
+from hilrig.plant.flex_chain import chain as fc
+from hilrig.plant.flex_chain.contact import contact_force
+from hilrig.plant.flex_chain.model import chain_params
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import to_json
 

@@ -3,7 +3,7 @@ limits reach a running loop at a tick boundary, without a lock.
 
 One float64 array, ``live``: a header (LV_*) then the pending payload: the law's
 params (``n_params`` values) followed by the limits (2 x nact, row-major: max |u|,
-then max slew; rt.realtime.L_MAX, L_SLEW). The writer (rt.live_params, one change in
+then max slew; rt.realtime.L_MAX, L_SLEW). The writer (live.params, one change in
 flight at a time) fills the payload, then publishes it by storing a new sequence number
 in ``live[LV_SEQ]`` (release); the loop, once per tick before the controller runs,
 sees a sequence number it has not acknowledged (acquire), copies the payload into its
@@ -11,7 +11,7 @@ own ``params`` and ``limits`` and acknowledges with the tick and its plant time.
 copy is a few dozen float stores: no allocation, no wait.
 """
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.timing.clock import atomic_load, atomic_store
 
 LV_SEQ, LV_ACK_SEQ, LV_ACK_TICK, LV_ACK_TIME = range(4)

@@ -14,7 +14,7 @@ starting at t = 0.
 from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
 from hilrig.plant.integrators import state_size
-from hilrig.plant.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE, H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule

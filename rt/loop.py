@@ -72,7 +72,7 @@ class LinkLoop:
                  hooks=()):
         self.cfg = cfg
         self.hooks = list(hooks)   # start(loop) after the warm-up, stop() at the end
-        self.live_box = None       # the live-parameter mailbox (rt.live_params), once built
+        self.live_box = None       # the live-parameter mailbox (live.params), once built
         self.link = link
         self.log_errors = log_errors
         self.log_failure: str | None = None

@@ -22,7 +22,7 @@ happened before it.
 """
 import numpy as np
 from hilrig.plant.jam import clear_jam, start_jam
-from hilrig.plant.kernel import allocating_kernel, inline_kernel, kernel
+from hilrig.jit.kernel import allocating_kernel, inline_kernel, kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct

@@ -2,7 +2,7 @@
 changes included, and get the same trajectory.
 
 The log holds the resolved config (``meta``) and one ``param`` event per live change
-(rt.live_params: the tick that took it and the new values). The replay builds the
+(live.params: the tick that took it and the new values). The replay builds the
 params and command limits of every change the way the run did (the config with the
 change applied, validated, the controller built again), then runs ``replay_ticks``,
 which does per tick exactly what the fast path of rt.realtime.run_loop does (due jams,
@@ -27,13 +27,13 @@ from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
 from hilrig.plant.factory import actuated_joints, correction_id, jam_schedule, plant_from_config
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.model import METHODS
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
-from hilrig.rt.config import resolve
-from hilrig.rt.live_params import changed_config, controller_arrays, raw_config
+from hilrig.settings.config import resolve
+from hilrig.settings.live_changes import changed_config, controller_arrays, raw_config
 from hilrig.rt.realtime import control_tick
 from hilrig.rt.sim import SimRun, SimulationError, _named
 from hilrig.telemetry.logfile import read_log

@@ -26,7 +26,7 @@ from hilrig.plant.factory import (
     jam_schedule,
     plant_from_config,
 )
-from hilrig.plant.contact_tick import METHOD_CONTACT
+from hilrig.plant.flex_chain.tick import METHOD_CONTACT
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
@@ -153,7 +153,7 @@ class Session:
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
         self.limits = command_limits(cfg, nact, command_unit(cfg))
-        self.live_box = new_mailbox(self.controller.params, self.limits)   # rt.live_params
+        self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
         groups = run_groups(cfg.plant.model, nq, nact, cfg.plant.drive)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from hilrig.plant.factory import plant_from_config
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.stepping import diagnostics
 from hilrig.schema import Config
 

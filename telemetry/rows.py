@@ -6,7 +6,7 @@ writer thread, telemetry.recorder, when ``head`` advances). ``row_columns``
 tells a loop where each group starts in a row of a given layout.
 """
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.timing.clock import atomic_store
 
 # cols: where each group starts in a telemetry row

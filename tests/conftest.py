@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilrig.rt.config import load, resolve
+from hilrig.settings.config import load, resolve
 from hilrig.schema import Config
 
 ROOT = Path(__file__).resolve().parent.parent

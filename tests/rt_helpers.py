@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def hil(*args: str) -> list:
-    return [sys.executable, "-m", "hilrig.rt.cli", *args]
+    return [sys.executable, "-m", "hilrig.cli", *args]
 
 
 def endpoint(tmp_path: Path) -> str:

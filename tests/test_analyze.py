@@ -1,4 +1,4 @@
-"""`hil analyze` (rt.analyze, plant.stiffness): the 3RRR's Cartesian stiffness against the
+"""`hil analyze` (analysis.modal, plant.stiffness): the 3RRR's Cartesian stiffness against the
 static equilibrium under small wrenches, natural frequencies against an eigen-solve of the
 linearised plant, the maps, and the flexible link's modes."""
 import json
@@ -10,7 +10,7 @@ from conftest import CONFIGS, config
 from hilrig.plant import stiffness
 from hilrig.plant.builtin_models import rrr3_params
 from hilrig.plant.factory import plant_from_config
-from hilrig.rt import analyze
+from hilrig.analysis import modal as analyze
 from rt_helpers import hil
 from scipy.linalg import eigh
 
@@ -127,7 +127,7 @@ def test_flexible_link_modes_mounted_and_clamped():
     result = analyze.modes(cfg)
     clamped = np.array(result["clamped"]["omega"])
     mounted = np.array(result["mounted"]["omega"])
-    beam = __import__("hilrig.plant.flex_rp", fromlist=["beam"]).beam(cfg.plant)
+    beam = __import__("hilrig.plant.flex_rp.robot", fromlist=["beam"]).beam(cfg.plant)
     np.testing.assert_allclose(clamped, np.sqrt(eigh(beam.stiffness, beam.mass,
                                                      eigvals_only=True)), rtol=1e-7)
     assert mounted[:2] == pytest.approx([0.0, 0.0], abs=1e-6)

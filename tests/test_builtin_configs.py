@@ -12,8 +12,9 @@ from pathlib import Path
 
 import hilrig
 import pytest
-from hilrig.rt import builtin_configs, cli
-from hilrig.rt.config import ConfigError, load
+from hilrig.settings import builtin_configs
+from hilrig.cli import main as cli
+from hilrig.settings.config import ConfigError, load
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -21,9 +22,9 @@ NAMES = sorted(path.stem for path in CONFIGS.glob("*.toml"))
 
 
 def hil(*argv, cwd: Path) -> subprocess.CompletedProcess:
-    """``python -m hilrig.rt.cli ARGV`` in a subprocess, with this checkout's hilrig."""
+    """``python -m hilrig.cli ARGV`` in a subprocess, with this checkout's hilrig."""
     env = dict(os.environ, MPLBACKEND="Agg")
-    return subprocess.run([sys.executable, "-m", "hilrig.rt.cli", *argv], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "hilrig.cli", *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -108,7 +109,7 @@ def test_a_bug_propagates_out_of_main(error, monkeypatch):
 
 
 def test_a_bug_prints_its_traceback(tmp_path):
-    script = ("import sys\nfrom hilrig.rt import builtin_configs, cli\n"
+    script = ("import sys\nfrom hilrig.settings import builtin_configs\nfrom hilrig.cli import main as cli\n"
               "def broken():\n    raise ValueError('a bug in names()')\n"
               "builtin_configs.names = broken\nsys.exit(cli.main(['configs']))\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,

@@ -15,12 +15,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hilrig.errors import ConfigError
-from hilrig.rt import cli
-from hilrig.rt.campaign import INSTALL_HINT, open_client, run_campaign
-from hilrig.rt.campaign_metrics import METRICS, measure
-from hilrig.rt.campaign_results import done_ids, part_paths
-from hilrig.rt.campaign_spec import load_spec
-from hilrig.rt.config import load
+from hilrig.cli import main as cli
+from hilrig.campaign.runner import INSTALL_HINT, open_client, run_campaign
+from hilrig.campaign.metrics import METRICS, measure
+from hilrig.campaign.results import done_ids, part_paths
+from hilrig.campaign.spec import load_spec
+from hilrig.settings.config import load
 from hilrig.rt.sim import simulate
 from rt_helpers import ROOT
 
@@ -75,7 +75,7 @@ def write_spec(tmp_path, text=ARM, name="arm.toml", **fields):
 
 @pytest.fixture(scope="module")
 def client():
-    """A LocalCluster of two single-threaded worker processes (rt.campaign.open_client)."""
+    """A LocalCluster of two single-threaded worker processes (campaign.runner.open_client)."""
     client, cluster = open_client(workers=2)
     yield client
     client.close()
@@ -179,9 +179,9 @@ def test_the_example_specs_load_by_name_and_their_first_scenario_runs(name):
 
 
 def test_a_scenario_its_overrides_make_invalid_is_a_failed_row_not_a_failed_task(tmp_path):
-    from hilrig.rt.campaign import job_of
-    from hilrig.rt.campaign_batch import run_scenario
-    from hilrig.rt.scenario_configs import ScenarioConfigs
+    from hilrig.campaign.runner import job_of
+    from hilrig.campaign.batch import run_scenario
+    from hilrig.campaign.scenarios import ScenarioConfigs
 
     spec = load_spec(write_spec(tmp_path))
     row = run_scenario(job_of(spec), ScenarioConfigs(spec.base_raw), 3,
@@ -193,14 +193,14 @@ def test_a_scenario_its_overrides_make_invalid_is_a_failed_row_not_a_failed_task
 
 
 def test_a_batch_of_unlike_scenarios_gives_the_rows_each_gives_run_alone(tmp_path):
-    """One batch (rt.campaign_batch.run_batch) of scenarios of several compiled groups: PD
+    """One batch (campaign.batch.run_batch) of scenarios of several compiled groups: PD
     beside feed-forward, another run length, measurement noise, a command latency, a run
     whose state goes invalid, a refused config, the accurate integrator (run alone). Each
     row equals the row of the same scenario run alone through rt.sim.simulate and measure
     (run_scenario), bit for bit."""
-    from hilrig.rt.campaign import job_of
-    from hilrig.rt.campaign_batch import run_batch, run_scenario
-    from hilrig.rt.scenario_configs import ScenarioConfigs
+    from hilrig.campaign.runner import job_of
+    from hilrig.campaign.batch import run_batch, run_scenario
+    from hilrig.campaign.scenarios import ScenarioConfigs
 
     spec = load_spec(write_spec(tmp_path))
     job, configs = job_of(spec), ScenarioConfigs(spec.base_raw)
@@ -357,8 +357,8 @@ def test_a_3rrr_scenario_in_a_campaign_has_the_metrics_of_its_single_run():
     residual and the determinants' sign changes from the rows (rrr3_metrics): the same
     values as hil sim's stored diagnostics give; the second scenario of the batch records
     into the rows the first one did."""
-    from hilrig.rt.campaign import job_of
-    from hilrig.rt.campaign_batch import run_batch
+    from hilrig.campaign.runner import job_of
+    from hilrig.campaign.batch import run_batch
 
     spec = load_spec("rrr3_gains_poses")
     ids = (spec.count - 1, 0)
@@ -381,7 +381,7 @@ def test_the_3rrr_row_metrics_count_as_numpy_counts_the_stored_diagnostics():
     from dataclasses import replace
 
     from hilrig.plant import rrr3
-    from hilrig.rt.campaign_metrics import rrr3_metrics
+    from hilrig.campaign.metrics import rrr3_metrics
 
     cfg = load("rrr3_pd")
     cfg = cfg.replace(sim=replace(cfg.sim, duration=0.5))

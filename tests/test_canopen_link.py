@@ -19,7 +19,7 @@ from hilrig.drivers.cia402 import State
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
 from hilrig.plant.factory import plant_from_config
-from hilrig.rt.config import ConfigError
+from hilrig.settings.config import ConfigError
 
 from tests.conftest import config
 

@@ -21,7 +21,7 @@ import pytest
 from canopen.profiles.p402 import BaseNode402
 from canopen.sdo import SdoAbortedError, SdoCommunicationError
 from hilrig.drivers import cia402
-from hilrig.rt.cli import main as hil_main
+from hilrig.cli.main import main as hil_main
 from rt_helpers import ROOT, hil, read_complete
 
 # -- a strict EDS check (CiA 306 V1.3, section 4.6) ---------------------------------------
@@ -174,7 +174,7 @@ def test_the_eds_passes_a_strict_cia306_check_and_loads_in_canopen(eds_path):
 
 
 def test_the_strict_check_rejects_what_it_should():
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     from hilrig.drivers.cia402_eds import eds_text
     text = eds_text(load("rig_canopen"), 1)
     assert strict_eds_problems(text.replace("PDOMapping=1", "PDOMapping=0x1"), 1)
@@ -375,7 +375,7 @@ def test_hil_emulate_honours_duration_and_log_on_can(tmp_path):
 
 def test_setting_only_the_zmq_interface_uses_its_default_channel_or_one_line(tmp_path):
     from hilrig.errors import ConfigError
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     text = (ROOT / "configs" / "rig_canopen.toml").read_text()
     path = tmp_path / "zmq_only.toml"
     path.write_text(text[:text.index("[link]")]

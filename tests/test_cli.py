@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilrig.rt.cli import main
+from hilrig.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
@@ -34,7 +34,7 @@ def hil(*argv, tmp_path=None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["MPLBACKEND"] = "Agg"
-    return subprocess.run([sys.executable, "-m", "hilrig.rt.cli", "sim", *[str(a) for a in argv]],
+    return subprocess.run([sys.executable, "-m", "hilrig.cli", "sim", *[str(a) for a in argv]],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 

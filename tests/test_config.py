@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hilrig.rt.config import ConfigError, apply_override, load, parse_value, resolve
+from hilrig.settings.config import ConfigError, apply_override, load, parse_value, resolve
 from hilrig.telemetry.recorder import to_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -600,7 +600,7 @@ def test_the_resolved_config_is_typed_and_immutable():
 @pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: p.name)
 def test_to_dict_is_the_resolved_dict(path, monkeypatch):
     """cfg.to_dict() is the dict that was validated, so the meta of every log is unchanged."""
-    import hilrig.rt.config as config_module
+    import hilrig.settings.config as config_module
     validated = []
     typed = config_module.typed
     monkeypatch.setattr(config_module, "typed",

@@ -1,4 +1,4 @@
-"""The conformance checks (rt.conformance): hilrig's own controllers, plants and links pass
+"""The conformance checks (conformance.checks): hilrig's own controllers, plants and links pass
 them, each against its real counterpart (an `hil emulate` subprocess, emulated CiA 402
 drives on python-can's virtual bus, emulated RoboClaw drives on a pty); and each check
 catches a deliberately broken part, written here as a small law, plant or link."""
@@ -26,7 +26,7 @@ from hilrig.plant.builtin_models import arm_params
 from hilrig.plant.factory import actuated_joints, plant_from_config
 from hilrig.plant.layout import H_BODY
 from hilrig.plant.model import Plant
-from hilrig.rt.conformance import (
+from hilrig.conformance.checks import (
     ConformanceError,
     check_controller,
     check_link,
@@ -47,7 +47,7 @@ def _no_emulator_left():
 
 def test_the_checks_are_exported_lazily_from_the_root_package():
     """``import hilrig`` loads neither the checks nor numba; the root's functions do."""
-    probe = ("import sys, hilrig; print(hilrig.__file__, 'hilrig.rt.conformance' in "
+    probe = ("import sys, hilrig; print(hilrig.__file__, 'hilrig.conformance.checks' in "
              "sys.modules, 'numba' in sys.modules)")
     here = dict(os.environ, PYTHONPATH=str(Path(hilrig.__file__).parent.parent))
     loaded = subprocess.run([sys.executable, "-c", probe], env=here, capture_output=True,
@@ -241,7 +241,7 @@ def test_a_users_chain_passes_and_one_that_gains_energy_is_caught(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES / "user_plant"))
     import cart_pole
     from hilrig.plant.interface import compile_mechanism
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     cfg = load(EXAMPLES / "user_plant" / "cart_pole.toml")
     check_plant(cfg)
     params = cart_pole.params(dataclasses.replace(cfg.plant, pole_damping=-0.05))

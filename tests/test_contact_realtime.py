@@ -1,4 +1,4 @@
-"""``hil run`` drops the flexible chain on the ground in real time (plant.contact_tick):
+"""``hil run`` drops the flexible chain on the ground in real time (plant.flex_chain.tick):
 a real subprocess at 1 kHz whose logged rows are the offline fixed-step run's and whose
 bounce agrees with the event-located run within docs/CONTACT.md's accuracy."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import subprocess
 
 import numpy as np
 import pytest
-from hilrig.plant import contact_integrators as ci
-from hilrig.plant import flex_chain as fc
-from hilrig.plant.flex_chain_model import paper_chain, paper_initial_state
+from hilrig.plant.flex_chain import integrators as ci
+from hilrig.plant.flex_chain import chain as fc
+from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
 from rt_helpers import env_for_subprocess, hil, read_complete
 
 DURATION = 0.6
@@ -37,7 +37,7 @@ def heights(p, q_rows) -> np.ndarray:
 
 
 def test_the_logged_rows_are_the_offline_fixed_step_ticks(logged):
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     from hilrig.rt.sim import simulate
 
     offline = simulate(load("chain_drop_ss_rt", [f"sim.duration={DURATION}"])).arrays

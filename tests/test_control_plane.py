@@ -21,7 +21,7 @@ import zmq
 from hilrig.drivers.link import LinkError, Measurement
 from hilrig.drivers.wire import ERROR_TEXT, MessageType, decode, encode
 from hilrig.drivers.zmq_link import ZmqLink
-from hilrig.rt.cli import main
+from hilrig.cli.main import main
 from malformed import malformed_kinds, malformed_messages
 from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
 

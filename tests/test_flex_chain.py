@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import pytest
-from hilrig.plant import contact_integrators as ci
-from hilrig.plant import flex_chain as fc
-from hilrig.plant.contact import ambrosio, hu_guo
-from hilrig.plant.flex_chain_model import paper_chain, paper_initial_state
-from hilrig.plant.mode_shapes import DTHETA, MODE_NAMES, THETA, W, shape
+from hilrig.plant.flex_chain import integrators as ci
+from hilrig.plant.flex_chain import chain as fc
+from hilrig.plant.flex_chain.contact import ambrosio, hu_guo
+from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
+from hilrig.plant.flex_chain.mode_shapes import DTHETA, MODE_NAMES, THETA, W, shape
 from scipy.integrate import solve_ivp
 
 ETA = np.linspace(0.0, 1.0, 20001)
@@ -227,7 +227,7 @@ def test_fixed_step_at_1_ms_against_the_event_located_run(drop_ss):
 def test_hil_sim_writes_the_contact_arrays_and_the_plot(tmp_path):
     """The built-in drop config through the CLI up to just after the first impacts: the
     arrays the issue names, consistent with each other."""
-    from hilrig.rt import cli
+    from hilrig.cli import main as cli
 
     out, png = tmp_path / "drop.npz", tmp_path / "drop.png"
     assert cli.main(["sim", "chain_drop_ss", "--duration", "0.45", "--dt", "0.0005",
@@ -248,14 +248,14 @@ def test_hil_sim_writes_the_contact_arrays_and_the_plot(tmp_path):
 
 def test_flex_chain_config_errors_are_one_line(tmp_path):
     from hilrig.errors import ConfigError
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
 
     with pytest.raises(ConfigError, match="plant.modes: expected at least 2 of ss, cc, sc, cs"):
         load("chain_drop_ss", ["plant.modes='ss-xx-ss'"])
 
 
 def test_hil_sim_fixed_step_ticks_find_the_first_impact_within_a_substep(tmp_path):
-    from hilrig.rt import cli
+    from hilrig.cli import main as cli
 
     out = tmp_path / "fixed.npz"
     assert cli.main(["sim", "chain_drop_ss", "--duration", "0.44", "--dt", "0.001",
@@ -271,7 +271,7 @@ def test_hil_sim_fixed_step_ticks_find_the_first_impact_within_a_substep(tmp_pat
 
 def test_hil_sim_refuses_what_this_plant_does_not_run():
     from hilrig.errors import ConfigError
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     from hilrig.rt.sim import simulate
 
     with pytest.raises(ConfigError, match="sim.integrator: flex_chain runs 'accurate' "
@@ -283,7 +283,7 @@ def test_a_real_time_run_takes_the_ground_in_rk4_substeps_only(tmp_path):
     """hil run steps the chain on the ground with the contact tick (RK4 substeps):
     another integrator is refused with one line naming the key."""
     from hilrig.errors import ConfigError
-    from hilrig.rt.config import load
+    from hilrig.settings.config import load
     from hilrig.rt.session import Session
 
     with pytest.raises(ConfigError, match="sim.integrator: flex_chain on the ground runs fixed "

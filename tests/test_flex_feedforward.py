@@ -9,7 +9,7 @@ import pytest
 from conftest import CONFIGS, config
 from hilrig.controllers import flex_feedforward as ff
 from hilrig.errors import ConfigError
-from hilrig.plant import flex_rp
+from hilrig.plant.flex_rp import robot as flex_rp
 from hilrig.rt.sim import SimulationError, simulate
 from rt_helpers import hil
 from scipy.integrate import solve_ivp
@@ -107,7 +107,7 @@ def test_rosenbrock_is_second_order():
                      "start_rates": list(cfg.plant.start_rates)},
            "sim": {"duration": 0.5, "integrator": "rosenbrock"},
            "input": {"torque": [0.02, 2e-4]}}
-    from hilrig.rt.config import resolve
+    from hilrig.settings.config import resolve
     runs = {}
     for dt in (1e-3, 5e-4, 1.25e-4):
         raw["sim"]["dt"] = dt

@@ -1,4 +1,4 @@
-"""The flexible P-R robot of paper 002 (plant.flex_rp, plant.fem_beam): element matrices and
+"""The flexible P-R robot of paper 002 (plant.flex_rp.robot, plant.flex_rp.fem_beam): element matrices and
 the assembled equations derived again with sympy from the kinetic and elastic energy, FEM
 convergence against the analytic cantilever with a tip mass, energy and power balances,
 the rigid limit, and its registration through the hilrig.plants entry points."""
@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import sympy as sp
-from hilrig.plant import fem_beam, flex_rp
+from hilrig.plant.flex_rp import fem_beam
+from hilrig.plant.flex_rp import robot as flex_rp
 from hilrig.plant.factory import plant_from_config
-from hilrig.rt.config import resolve
+from hilrig.settings.config import resolve
 from hilrig.rt.sim import simulate
 from scipy.integrate import solve_ivp
 

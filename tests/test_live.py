@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import websockets
-from hilrig.rt.live import parse_address
-from hilrig.rt.live_params import changed_config, live_keys
-from hilrig.rt.config import load
+from hilrig.live.foxglove import parse_address
+from hilrig.settings.live_changes import changed_config, live_keys
+from hilrig.settings.config import load
 from hilrig.errors import ConfigError
 from hilrig.rt.sim import simulate
-from hilrig.rt.live_params import raw_config
-from hilrig.rt.config import resolve
+from hilrig.settings.live_changes import raw_config
+from hilrig.settings.config import resolve
 
 from rt_helpers import ROOT, hil, read_complete
 
@@ -355,7 +355,7 @@ def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
 
 
 def test_the_shipped_layout_plots_what_the_live_view_publishes():
-    from hilrig.rt.live import CHANNELS, EVENT_TOPIC
+    from hilrig.live.foxglove import CHANNELS, EVENT_TOPIC
 
     layout = json.loads((ROOT / "docs" / "foxglove" / "hilrig-layout.json").read_text())
     paths, panels = [], []

@@ -13,36 +13,52 @@ def test_wheel_installs_one_top_level_name(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     code = [n for n in names if ".dist-info/" not in n]
     assert {n.split("/")[0] for n in code} == {"hilrig"}
-    for package in ("plant", "controllers", "drivers", "devices", "telemetry", "timing", "rt"):
+    for package in ("jit", "plant", "plant/flex_chain", "plant/flex_rp", "controllers", "timing",
+                    "telemetry", "drivers", "devices", "settings", "rt", "campaign", "live",
+                    "remote", "analysis", "conformance", "cli"):
         assert f"hilrig/{package}/__init__.py" in names
     assert not any(n.startswith("hilrig/tests/") or n.startswith("hilrig/bench/") for n in names)
     top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["hilrig"]
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "hil = hilrig.rt.cli:main" in entry_points
+    assert "hil = hilrig.cli.main:main" in entry_points
     assert "hilrig_zmq = hilrig.drivers.zmqcan:ZmqCanBus" in entry_points
 
 
 def test_version_matches_the_distribution():
-    proc = subprocess.run([sys.executable, "-m", "hilrig.rt.cli", "--version"],
+    proc = subprocess.run([sys.executable, "-m", "hilrig.cli", "--version"],
                           capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == f"hilrig {hilrig.__version__}"
     assert hilrig.__version__[0].isdigit() and hilrig.__version__ != "0+unknown"
 
 
-def test_layer_contract_holds_and_catches_an_upward_import(tmp_path):
-    """lint-imports keeps the layers (pyproject.toml); an upward import breaks it."""
+def _lint(probe: Path, source: str) -> subprocess.CompletedProcess:
+    """lint-imports with ``probe`` (a module written for the call) holding ``source``."""
     lint = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command;"
             " sys.exit(lint_imports_command())"]
-    kept = subprocess.run(lint, cwd=ROOT, capture_output=True, text=True)
-    assert kept.returncode == 0, kept.stdout[-2000:]
-    probe = ROOT / "plant" / "_upward_import_probe.py"
-    probe.write_text("from hilrig.rt import config  # noqa: F401\n")
+    if source:
+        probe.write_text(source)
     try:
-        broken = subprocess.run(lint, cwd=ROOT, capture_output=True, text=True)
+        return subprocess.run(lint, cwd=ROOT, capture_output=True, text=True)
     finally:
-        probe.unlink()
+        probe.unlink(missing_ok=True)
+
+
+def test_layer_contract_holds_and_catches_an_upward_import():
+    """lint-imports keeps the layers (pyproject.toml); an upward import breaks it."""
+    kept = _lint(ROOT / "plant" / "_upward_import_probe.py", "")
+    assert kept.returncode == 0, kept.stdout[-2000:]
+    broken = _lint(ROOT / "plant" / "_upward_import_probe.py",
+                   "from hilrig.rt import session  # noqa: F401\n")
     assert broken.returncode != 0
     assert "hilrig.plant is not allowed to import hilrig.rt" in broken.stdout
-    assert "hilrig.plant._upward_import_probe -> hilrig.rt.config" in broken.stdout
+    assert "hilrig.plant._upward_import_probe -> hilrig.rt.session" in broken.stdout
+
+
+def test_layer_contract_catches_an_import_between_packages_of_one_level():
+    """campaign, live, remote, analysis and conformance stand side by side: independent."""
+    broken = _lint(ROOT / "campaign" / "_sibling_import_probe.py",
+                   "from hilrig.live import watch  # noqa: F401\n")
+    assert broken.returncode != 0
+    assert "hilrig.campaign is not allowed to import hilrig.live" in broken.stdout

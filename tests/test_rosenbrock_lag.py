@@ -5,7 +5,8 @@ import numpy as np
 import sympy as sp
 from conftest import config
 from hilrig.controllers import flex_feedforward as ff
-from hilrig.plant import flex_rp, rosenbrock
+from hilrig.plant import rosenbrock
+from hilrig.plant.flex_rp import robot as flex_rp
 from hilrig.plant.factory import plant_from_config
 
 

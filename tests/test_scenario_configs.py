@@ -1,13 +1,13 @@
-"""rt.scenario_configs: a scenario's config resolved from the base's equals rt.config.resolve
+"""campaign.scenarios: a scenario's config resolved from the base's equals settings.config.resolve
 of the base with the overrides applied, field for field, and fails with the same message."""
 import tomllib
 
 import pytest
 from hilrig.errors import ConfigError
-from hilrig.rt import builtin_configs
-from hilrig.rt.campaign_spec import load_spec
-from hilrig.rt.config import apply_value, copied, locate, resolve
-from hilrig.rt.scenario_configs import ScenarioConfigs
+from hilrig.settings import builtin_configs
+from hilrig.campaign.spec import load_spec
+from hilrig.settings.config import apply_value, copied, locate, resolve
+from hilrig.campaign.scenarios import ScenarioConfigs
 
 
 def raw_config(name: str) -> dict:
@@ -125,7 +125,7 @@ def test_leaf_overrides_are_not_resolved_from_scratch(monkeypatch):
     def refused(raw):
         raise AssertionError("resolved from scratch")
 
-    monkeypatch.setattr("hilrig.rt.scenario_configs.resolve", refused)
+    monkeypatch.setattr("hilrig.campaign.scenarios.resolve", refused)
     assert configs.config(ARM_OVERRIDES[0] + ARM_OVERRIDES[1] + ARM_OVERRIDES[9]) == expected
     with pytest.raises(AssertionError, match="from scratch"):
         configs.config(ARM_OVERRIDES[5])     # controller.type: structural

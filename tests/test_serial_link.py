@@ -22,7 +22,7 @@ from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.plant.factory import plant_from_config
-from hilrig.rt.config import ConfigError
+from hilrig.settings.config import ConfigError
 from hilrig.schema import Config
 
 from tests.conftest import config, replaced

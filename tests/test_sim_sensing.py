@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hilrig.rt import cli
-from hilrig.rt.config import ConfigError, load
+from hilrig.cli import main as cli
+from hilrig.settings.config import ConfigError, load
 from hilrig.rt.sim import measurement_noise, simulate
 
 # Paper 000's arm, torque-driven, under PD holding a target: the command is

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hilrig.rt.cli import main
+from hilrig.cli.main import main
 from hilrig.telemetry import recorder as telemetry
 from hilrig.telemetry.logfile import IncompleteLogWarning, LogError, read_log
 from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
@@ -419,7 +419,7 @@ def test_subprocess_export_of_a_cut_log_warns_and_exits_0(tmp_path, chunked_log)
     cut = tmp_path / "cut.mcap"
     cut.write_bytes(path.read_bytes()[:chunks[2].chunk_start_offset + 30])
     out = tmp_path / "cut.npz"
-    proc = child(["-m", "hilrig.rt.cli", "log", "export", cut, "--out", out])
+    proc = child(["-m", "hilrig.cli", "log", "export", cut, "--out", out])
     assert proc.returncode == 0, proc.stderr
     assert "hil: warning:" in proc.stderr and "ends early" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sympy as sp
 from hilrig.plant.factory import plant_from_config
-from hilrig.rt.config import load
+from hilrig.settings.config import load
 from hilrig.rt.sim import simulate
 from rt_helpers import ROOT, hil, read_complete
 

@@ -1,4 +1,4 @@
-"""The kernel cache keyed by the source fingerprint (plant.compilation) and `hil warmup`.
+"""The kernel cache keyed by the source fingerprint (jit.compilation) and `hil warmup`.
 
 Every run is a fresh subprocess with HILRIG_CACHE_DIR in tmp_path, so the cache it
 sees is the one the test made.
@@ -9,11 +9,11 @@ import subprocess
 import sys
 import textwrap
 
-from hilrig.plant import compilation
+from hilrig.jit import compilation
 from rt_helpers import ROOT, hil
 
 CALLEE = """
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 
 
 @kernel
@@ -22,7 +22,7 @@ def gain():
 """
 
 CALLER = """
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from hilrig.plant.wt_callee import gain
 
 
@@ -83,7 +83,7 @@ def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tm
 
 def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
     (tmp_path / "user_kernels.py").write_text(textwrap.dedent("""
-        import hilrig.plant.kernel
+        import hilrig.jit.kernel
         from numba import njit
 
 

@@ -14,7 +14,7 @@ the index that publishes it.
 import time
 
 import numpy as np
-from hilrig.plant.kernel import kernel
+from hilrig.jit.kernel import kernel
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic

@@ -2,7 +2,7 @@
 changing the live channels: ``python docs/foxglove/make_layout.py``).
 
 Built with the Foxglove SDK's layout types (foxglove.layouts). The plots read the
-channels of hilrig.rt.live (CHANNELS); tests/test_live.py checks that every path of the
+channels of hilrig.live.foxglove (CHANNELS); tests/test_live.py checks that every path of the
 layout names a channel and a field the live view publishes.
 """
 import json

@@ -1,0 +1,1 @@
+"""``hil campaign``: thousands of offline scenarios of one base config on Dask."""

@@ -1,0 +1,1 @@
+"""The ``hil`` command line (``hil = hilrig.cli.main:main``; ``python -m hilrig.cli``)."""

@@ -1,0 +1,4 @@
+"""``python -m hilrig.cli``: the ``hil`` command."""
+from hilrig.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Conformance checks for a user's controller, plant and link."""

@@ -1,0 +1,1 @@
+"""numba infrastructure: the kernel decorators and the compiled-kernel cache."""

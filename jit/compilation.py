@@ -1,0 +1,200 @@
+"""Where hilrig's compiled kernels are cached, when that cache is stale, and what a
+compilation prints.
+
+**The cache key.** numba's own on-disk cache stamps a kernel with the hash of the one
+file that defines it, so a kernel that calls or inlines a kernel from another file
+keeps its cached machine code after that other file changes (and computes with the
+old physics). hilrig's kernels are instead keyed by one *fingerprint*: the SHA-256 of
+every ``.py`` file of hilrig's code packages (``kernel_packages``: every folder with
+an ``__init__.py`` but the configs) and of the package's ``__init__.py``, each with its path relative to the package, in sorted
+order. A kernel can only depend on code in those files (and on numba, Python and the
+CPU, which numba's index already checks), so any edit that could change a compiled
+kernel changes the fingerprint, and the kernels are looked up in a directory of their
+own for it: an edit makes them compile afresh, never load stale code. Reading and
+hashing the ~130 files costs ~2 ms, once per process, at ``import hilrig.plant``.
+
+**The cache directory**, ``<root>/<fingerprint>/<package>/`` (``<package>``: ``plant``,
+``plant/flex_chain``, ``rt``, ...), with ``<root>`` the first that is writable of:
+
+- ``$HILRIG_CACHE_DIR`` when set (then only it);
+- ``__pycache__/numba`` inside the installed package (a source checkout, or a wheel in
+  a writable site-packages);
+- ``$XDG_CACHE_HOME/hilrig/numba`` (default ``~/.cache/hilrig/numba``);
+- ``<tmp>/hilrig-<uid>/numba``.
+
+Directories of older fingerprints stay until ``hil warmup --prune`` removes them
+(about 10 MB each). The kernels of other code (user kernels, tests, bench) keep numba's
+default locators and stamps; ``NUMBA_CACHE_DIR`` does not move hilrig's kernels.
+
+**Progress.** When a hilrig kernel compiles (a cache miss), one line goes to stderr
+per compiled kernel, after a one-line header; loading from the cache prints nothing.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from numba.core import caching, event
+from numba.core.caching import _CacheLocator
+
+# Older numba releases name it _CacheImpl.
+_CACHE_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+CACHE_ENV = "HILRIG_CACHE_DIR"
+NOT_CODE = ("configs",)     # packages of data only
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_packages() -> tuple[str, ...]:
+    """hilrig's code packages as folders relative to the package (``plant``,
+    ``plant/flex_chain``, ``rt``, ...): every folder with an ``__init__.py`` but data."""
+    found = []
+    for init in PACKAGE_ROOT.rglob("__init__.py"):
+        folder = init.parent.relative_to(PACKAGE_ROOT).as_posix()
+        if folder != "." and folder.split("/")[0] not in NOT_CODE and "__pycache__" not in folder:
+            found.append(folder)
+    return tuple(sorted(found))
+
+
+def source_files() -> list[Path]:
+    """The files the fingerprint covers, in hashing order."""
+    files = [PACKAGE_ROOT / "__init__.py"]
+    for package in kernel_packages():
+        files += sorted((PACKAGE_ROOT / package).glob("*.py"))
+    return files
+
+
+@functools.lru_cache(maxsize=None)
+def fingerprint() -> str:
+    """16 hex digits of the SHA-256 over (relative path, size, contents) of every
+    ``source_files()`` entry."""
+    digest = hashlib.sha256()
+    for path in source_files():
+        data = path.read_bytes()
+        digest.update(f"{path.relative_to(PACKAGE_ROOT).as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def cache_roots() -> list[Path]:
+    """The candidate roots of the cache, in order of preference (module docstring)."""
+    if os.environ.get(CACHE_ENV):
+        return [Path(os.environ[CACHE_ENV])]
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return [PACKAGE_ROOT / "__pycache__" / "numba", user / "hilrig" / "numba",
+            Path(tempfile.gettempdir()) / f"hilrig-{os.getuid()}" / "numba"]
+
+
+@functools.lru_cache(maxsize=None)
+def cache_dir() -> Path | None:
+    """This fingerprint's directory under the first writable root (created), or None
+    when none is writable (numba then picks its own place for hilrig's kernels)."""
+    for root in cache_roots():
+        path = root / fingerprint()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=path).close()
+        except OSError:
+            continue
+        return path
+    return None
+
+
+def kernel_package(py_file: str) -> str | None:
+    """The hilrig package folder (``plant``, ``plant/flex_chain``, ``rt``, ...) whose
+    fingerprinted file is ``py_file``, or None for any other file."""
+    path = Path(py_file).resolve()
+    try:
+        folder = path.parent.relative_to(PACKAGE_ROOT).as_posix()
+    except ValueError:
+        return None
+    return folder if folder in kernel_packages() else None
+
+
+class FingerprintLocator(_CacheLocator):
+    """numba cache locator for the kernels of hilrig's packages: their cache lives in
+    ``cache_dir()/<package>`` and its stamp is the fingerprint (module docstring)."""
+
+    def __init__(self, py_func, package: str):
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = str(cache_dir() / package)
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    def get_source_stamp(self) -> str:
+        return fingerprint()
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        package = kernel_package(py_file)
+        if package is None or cache_dir() is None:
+            return None
+        locator = cls(py_func, package)
+        try:
+            locator.ensure_cache_path()
+        except OSError:
+            return None
+        return locator
+
+
+def is_hilrig_kernel(dispatcher) -> bool:
+    """Whether a numba dispatcher compiles one of hilrig's kernels."""
+    py_func = getattr(dispatcher, "py_func", None)
+    parts = getattr(py_func, "__module__", "").split(".")
+    return len(parts) > 2 and parts[0] == "hilrig" and "/".join(parts[1:-1]) in kernel_packages()
+
+
+def kernel_name(dispatcher) -> str:
+    """``module.qualname`` of a dispatcher's function, e.g. hilrig.rt.realtime.run_loop."""
+    return f"{dispatcher.py_func.__module__}.{dispatcher.py_func.__qualname__}"
+
+
+class CompileProgress(event.Listener):
+    """Prints each hilrig kernel numba compiles (numba's "numba:compile" event, which
+    fires on a cache miss only) to stderr, and keeps ``compiled``: (name, seconds)."""
+
+    def __init__(self):
+        self.compiled: list[tuple[str, float]] = []
+        self.first_start = None       # perf_counter() at the first compilation, s
+        self._started: dict = {}      # id(event data) -> perf_counter() at its start, s
+
+    def on_start(self, ev) -> None:
+        if not is_hilrig_kernel(ev.data["dispatcher"]):
+            return
+        now = time.perf_counter()
+        if self.first_start is None:
+            self.first_start = now
+            print(f"hilrig: compiling numba kernels into {cache_dir()} (once per source "
+                  f"version; `hil warmup` compiles them all ahead)", file=sys.stderr, flush=True)
+        self._started[id(ev.data)] = now
+
+    def on_end(self, ev) -> None:
+        started = self._started.pop(id(ev.data), None)
+        if started is None:
+            return
+        now = time.perf_counter()
+        name = kernel_name(ev.data["dispatcher"])
+        self.compiled.append((name, now - started))
+        print(f"hilrig: compiled {len(self.compiled):3d} {name} in {now - started:.1f} s "
+              f"({now - self.first_start:.1f} s so far)", file=sys.stderr, flush=True)
+
+
+progress = CompileProgress()
+
+
+def install() -> None:
+    """Put FingerprintLocator first among numba's locators and listen for compilations
+    (idempotent; done by jit.kernel before any kernel is defined)."""
+    if FingerprintLocator not in _CACHE_IMPL._locator_classes:
+        _CACHE_IMPL._locator_classes.insert(0, FingerprintLocator)
+        event.register("numba:compile", progress)

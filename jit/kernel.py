@@ -1,0 +1,89 @@
+"""The decorators numba kernels in hilrig are compiled with: ``kernel`` for every
+kernel, and variants for the fused steps and for the loops that allocate (below).
+
+- ``cache=True``: compiled code is stored on disk, so later runs start without
+  compiling. jit.compilation (installed below, before any kernel is defined)
+  keys hilrig's cache by a fingerprint of all of hilrig's kernel sources, so
+  editing any kernel, also one that others call or inline from another file,
+  recompiles them instead of loading stale code; it prints each compilation to
+  stderr. ``hil warmup`` compiles every kernel the shipped configs use ahead.
+- ``nogil=True``: kernels release the GIL, so a worker thread (the 3RRR
+  correction, the telemetry writer) runs beside the real-time loop.
+- ``error_model="numpy"``: a float division by zero gives inf/NaN instead of
+  raising. This removes a checked branch from every division (measured: ~20 ns
+  per call of a small kernel); invalid states are caught by the NaN checks
+  after each step instead.
+- ``_nrt=False``: no numba runtime (the reference counts of arrays). With it, a
+  compiled kernel increments the count of each array argument on entry and
+  decrements it on exit, and counts every slice it makes: each an atomic
+  operation, which also stops the CPU from overlapping the memory accesses
+  around it. A plant step (plant.integrators.step, six arrays) paid about 14 of
+  them. Kernels without the runtime cannot allocate (np.zeros, .copy(), array
+  expressions, slice assignment) nor return a new array view to Python: they
+  work on caller-owned arrays, copy with element loops and return scalars.
+"""
+import os
+from typing import Callable
+
+from hilrig.errors import ConfigError
+from hilrig.jit import compilation
+from numba import cfunc, njit
+from numba.core.ccallback import CFunc
+from numba.core.registry import CPUDispatcher
+
+compilation.install()
+
+kernel = njit(cache=True, nogil=True, error_model="numpy", _nrt=False)
+
+# For the per-evaluation helpers of the fused steps (plant.rk4_arm3,
+# plant.rrr3_scalar), inlined in numba's IR. LLVM inlines small compiled callees
+# by itself but not larger ones such as serial_arm.accel3_scalar (a real call
+# spills a dozen arguments per evaluation), and the fused steps measured 10-20 %
+# faster with their helpers inlined here. Each inlined call site costs compile
+# time: keep it to scalar helpers with few call sites (inlining the whole
+# derivative took compile time to 99 s).
+inline_kernel = njit(cache=True, nogil=True, error_model="numpy", inline="always", _nrt=False)
+
+
+# The fused steps (plant.rk4_arm3, plant.rrr3_scalar): also let LLVM contract
+# a * b + c into one fused multiply-add (one rounding instead of two; no other
+# fast-math license). Results move in the last bit only; measured ~8 % faster.
+fused_kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"},
+                    _nrt=False)
+
+# A loop that allocates its scratch once before it starts (rt.realtime.run_loop):
+# with the runtime. The kernels it calls per tick run without it, so the ticks
+# pay no reference counting.
+allocating_kernel = njit(cache=True, nogil=True, error_model="numpy")
+
+
+def compile_pointer(function: Callable, signature, role: str) -> CFunc:
+    """A user's function as a numba cfunc of ``signature``: what the loops call through a
+    function pointer (a control law, a chain's mechanism), so that they are compiled once
+    for every such function. Cached beside its source file (none for a function typed in
+    a shell).
+
+    ``function``: a cfunc of that signature (returned as it is), an ``@numba.njit``
+    function or a plain Python function numba compiles in nopython mode. ``role``: what it
+    is for the messages, e.g. "a law law(t, pos, vel, cur, params, state, u)". Raises
+    ConfigError naming the function and numba's reason when it cannot serve.
+    """
+    if isinstance(function, CFunc):
+        if function._sig != signature:
+            raise ConfigError(f"{_name(function)}: compiled with signature {function._sig}, "
+                              f"{role} needs {signature}")
+        return function
+    python = function.py_func if isinstance(function, CPUDispatcher) else function
+    source = getattr(getattr(python, "__code__", None), "co_filename", "")
+    try:
+        return cfunc(signature, cache=os.path.isfile(source), error_model="numpy")(python)
+    except Exception as exc:   # numba's typing and lowering errors have no common base
+        lines = [line.strip() for line in str(exc).splitlines()
+                 if line.strip() and not line.startswith("Failed in")]
+        raise ConfigError(f"{_name(function)} does not compile as {role}: "
+                          f"{lines[0] if lines else type(exc).__name__}") from exc
+
+
+def _name(function) -> str:
+    module = getattr(function, "__module__", None) or "?"
+    return f"{module}:{getattr(function, '__qualname__', getattr(function, '__name__', function))}"

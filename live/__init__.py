@@ -1,0 +1,1 @@
+"""The live view and live tuning of a running loop: Foxglove, ``hil set``, ``--watch``."""

@@ -1,0 +1,152 @@
+"""``hil set``: the ZeroMQ endpoint where a running ``hil run`` or ``hil control`` takes
+live parameter changes (live.params), and its client.
+
+Requests and replies are single JSON frames (at most MAX_MESSAGE bytes; nothing is
+unpickled): ``{"set": ["controller.kp=80", ...]}`` (values in TOML syntax, as ``--set``)
+is answered ``{"ok": true, "tick": K, "t": T, "changes": {...}}`` once the loop took the
+change at tick K, or ``{"ok": false, "error": "..."}``; ``{"get": true}`` is answered
+``{"ok": true, "values": {...}}``. The endpoint is the run's own (remote.runs: by default
+``ipc://RUNTIME/set-RUN_ID``), bound by drivers.endpoint.bind: an ipc socket file
+readable and writable by its owner only, never one a live process serves, or a TCP
+port on the loopback interface with CURVE keys (``hil keys``).
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import threading
+
+import zmq
+from hilrig.drivers import endpoint as endpoints
+from hilrig.errors import ConfigError
+from hilrig.settings.config import parse_value
+from hilrig.live.params import LiveError, LiveParameters
+
+MAX_MESSAGE = 65536
+POLL_MS = 100
+
+log = logging.getLogger("hil.tuning")
+
+
+class TuningError(RuntimeError):
+    """The run refused the change or did not answer; the message says why."""
+
+
+def check_endpoint(endpoint: str) -> None:
+    """ConfigError unless ``endpoint`` is ipc:// or tcp:// on a loopback address."""
+    if endpoint.startswith("ipc://"):
+        return
+    if endpoint.startswith("tcp://"):
+        host = endpoint[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if loopback:
+            return
+    raise ConfigError(f"--set-endpoint {endpoint!r}: live tuning takes an ipc:// endpoint or "
+                      "tcp:// on a loopback address (127.0.0.1, ::1) only")
+
+
+def parse_assignments(items: list[str]) -> dict:
+    """``["key=value", ...]`` (TOML values, as ``--set``) -> {key: value}; ConfigError."""
+    out = {}
+    for item in items:
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(f"expected key=value, got {item!r}")
+        key, text = item.split("=", 1)
+        out[key.strip()] = parse_value(text.strip())
+    return out
+
+
+class TuningServer:
+    """The ``hil set`` endpoint of a run: a hook (``start(run)``, ``stop()``) serving
+    requests in its own thread, never in the loop's, from its creation on (until the
+    loop runs, a change is refused: the run is starting)."""
+
+    def __init__(self, endpoint: str, live: LiveParameters):
+        check_endpoint(endpoint)
+        self.endpoint = endpoint
+        self.live = live
+        self._stop = threading.Event()
+        self.socket = zmq.Context.instance().socket(zmq.REP)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+        try:
+            endpoints.bind(self.socket, endpoint, "hil set")
+        except BaseException:
+            self.socket.close(0)
+            raise
+        self._thread = threading.Thread(target=self._serve, name="hil-tuning", daemon=True)
+        self._thread.start()
+
+    def start(self, run) -> None:
+        """(Serving since its creation: the live parameters say when the loop runs.)"""
+
+    def stop(self) -> None:
+        """Stop serving and unbind (idempotent; also when the run never started)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2.0)
+        if not self.socket.closed:
+            endpoints.close(self.socket, self.endpoint)
+
+    close = stop
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            if not self.socket.poll(POLL_MS):
+                continue
+            try:
+                frame = self.socket.recv(zmq.NOBLOCK)
+            except zmq.ZMQError:
+                continue
+            self.socket.send(json.dumps(self.answer(frame), default=str).encode())
+
+    def answer(self, frame: bytes) -> dict:
+        """The reply to one request frame (any bytes)."""
+        try:
+            request = json.loads(frame.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return {"ok": False, "error": "not a JSON request"}
+        if not isinstance(request, dict):
+            return {"ok": False, "error": "a request is a JSON object"}
+        if request.get("get") is True:
+            if self.live.cfg is None:
+                return {"ok": False, "error": "the run is starting (its loop is not running yet)"}
+            return {"ok": True, "values": self.live.values()}
+        items = request.get("set")
+        if not isinstance(items, list) or not items:
+            return {"ok": False, "error": 'expected {"set": ["key=value", ...]} or {"get": true}'}
+        try:
+            ack = self.live.change(parse_assignments(items), source="hil set")
+        except (ConfigError, LiveError) as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "tick": ack.tick, "t": ack.t, "changes": ack.changes}
+
+
+def send_request(endpoint: str, request: dict, timeout: float = 5.0) -> dict:
+    """One request to the run at ``endpoint``; TuningError if it refuses or is silent."""
+    if endpoint.startswith("ipc://") and not os.path.exists(endpoint[len("ipc://"):]):
+        raise TuningError(f"no run takes live changes at {endpoint} (is `hil run` or "
+                          "`hil control` running, with this --set-endpoint?)")
+    socket = zmq.Context.instance().socket(zmq.REQ)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
+    try:
+        endpoints.connect(socket, endpoint, "hil set")
+        socket.send(json.dumps(request).encode())
+        if not socket.poll(int(timeout * 1000)):
+            raise TuningError(f"no answer from a run at {endpoint} within {timeout} s")
+        try:
+            reply = json.loads(socket.recv().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise TuningError(f"bad answer from {endpoint}: not JSON") from None
+    finally:
+        socket.close(0)
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        error = reply.get("error") if isinstance(reply, dict) else None
+        raise TuningError(f"refused: {error or 'bad answer'}")
+    return reply

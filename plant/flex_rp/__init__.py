@@ -1,0 +1,1 @@
+"""The flexible P-R robot (paper 002): the beam elements and the plant model."""

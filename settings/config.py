@@ -1,0 +1,666 @@
+"""Scenario configs: TOML files, ``--set key=value`` overrides, validation with clear errors.
+
+A config is a nested table. Every key is declared in ``SCHEMA`` below with its
+type, default and (for lists) its length rule; anything else fails at load
+time with the key's dotted name and the reason. Joints are numbered from 1, as
+in the papers. The resolved config (defaults filled in) is what runs, as a typed
+``Config`` (hilrig.schema: frozen dataclasses made from the same declarations), and
+its ``to_dict()`` is what is stored as ``meta`` next to every result.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hilrig.drivers.registry import link_spec, links
+from hilrig.errors import ConfigError
+from hilrig.plant.factory import GROUP as PLANT_MODELS
+from hilrig.plant.factory import plant_model
+from hilrig.plant.interface import PlantModel
+from hilrig.plant.jam import jam_duration_error
+from hilrig.plugins import registered
+from hilrig.settings import builtin_configs
+from hilrig.schema import Config, Key, typed
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+from hilrig.controllers.factory import controller_spec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+
+
+SCHEMA: dict[str, Any] = {
+    "sim": {
+        "duration": Key("float", 10.0, positive=True, doc="run length, s"),
+        "dt": Key("float", 0.001, positive=True, doc="fixed step and control period, s"),
+        "integrator": Key("str", "rk4", choices=("rk4", "euler", "rosenbrock", "accurate"),
+                          doc="rosenbrock: linearly implicit, for stiff chains (plant.rosenbrock)"),
+        "rtol": Key("float", 1e-10, positive=True, doc="accurate path relative tolerance"),
+        "atol": Key("float", 1e-12, positive=True, doc="accurate path absolute tolerance"),
+        "accurate_method": Key("str", "DOP853",
+                               choices=("DOP853", "Radau", "BDF", "RK45", "LSODA")),
+        "control": Key("str", "sampled", choices=("sampled", "continuous"),
+                       doc="sampled: command held over each step (a real controller); "
+                           "continuous: evaluated at every instant (accurate path only)"),
+        # what the controller sees and when its command acts, in the offline runs (hil sim,
+        # hil campaign); the real-time paths take theirs from the link or emulator
+        "position_noise": Key("float", 0.0, minimum=0.0,
+                              doc="std of Gaussian noise on each measured joint position, rad "
+                                  "(m for a prismatic joint); offline fixed-step runs"),
+        "velocity_noise": Key("float", 0.0, minimum=0.0,
+                              doc="std of Gaussian noise on each measured joint rate, rad/s; "
+                                  "offline fixed-step runs"),
+        "noise_seed": Key("int", 0, minimum=0, doc="seed of the measurement noise"),
+        "command_latency": Key("float", 0.0, minimum=0.0,
+                               doc="a command acts this long after the measurement it was "
+                                   "computed from (a whole number of sim.dt; zero before the "
+                                   "first arrives), s; offline fixed-step runs"),
+    },
+    "plant": {
+        "model": Key("str", required=True,
+                     doc="a registered plant model (entry-point group hilrig.plants): "
+                         "serial_arm, rrr3, or a package's own; or 'package.module:MODEL'"),
+        "drive": Key("str", None, choices=("torque", "voltage", "voltage_full"),
+                     doc="torque-driven joints, or DC motors (voltage_full: current as a state)"),
+        "q0": Key("floats", None, length="nq", doc="initial coordinates, rad (m for x_C, y_C)"),
+        "qd0": Key("floats", None, length="nq", doc="initial rates"),
+        "motor": {
+            "rotor_inertia": Key("floats", 0.01, length="nact", scalar_ok=True, minimum=0.0),
+            "resistance": Key("floats", 3.0, length="nact", scalar_ok=True, positive=True),
+            "inductance": Key("floats", 1e-3, length="nact", scalar_ok=True, positive=True),
+            "torque_constant": Key("floats", 3.0, length="nact", scalar_ok=True, positive=True),
+            "back_emf_constant": Key("floats", 0.1, length="nact", scalar_ok=True, minimum=0.0),
+            "viscous_friction": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0),
+            "gear_ratio": Key("floats", 10.0, length="nact", scalar_ok=True, positive=True),
+        },
+    },
+    "input": {
+        "voltage": Key("floats", None, length="nact", scalar_ok=True, doc="constant motor voltages, V"),
+        "torque": Key("floats", None, length="nact", scalar_ok=True, doc="constant joint torques, N m"),
+    },
+    "controller": {
+        "type": Key("str", "open_loop",
+                    doc="a registered controller (entry-point group hilrig.controllers): "
+                        "open_loop, pd, feedforward (computed-torque feed-forward from the "
+                        "model's inverse dynamics plus PD on the error, serial arms), or a "
+                        "package's own"),
+        "law": Key("str", None,
+                   doc="the user's own law, 'package.module:function' "
+                       "(controllers/interface.py: law(t, pos, vel, cur, params, state, u)); "
+                       "replaces controller.type"),
+        "params": Key("floats", [], doc="controller.law's params array"),
+        "state_size": Key("int", 0, minimum=0,
+                          doc="length of controller.law's state array (zeros at the start)"),
+        "output": Key("str", None, choices=("voltage", "torque"),
+                      doc="what the law computes; on a voltage-driven plant torque goes to "
+                          "volts by controller.torque_to_voltage"),
+    },
+    "loop": {
+        "overrun": Key("str", "skip", choices=("skip", "catch_up", "stop"),
+                       doc="after a missed deadline: skip the missed ticks, run them "
+                           "back to back, or stop safely after max_overruns"),
+        "max_overruns": Key("int", 10, minimum=1, doc="overruns before a 'stop' policy stops"),
+        "spin": Key("float", 5e-4, minimum=0.0,
+                    doc="busy-wait this long before each deadline (sleep until then), s; at "
+                        "most half the period, so that SCHED_FIFO is never throttled"),
+        "rehearse": Key("float", 3e-5, minimum=0.0,
+                        doc="this long before each deadline, inside the spin, run the tick's "
+                            "arithmetic once on scratch copies, so that the real tick finds "
+                            "its code and data in cache, s (0: off)"),
+        "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
+        "fifo_priority": Key("int", 80, minimum=0,
+                             doc="SCHED_FIFO priority of the loop thread (0: normal scheduling); "
+                                 "refused without root or CAP_SYS_NICE, and reported"),
+        "gc_freeze": Key("bool", True, doc="gc.freeze() and disable the collector while running"),
+        "correction": Key("str", "worker", choices=("inline", "worker"),
+                          doc="3RRR constraint correction in real time: in the tick (inline) or "
+                              "in a worker thread off the critical path; --fast runs inline"),
+        "worker_poll": Key("float", 1e-4, positive=True,
+                           doc="the correction worker's sleep between checks, s"),
+    },
+    "safety": {
+        "max_command": Key("floats", None, length="nact", scalar_ok=True, positive=True,
+                           infinite_ok=True,
+                           doc="clamp |u| per axis (V or N m); unset: the drives' range "
+                               "(emulator.supply_voltage or emulator.max_torque); inf: "
+                               "no clamp (warned)"),
+        "max_slew": Key("floats", None, length="nact", scalar_ok=True, positive=True,
+                        infinite_ok=True,
+                        doc="clamp the change of u per second (V/s or N m/s), per tick of "
+                            "the controller and of the emulator; unset or inf: none"),
+        "watchdog_ticks": Key("int", 10, minimum=1,
+                              doc="links: no fresh measurement for this many ticks -> safe stop"),
+    },
+    "link": {
+        "type": Key("str", "inprocess",
+                    doc="a registered link (entry-point group hilrig.links): inprocess (this "
+                        "process), zmq (the ZeroMQ emulator), canopen or serial (drives), or "
+                        "a package's own; its own keys are the table [link.TYPE]"),
+        "endpoint": Key("str", "ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator"),
+        "timeout": Key("float", 0.1, positive=True,
+                       doc="no measurement for this long: the link is lost, s"),
+        "first_measurement_timeout": Key("float", 1.0, positive=True,
+                                         doc="the first tick waits this long for the link's "
+                                             "first valid measurement (commands held at "
+                                             "zero until then), s"),
+    },
+    "emulator": {
+        "mode": Key("str", "free", choices=("free", "lockstep"),
+                    doc="free: keeps real time, holds the latest command; lockstep: one step "
+                        "per command"),
+        "command_timeout": Key("float", 0.02, positive=True,
+                               doc="free mode: a command older than this puts the plant in its "
+                                   "safe state (zero input), s"),
+        "supply_voltage": Key("float", 48.0, positive=True,
+                              doc="the emulated drives' supply: a voltage command is saturated "
+                                  "at +-this, V"),
+        "max_torque": Key("float", 1000.0, positive=True,
+                          doc="the emulated drives' peak joint torque: a torque command is "
+                              "saturated at +-this, N m"),
+        "canopen": {   # the emulated CiA 402 drives (devices/cia402_drive.py)
+            "latency": Key("float", 0.0, minimum=0.0,
+                           doc="the drives send their TPDOs this long after SYNC, s"),
+            "position_noise": Key("float", 0.0, minimum=0.0,
+                                  doc="std of Gaussian noise on the position, rad at the joint"),
+            "velocity_noise": Key("float", 0.0, minimum=0.0,
+                                  doc="std of Gaussian noise on the velocity, rad/s at the joint"),
+            "current_noise": Key("float", 0.0, minimum=0.0, doc="std of current noise, A"),
+            "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
+            "supply_voltage": Key("float", 48.0, positive=True,
+                                  doc="the current loop's voltage is clamped to +-this, V"),
+            "i2t_time": Key("float", 0.0, minimum=0.0,
+                            doc="I2t protection: fault 0x2310 when the integral of i^2 - "
+                                "i_rated^2 exceeds i_rated^2 * i2t_time (0: off), s"),
+            "event_timer": Key("float", 0.01, minimum=0.001,
+                               doc="event timer of the drives' default (event-driven) "
+                                   "TPDOs, s (at most 65.535); the EDS carries it"),
+        },
+        "serial": {  # the emulated packet-serial drives (devices/roboclaw_drive.py)
+            "battery_voltage": Key("float", 24.0, positive=True,
+                                   doc="main battery, V: motor voltage = duty x battery"),
+            "latency": Key("float", 0.0, minimum=0.0,
+                           doc="a request is executed and answered this long after its last "
+                               "byte arrived, s"),
+            "position_noise": Key("float", 0.0, minimum=0.0,
+                                  doc="std of the noise on encoder counts, counts"),
+            "speed_noise": Key("float", 0.0, minimum=0.0,
+                               doc="std of the noise on encoder speeds, counts/s"),
+            "current_noise": Key("float", 0.0, minimum=0.0,
+                                 doc="std of the noise on motor currents, A"),
+            "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
+        },
+    },
+    "analyze": {   # hil analyze (analysis.modal)
+        "actuator_stiffness": Key("floats", 1e4, length="nact", scalar_ok=True, positive=True,
+                                  doc="3RRR: angular stiffness of each actuator about its "
+                                      "q0 angle, N m/rad (illustrative default)"),
+        "wrench": Key("floats", [0.0, 0.0, 0.0], length=3,
+                      doc="3RRR: external wrench on the platform, F_x, F_y (N), M_z (N m)"),
+        "grid": Key("int", 50, minimum=2, doc="points per side of the stiffness maps"),
+    },
+    "faults": {
+        "jam": {  # a table, or a list of tables
+            "joint": Key("int", required=True, doc="1-based joint"),
+            "t1": Key("float", required=True, minimum=0.0, doc="jam start, s"),
+            "duration": Key("float", 0.1, minimum=0.0, doc="jamming phase dt, s"),
+        },
+    },
+}
+
+
+
+
+
+# -- loading ----------------------------------------------------------------------
+
+def load(config: str | Path, overrides: list[str] = ()) -> Config:
+    """Read a TOML config, apply ``key=value`` overrides, validate, fill defaults: the
+    typed resolved config.
+
+    ``config`` is a file, or the name of a built-in config (``hil configs``) when no
+    file of that name exists.
+    """
+    path = locate(config)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    for item in overrides:
+        apply_override(raw, item)
+    return resolve(raw)
+
+
+def locate(config: str | Path) -> Path | Traversable:
+    """The file a config argument names: the path if it exists, else the built-in config of
+    that name; ConfigError naming the closest built-in configs if neither exists."""
+    path = Path(config)
+    if path.exists():
+        return path
+    builtin = builtin_configs.find(str(config))
+    if builtin is not None:
+        return builtin
+    raise ConfigError(f"config not found: {config} is neither a file nor a built-in config; "
+                      f"{builtin_configs.suggestion(str(config))}")
+
+
+def parse_value(text: str) -> Any:
+    """A TOML value (number, bool, list, quoted string), or a bare word as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """Apply one ``dotted.key=value`` to the raw (unvalidated) config in place.
+
+    A table of a list of tables is named by its 0-based index, ``faults.jam[1].t1=3.0``;
+    the index one past the last appends a table, and a single table counts as a list of one.
+    """
+    if "=" not in item:
+        raise ConfigError(f"--set expects key=value, got {item!r}")
+    dotted, text = item.split("=", 1)
+    apply_value(raw, dotted.strip(), parse_value(text.strip()))
+
+
+def apply_value(raw: dict, dotted: str, value: Any) -> None:
+    """Set the key ``dotted`` (as in apply_override) of the raw config to ``value``, a TOML
+    value (what parse_value returns) that is not validated here."""
+    parts = dotted.split(".")
+    if INDEXED.fullmatch(parts[-1]):
+        raise ConfigError(f"--set {dotted}: an index names a table of a list of tables, "
+                          "not a value")
+    node = raw
+    for depth, part in enumerate(parts[:-1]):
+        indexed = INDEXED.fullmatch(part)
+        if indexed:
+            child = _listed_table(node, indexed[1], int(indexed[2]), dotted,
+                                  ".".join(parts[:depth] + [indexed[1]]))
+        else:
+            child = node.setdefault(part, {})
+        if isinstance(child, list):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a list of "
+                              f"tables in this config; name one by its index, "
+                              f"{'.'.join(parts[:depth + 1])}[0].{'.'.join(parts[depth + 1:])}")
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted}: '{'.'.join(parts[:depth + 1])}' is a value, "
+                              "not a table")
+        node = child
+    node[parts[-1]] = value
+
+
+OFFLINE_ONLY = ("position_noise", "velocity_noise", "command_latency")   # sim.* keys
+
+
+def refuse_offline_only(cfg: Config, command: str) -> None:
+    """ConfigError if ``cfg`` sets a measurement noise or command latency, which only the
+    offline runs (rt.sim) model, for ``hil COMMAND``, whose noise and latency are its
+    link's."""
+    for key in OFFLINE_ONLY:
+        if getattr(cfg.sim, key) != 0.0:
+            raise ConfigError(f"sim.{key}: modelled by the offline runs only (hil sim, hil "
+                              f"campaign); `hil {command}` measures through its link, whose "
+                              "emulator has its own noise and latency keys")
+
+
+INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]")
+
+
+def _listed_table(node: dict, name: str, index: int, dotted: str, where: str) -> dict:
+    """Table ``index`` of the list of tables ``node[name]`` (a single table is a list of one;
+    the index one past the end appends an empty table)."""
+    items = node.get(name, [])
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise ConfigError(f"--set {dotted}: '{where}' is a value, not a list of tables")
+    if index > len(items):
+        names = f"index 0..{len(items) - 1} names one, " if items else ""
+        raise ConfigError(f"--set {dotted}: '{where}' has {len(items)} table(s); "
+                          f"{names}{len(items)} appends one")
+    if index == len(items):
+        items.append({})
+    node[name] = items
+    return items[index]
+
+
+# -- validation -------------------------------------------------------------------
+
+def resolve(raw: dict) -> Config:
+    """Validate a raw config and return it with every default filled in, typed by the
+    declarations that validated it (its plant model's and links' keys included)."""
+    raw = copied(raw)
+    frame = frame_of(raw)
+    out = check_table(raw, frame.schema, "", frame.sizes)
+    complete(out, frame, isinstance(raw.get("faults", {}).get("jam"), list))
+    return typed(out, frame.schema)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What a raw config's validation follows: its plant model, the declarations of its
+    keys (SCHEMA with the model's, the controller type's and the links' own), its sizes
+    (nq, nact) and the links whose tables it has."""
+
+    model: PlantModel
+    schema: dict
+    sizes: dict
+    links: dict
+
+
+def frame_of(raw: dict) -> Frame:
+    """The Frame of a raw config, from its plant.model, controller.type and link tables."""
+    plant_raw = raw.get("plant", {})
+    if not isinstance(plant_raw, dict):
+        raise ConfigError("plant: expected a table")
+    model = plant_raw.get("model")
+    if model is None or not isinstance(model, str):
+        known = ", ".join(repr(name) for name in sorted(registered(PLANT_MODELS)))
+        if model is None:
+            raise ConfigError(f"plant.model: missing (one of {known}, or 'package.module:MODEL')")
+        raise ConfigError(f"plant.model: must be one of {known} or 'package.module:MODEL', "
+                          f"got {model!r}")
+    spec = plant_model(model)
+    # the tables this config extends are copied, the declarations (frozen Keys) shared
+    schema = dict(SCHEMA, plant={**SCHEMA["plant"], **spec.keys},
+                  controller=dict(SCHEMA["controller"]), link=dict(SCHEMA["link"]))
+    nq, nact = spec.sizes(plant_raw)
+    controller = raw.get("controller", {})
+    kind = controller.get("type", SCHEMA["controller"]["type"].default) \
+        if isinstance(controller, dict) else None
+    if not isinstance(kind, str):
+        raise ConfigError(f"controller.type: expected a string, got {kind!r}")
+    schema["controller"].update(controller_spec(kind).keys)
+    links_used = _link_specs(raw)
+    for name, link in links_used.items():
+        if link.keys:
+            schema["link"][name] = link.keys
+    return Frame(spec, schema, {"nq": nq, "nact": nact}, links_used)
+
+
+def complete(out: dict, frame: Frame, listed: bool) -> None:
+    """The rules across keys of a config whose tables ``check_table`` checked (``out``,
+    completed in place): jams, the model's defaults (plant.drive, q0, qd0,
+    controller.output), the links' checks and the consistency of the whole. ``listed``:
+    faults.jam was a list of tables (its messages name the index)."""
+    _check_jams(out, frame.sizes, listed, frame.model)
+    _fill_model_defaults(out, frame.sizes, frame.model)
+    for link in frame.links.values():
+        if link.check is not None:
+            link.check(out, frame.sizes)
+    _check_consistency(out, frame.sizes)
+
+
+def copied(tree: Any) -> Any:
+    """A copy of a TOML tree: its tables and lists copied, its leaves (immutable) shared;
+    a few times faster than copy.deepcopy."""
+    if isinstance(tree, dict):
+        return {key: copied(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [copied(value) for value in tree]
+    return tree
+
+
+def _link_specs(raw: dict) -> dict:
+    """The LinkSpecs whose tables this config has: link.type's (default inprocess) and
+    every [link.NAME] table of a registered link (another table is an unknown key)."""
+    link = raw.get("link", {})
+    if not isinstance(link, dict):
+        raise ConfigError("link: expected a table")
+    selected = link.get("type", SCHEMA["link"]["type"].default)
+    if not isinstance(selected, str):
+        raise ConfigError(f"link.type: expected a string, got {selected!r}")
+    names = {selected} | {name for name, value in link.items()
+                          if isinstance(value, dict) and name in links()}
+    return {name: link_spec(name) for name in sorted(names)}
+
+
+def check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
+    """The raw table checked against its declarations (``schema``), every default filled
+    in; ConfigError naming the first bad key (``prefix`` + its name)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a table")
+    for key in raw:
+        if key not in schema:
+            hint = difflib.get_close_matches(key, list(schema), n=1)
+            extra = f" (did you mean '{prefix}{hint[0]}'?)" if hint else \
+                f" (known: {', '.join(sorted(schema))})"
+            raise ConfigError(f"unknown key '{prefix}{key}'{extra}")
+    out: dict = {}
+    for key, spec in schema.items():
+        name = prefix + key
+        if isinstance(spec, dict):
+            if key == "jam":
+                value = raw.get(key, [])
+                items = value if isinstance(value, list) else [value]
+                out[key] = [check_table(item, spec, f"{name}[{i}]." if isinstance(value, list)
+                                         else f"{name}.", sizes) for i, item in enumerate(items)]
+            else:
+                out[key] = check_table(raw.get(key, {}), spec, name + ".", sizes)
+        else:
+            out[key] = check_value(raw[key], spec, name, sizes) if key in raw else \
+                _default(spec, name, sizes)
+    return out
+
+
+def _default(spec: Key, name: str, sizes: dict) -> Any:
+    if spec.required:
+        raise ConfigError(f"{name}: missing ({spec.doc or spec.kind})")
+    if spec.default is None:
+        return None
+    return check_value(spec.default, spec, name, sizes)
+
+
+def check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
+    """A raw value checked against its declaration (``spec``; lists of ``spec.length``
+    given by ``sizes``), as the resolved config holds it; ConfigError naming ``name``."""
+    kind = spec.kind
+    if kind == "ints":
+        length = sizes.get(spec.length, spec.length)
+        if not isinstance(value, list) or len(value) != length:
+            raise ConfigError(f"{name}: expected a list of {length} integers, got {value!r}")
+        for i, v in enumerate(value):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{name}[{i}]: expected an integer, got {v!r}")
+        return list(value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected a string, got {value!r}")
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(f"{name}: must be one of {list(spec.choices)}, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(f"{name}: must be one of {list(spec.choices)}, got {value!r}")
+        _check_range(float(value), spec, name)
+        return value
+    if kind == "float":
+        return _number(value, spec, name)
+    if kind == "pairs":
+        return _pairs(value, spec, name, sizes)
+    # floats: a list of numbers
+    length = sizes.get(spec.length, spec.length) if isinstance(spec.length, str) else spec.length
+    if not isinstance(value, list):
+        if spec.scalar_ok and length is not None:
+            value = [value] * length
+        else:
+            raise ConfigError(f"{name}: expected a list of numbers"
+                              + (f" of length {length}" if length else "") + f", got {value!r}")
+    if length is not None and len(value) != length:
+        what = {"nq": "one per coordinate", "nact": "one per actuated joint"}.get(spec.length, "")
+        raise ConfigError(f"{name}: expected {length} values ({what}), got {len(value)}"
+                          if what else f"{name}: expected {length} values, got {len(value)}")
+    return [_number(v, spec, f"{name}[{i}]") for i, v in enumerate(value)]
+
+
+def _pairs(value: Any, spec: Key, name: str, sizes: dict) -> list:
+    """A list of [int, int] pairs, one per entry of ``spec.length``."""
+    length = sizes.get(spec.length, spec.length)
+    if not isinstance(value, list):
+        raise ConfigError(f"{name}: expected a list of [int, int] pairs, got {value!r}")
+    if length is not None and len(value) != length:
+        raise ConfigError(f"{name}: expected {length} pairs (one per actuated joint), "
+                          f"got {len(value)}")
+    for i, pair in enumerate(value):
+        if (not isinstance(pair, list) or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) for v in pair)):
+            raise ConfigError(f"{name}[{i}]: expected a pair of integers, got {pair!r}")
+    return [list(pair) for pair in value]
+
+
+def _number(value: Any, spec: Key, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name}: expected a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) and not (spec.infinite_ok and value == math.inf):
+        raise ConfigError(f"{name}: must be finite, got {value}")
+    _check_range(value, spec, name)
+    return value
+
+
+def _check_range(value: float, spec: Key, name: str) -> None:
+    if spec.positive and value <= 0.0:
+        raise ConfigError(f"{name}: must be > 0, got {value}")
+    if spec.minimum is not None and value < spec.minimum:
+        raise ConfigError(f"{name}: must be >= {spec.minimum}, got {value}")
+
+
+def _check_jams(cfg: dict, sizes: dict, listed: bool, spec: PlantModel) -> None:
+    for i, jam in enumerate(cfg["faults"]["jam"]):
+        name = f"faults.jam[{i}]" if listed else "faults.jam"
+        error = jam_duration_error(jam["duration"])
+        if error is not None:
+            raise ConfigError(f"{name}.duration: {error}")
+        if not 1 <= jam["joint"] <= sizes["nact"]:
+            raise ConfigError(f"{name}.joint: must be 1..{sizes['nact']}, got {jam['joint']}")
+    if cfg["faults"]["jam"] and not spec.jams:
+        raise ConfigError(f"faults.jam: jams are modelled for chains (serial arms, a user's "
+                          f"chain), not for plant.model = {cfg['plant']['model']!r}")
+
+
+def _fill_model_defaults(cfg: dict, sizes: dict, spec: PlantModel) -> None:
+    plant = cfg["plant"]
+    if plant["drive"] is None:
+        plant["drive"] = spec.default_drive
+    if plant["q0"] is None:
+        plant["q0"] = [0.0] * sizes["nq"]
+    if plant["qd0"] is None:
+        plant["qd0"] = [0.0] * sizes["nq"]
+    ctrl = cfg["controller"]
+    if ctrl["output"] is None:
+        torque_link = link_spec(cfg["link"]["type"]).command_unit == "N m"
+        ctrl["output"] = "torque" if plant["drive"] == "torque" or torque_link else "voltage"
+
+
+def _check_consistency(cfg: dict, sizes: dict) -> None:
+    plant, ctrl, inp, sim = cfg["plant"], cfg["controller"], cfg["input"], cfg["sim"]
+    steps = sim["duration"] / sim["dt"]
+    if steps < 1.0 - 1e-9 or abs(steps - round(steps)) > 1e-6:
+        raise ConfigError(f"sim.duration: {sim['duration']} s is not a whole number of steps of "
+                          f"sim.dt = {sim['dt']} s")
+    _check_run_length(steps, sizes, sim)
+    latency = sim["command_latency"] / sim["dt"]
+    if abs(latency - round(latency)) > 1e-6:
+        raise ConfigError(f"sim.command_latency: {sim['command_latency']} s is not a whole "
+                          f"number of steps of sim.dt = {sim['dt']} s")
+    if sim["integrator"] == "accurate":
+        for key in ("position_noise", "velocity_noise", "command_latency"):
+            if sim[key] != 0.0:
+                raise ConfigError(f"sim.{key}: modelled by the fixed-step runs only "
+                                  "(sim.integrator = 'rk4' or 'euler'), not 'accurate'")
+    voltage_driven = plant["drive"] != "torque"
+    if link_spec(cfg["link"]["type"]).command_unit == "N m":
+        voltage_driven = False   # the drives take torques, whatever drives the plant
+    if voltage_driven and inp["torque"] is not None:
+        raise ConfigError("input.torque: the plant is voltage-driven (plant.drive = "
+                          f"{plant['drive']!r}); give input.voltage instead")
+    if not voltage_driven and inp["voltage"] is not None:
+        raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
+                          "give input.torque or set plant.drive = 'voltage'")
+    _check_controller(ctrl, voltage_driven)
+    check = controller_spec(ctrl["type"]).check
+    if ctrl["law"] is None and check is not None:
+        check(cfg, voltage_driven)
+    if cfg["loop"]["fifo_priority"] > 99:
+        raise ConfigError(f"loop.fifo_priority: SCHED_FIFO priorities are 1..99 (0: off), got "
+                          f"{cfg['loop']['fifo_priority']}")
+    if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
+        raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
+                          "fixed-step run holds the command over each step)")
+    if cfg["sim"]["integrator"] == "rosenbrock" and (plant["model"] == "rrr3"
+                                                      or plant["drive"] == "voltage_full"):
+        raise ConfigError("sim.integrator: 'rosenbrock' steps chains and serial arms without "
+                          "current states (not plant.model = 'rrr3' nor plant.drive = "
+                          "'voltage_full'); use 'rk4' or 'accurate'")
+    if plant["drive"] == "voltage_full" and cfg["sim"]["integrator"] != "accurate":
+        tau = min(l / r for l, r in zip(plant["motor"]["inductance"], plant["motor"]["resistance"]))
+        if cfg["sim"]["dt"] > 2.5 * tau:
+            raise ConfigError(f"sim.dt: {cfg['sim']['dt']} s is too long for the full motor "
+                              f"model (electrical time constant L_a/R_a = {tau:.3g} s; a fixed "
+                              "step must stay below about 2.5 L_a/R_a). Use plant.drive = "
+                              "'voltage' (L_a di/dt = 0), a smaller sim.dt, or "
+                              "sim.integrator = 'accurate'")
+
+
+# what a run keeps per tick, in float64 values besides the state: command, currents,
+# diagnostics, time and the real-time loop's timing records
+VALUES_PER_TICK = 16
+
+
+@lru_cache(maxsize=1)
+def memory_bytes() -> int:
+    """This machine's physical memory, bytes (0 if the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _check_run_length(steps: float, sizes: dict, sim: dict) -> None:
+    """A run's per-tick records (hil sim's rows, hil run's timing) must fit in memory."""
+    per_tick = 8 * (2 * sizes["nq"] + 3 * sizes["nact"] + VALUES_PER_TICK)
+    memory = memory_bytes()
+    if memory and steps * per_tick > memory / 2:
+        raise ConfigError(
+            f"sim.duration / sim.dt: {sim['duration']:g} s in steps of {sim['dt']:g} s is "
+            f"{steps:.3g} ticks, whose records ({per_tick} bytes each, {steps * per_tick / 1e9:.3g}"
+            f" GB) do not fit in half of this machine's memory ({memory / 1e9:.3g} GB); "
+            "shorten sim.duration or lengthen sim.dt")
+
+
+def _check_controller(ctrl: dict, voltage_driven: bool) -> None:
+    """controller.law stands alone: no controller.type beside it."""
+    if ctrl["law"] is None:
+        if ctrl["params"] or ctrl["state_size"]:
+            raise ConfigError("controller.params: only for a law named by controller.law")
+        return
+    if ctrl["type"] != "open_loop":
+        raise ConfigError(f"controller.law: give controller.law or controller.type, not both "
+                          f"(controller.type = {ctrl['type']!r})")
+    if ctrl["output"] == ("torque" if voltage_driven else "voltage"):
+        raise ConfigError("controller.output: a law named by controller.law writes what the "
+                          f"link takes ({'V' if voltage_driven else 'N m'}); leave "
+                          "controller.output unset")
+
+
