@@ -1,4 +1,4 @@
-"""The plot of a flexible-chain drop (rt.contact_sim's arrays): the contact points'
+"""The plot of a flexible-chain drop (plant.flex_chain.offline's arrays): the contact points'
 heights with the onsets marked, the contact forces, the energy books, and a frame strip
 of the fall."""
 from __future__ import annotations

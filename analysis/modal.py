@@ -26,15 +26,11 @@ and the translational stiffness (smallest eigenvalue of K_x's x, y block), drawn
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant import stiffness as rrr3_stiffness
-from hilrig.plant.builtin_models import rrr3_params
-from hilrig.plant.factory import motor_params, plant_from_config
-from hilrig.plant.layout import MODEL_RRR3
+from hilrig.plant.factory import plant_from_config, plant_model
 from hilrig.plant.rosenbrock import generalised_force
 from hilrig.schema import Config
 from scipy.linalg import eigh
@@ -87,54 +83,11 @@ def chain_modes(cfg: Config) -> dict:
     return out
 
 
-def _rrr3_setup(cfg: Config):
-    geo = rrr3_params(cfg)
-    mass = np.array(geo.mass_diag, dtype=float)
-    if cfg.plant.drive != "torque":
-        m = motor_params(cfg)
-        mass[:3] += m.gear_ratio ** 2 * m.rotor_inertia
-    a = cfg.analyze
-    k_act = np.broadcast_to(np.asarray(a.actuator_stiffness, dtype=float), (3,)).copy()
-    return geo, mass, k_act, np.array(cfg.plant.q0, dtype=float)
-
-
-def rrr3_modes(cfg: Config) -> dict:
-    """The 3RRR's stiffness, task-space mass and modes at q0 under analyze.wrench."""
-    geo, mass, k_act, q0 = _rrr3_setup(cfg)
-    wrench = np.array(cfg.analyze.wrench, dtype=float)
-    q, lam = rrr3_stiffness.equilibrium(geo, k_act, q0[:3], wrench, q0)
-    s = rrr3_stiffness.pose_stiffness(geo, k_act, mass, q, lam)
-    return {"model": "rrr3", "q": q.tolist(), "wrench": wrench.tolist(),
-            "actuator_stiffness": k_act.tolist(), "multipliers": lam.tolist(),
-            "jacobian": s.jacobian.tolist(), "stiffness": s.stiffness.tolist(),
-            "compliance": s.compliance.tolist(), "task_mass": s.mass.tolist(),
-            "omega": s.omega.tolist(), "hz": (s.omega / (2 * np.pi)).tolist(),
-            "directions": s.modes.T.tolist()}
-
-
 def modes(cfg: Config) -> dict:
-    """``hil analyze modes``: the 3RRR's figures, or a chain's mounted and clamped modes."""
-    if cfg.plant.model == "rrr3":
-        return rrr3_modes(cfg)
-    plant = plant_from_config(cfg)
-    if plant.model == MODEL_RRR3:
-        raise ConfigError("plant.model: hil analyze covers chains, serial arms and the 3RRR")
-    return chain_modes(cfg)
-
-
-def stiffness_map(cfg: Config) -> dict:
-    """The workspace maps of the 3RRR (lowest frequency, translational stiffness) and the
-    time they took (s)."""
-    geo, mass, k_act, q0 = _rrr3_setup(cfg)
-    n = cfg.analyze.grid
-    xs = np.linspace(geo.base[:, 0].min(), geo.base[:, 0].max(), n)
-    ys = np.linspace(geo.base[:, 1].min(), geo.base[:, 1].max(), n)
-    elbows = rrr3_stiffness.elbow_signs(geo, q0)
-    started = time.perf_counter()
-    omega, trans = rrr3_stiffness.grid(geo, k_act, mass, xs, ys, q0[5], elbows)
-    seconds = time.perf_counter() - started
-    return {"x": xs, "y": ys, "omega": omega, "stiffness": trans, "seconds": seconds,
-            "elbows": elbows, "phi": q0[5], "base": geo.base, "pose": q0[3:5]}
+    """``hil analyze modes``: the model's own stiffness analysis where it has one
+    (PlantModel.analyses["stiffness"]), else a chain's mounted and clamped modes."""
+    own = plant_model(cfg.plant.model).analyses.get("stiffness")
+    return own(cfg) if own is not None else chain_modes(cfg)
 
 
 def draw_map(result: dict, out: Path, title: str) -> None:
@@ -167,7 +120,7 @@ def draw_map(result: dict, out: Path, title: str) -> None:
 def format_modes(result: dict) -> str:
     """The text report of ``modes`` (JSON with --json)."""
     lines = [f"{result['model']} at q = {np.round(result['q'], 6).tolist()}"]
-    if result["model"] == "rrr3":
+    if "stiffness" in result:     # a model's own stiffness analysis
         lines.append(f"wrench {result['wrench']} (N, N, N m), actuator stiffness "
                      f"{result['actuator_stiffness']} N m/rad")
         for name, unit in (("stiffness", "K_x (x_C, y_C, phi)"),
@@ -198,13 +151,14 @@ def run_modes(cfg: Config, as_json: bool) -> str:
 def run_stiffness(cfg: Config, as_json: bool, draw: bool, out: Path | None,
                   name: str) -> str:
     """``hil analyze stiffness``: the pose's figures, and with ``draw`` the maps."""
-    if cfg.plant.model != "rrr3":
-        raise ConfigError("hil analyze stiffness: the Cartesian stiffness is for the 3RRR "
-                          "(plant.model = 'rrr3'); use hil analyze modes for a chain")
-    result = rrr3_modes(cfg)
+    analyses = plant_model(cfg.plant.model).analyses
+    if "stiffness" not in analyses:
+        raise ConfigError(f"hil analyze stiffness: plant.model = {cfg.plant.model!r} has no "
+                          "Cartesian stiffness analysis of its own; use hil analyze modes")
+    result = analyses["stiffness"](cfg)
     text = format_modes(result)
     if draw:
-        maps = stiffness_map(cfg)
+        maps = analyses["stiffness_map"](cfg)
         path = Path(out) if out else Path("runs") / f"{name}_stiffness_map.png"
         draw_map(maps, path, name)
         lowest = np.nanmin(maps["omega"]) / (2 * np.pi)

@@ -10,46 +10,32 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from hilrig.errors import ConfigError  # noqa: E402
+from hilrig.plant.factory import plant_model  # noqa: E402
 
 # the groups plot_log draws
 LOG_GROUPS = ("t", "q", "u", "lateness", "compute_tick")
 
 
 def plot_run(arrays: dict, path: str) -> None:
-    """Draw joint angles (jam instants marked), inputs, and the model's diagnostics to ``path``."""
-    if "points" in arrays:   # a chain on the ground (rt.contact_sim): its own plot
+    """Draw coordinates (jam instants marked), inputs and the model's diagnostics
+    (PlantModel.diagnostics: the first, then the others) to ``path``."""
+    if "points" in arrays:   # a chain on the ground (plant.flex_chain.offline): its own plot
         from hilrig.analysis.contact_plot import plot_contact_run
         plot_contact_run(arrays, path)
         return
     meta = json.loads(str(arrays["meta"]))
     t = arrays["t"]
-    rrr3 = meta["plant"]["model"] == "rrr3"
-    fig, axes = plt.subplots(3, 1, figsize=(9, 10), sharex=True)
-    _coordinates(axes[0], t, arrays["q"], rrr3)
+    model = _model_of(meta)
+    names = model.diagnostic_names() if model is not None else ()
+    fig, axes = plt.subplots(4, 1, figsize=(9, 12), sharex=True)
+    _coordinates(axes[0], t, arrays["q"], model)
     axes[0].set_title(_title(meta))
     _mark_jams(axes, arrays.get("jam_events", np.zeros((0, 3))))
-    ax = axes[1]
-    if rrr3:
-        ax.plot(t, arrays["det_phi_theta"], label="det Φθ")
-        ax.plot(t, arrays["det_phi_x"], label="det Φx")
-        ax.axhline(0.0, color="k", lw=0.5)
-        ax.set_ylabel("determinants")
-    elif np.isfinite(arrays["com"]).any():
-        ax.plot(t, arrays["com"][:, 0], label="x_C (down) [m]")
-        ax.plot(t, arrays["com"][:, 1], label="y_C [m]")
-        ax.set_ylabel("centre of mass")
-    else:   # a user's chain reports its energy, not a centre of mass
-        ax.plot(t, arrays["energy"], label="T + V [J]")
-        ax.set_ylabel("mechanical energy")
-    ax.legend(fontsize=8)
-    ax = axes[2]
-    if rrr3:
-        ax.semilogy(t, np.maximum(arrays["residual"], 1e-18), label="max |f_i| [m²]")
-        ax.set_ylabel("constraint residual")
-        ax.legend(fontsize=8)
-    else:
-        _inputs(ax, t, arrays["u"], meta)
-    ax.set_xlabel("t [s]")
+    _inputs(axes[1], t, arrays["u"], meta)
+    for ax, group in zip(axes[2:], (names[:1], names[1:])):
+        _diagnostics(ax, t, arrays, group)
+    axes[3].set_xlabel("t [s]")
     _save(fig, path)
 
 
@@ -66,7 +52,7 @@ def plot_log(arrays: dict, events: list, path: str) -> None:
     axes = fig.subplots(4, 1)
     for ax in axes[1:3]:
         ax.sharex(axes[0])
-    _coordinates(axes[0], t, arrays["q"], meta["plant"]["model"] == "rrr3")
+    _coordinates(axes[0], t, arrays["q"], _model_of(meta))
     axes[0].set_title(_title(meta))
     _inputs(axes[1], t, arrays["u"], meta)
     ax = axes[2]
@@ -89,13 +75,39 @@ def plot_log(arrays: dict, events: list, path: str) -> None:
     _save(fig, path)
 
 
-def _coordinates(ax, t, q, rrr3: bool) -> None:
-    names = ["θ1", "θ2", "θ3", "x_C", "y_C", "φ"] if rrr3 else \
-        [f"q{i + 1}" for i in range(q.shape[1])]
-    for i, name in enumerate(names):
-        ax.plot(t, q[:, i], label=name + (" [m]" if name in ("x_C", "y_C") else " [rad]"))
+def _model_of(meta: dict):
+    """The PlantModel a run's resolved config names, or None where it cannot be loaded
+    here (a user's model not on this machine's path): the plots then use plain labels."""
+    try:
+        return plant_model(meta["plant"]["model"])
+    except ConfigError:
+        return None
+
+
+def _coordinates(ax, t, q, model) -> None:
+    nq = q.shape[1]
+    labels = model.coordinate_labels(nq) if model is not None else \
+        tuple((f"q{i + 1}", "rad") for i in range(nq))
+    for i, (name, unit) in enumerate(labels):
+        ax.plot(t, q[:, i], label=f"{name} [{unit}]")
     ax.set_ylabel("coordinates")
     ax.legend(ncol=3, fontsize=8)
+
+
+def _diagnostics(ax, t, arrays: dict, names) -> None:
+    """The diagnostics ``names`` of a run (a group of width n: n lines), all-NaN ones left out."""
+    drawn = False
+    for name in names:
+        values = np.asarray(arrays.get(name, np.zeros(0)))
+        columns = values.reshape(len(t), -1) if values.size else values.reshape(0, 0)
+        for k in range(columns.shape[1]):
+            if np.isfinite(columns[:, k]).any():
+                label = name if columns.shape[1] == 1 else f"{name}[{k}]"
+                ax.plot(t, columns[:, k], label=label)
+                drawn = True
+    if drawn:
+        ax.set_ylabel("diagnostics")
+        ax.legend(fontsize=8)
 
 
 def _inputs(ax, t, u, meta: dict) -> None:
@@ -140,6 +152,6 @@ def _title(meta: dict) -> str:
     plant, ctrl = meta["plant"], meta["controller"]
     law = "open loop" if ctrl["type"] == "open_loop" else \
         f"PD (kp={ctrl['kp'][0]:g}, kd={ctrl['kd'][0]:g}, output={ctrl['output']})"
-    extra = f", {plant['correction']}" if plant["model"] == "rrr3" else ""
+    extra = f", {plant['correction']}" if "correction" in plant else ""
     return f"{plant['model']} ({plant['drive']}-driven), {law}, {meta['sim']['integrator']}" \
            f" dt={meta['sim']['dt']:g}s{extra}"

@@ -35,6 +35,7 @@ from mcap.writer import Writer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hilrig.settings.config import load  # noqa: E402
+from hilrig.plant.builtin_models import RRR3  # noqa: E402
 from hilrig.rt.sim import simulate  # noqa: E402
 from hilrig.schema import Config  # noqa: E402
 from hilrig.telemetry import recorder as telemetry  # noqa: E402
@@ -57,13 +58,13 @@ def rows_of_a_run(dt: float, seconds: float) -> tuple[np.ndarray, dict]:
               "compute_write": rng.gamma(4.0, 2e-6, n)}
     timing["compute_tick"] = timing["compute_read"] + timing["compute_control"] \
         + timing["compute_write"]
-    groups = run_groups("rrr3", 6, 3, cfg.plant.drive)
+    groups = run_groups(RRR3.diagnostics, 6, 3, cfg.plant.drive)
     rows = np.column_stack([{**arrays, **timing}[name].reshape(n, -1) for name, _ in groups])
     return rows, cfg
 
 
 def throughput(rows: np.ndarray, cfg: Config, folder: Path) -> None:
-    groups = run_groups("rrr3", 6, 3, cfg.plant.drive)
+    groups = run_groups(RRR3.diagnostics, 6, 3, cfg.plant.drive)
     seconds = rows[-1, 0]
     rate = (len(rows) - 1) / seconds
     print(f"\n{len(rows)} rows ({seconds:g} s at {rate:.0f} Hz), {8 * rows.shape[1]} bytes each")
@@ -218,7 +219,7 @@ def spin_block(sleep, seconds: float, ring: np.ndarray, head: np.ndarray, rows_p
 
 def gil_impact(sleep, cfg: Config, folder: Path, seconds: float, blocks: int,
                rows_per_tick: int, fifo: int) -> None:
-    groups = run_groups("rrr3", 6, 3, cfg.plant.drive)
+    groups = run_groups(RRR3.diagnostics, 6, 3, cfg.plant.drive)
     width = sum(w[0] if isinstance(w, tuple) else w for _, w in groups)
     cases = {"no writer": [], "mcap.Writer per message": [], "telemetry": []}
     for _ in range(blocks):

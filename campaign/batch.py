@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant.layout import MODEL_RRR3
-from hilrig.rt import contact_sim
+from hilrig.plant.factory import plant_model
 from hilrig.campaign.kernel import R_FOUND, R_MEASURING, R_ROWS, R_STEPPING, Group, \
     group_capacity, group_key
 from hilrig.campaign.metrics import FOUND, METRICS, MetricSettings, judge, measure, \
@@ -83,7 +82,8 @@ def _prepare(job: BatchJob, configs: ScenarioConfigs, sid: int, values, groups: 
     started = time.perf_counter()
     try:
         cfg = configs.config(values)
-        if cfg.sim.integrator == "accurate" or cfg.plant.model == contact_sim.MODEL:
+        model = plant_model(cfg.plant.model)
+        if cfg.sim.integrator == "accurate" or model.offline is not None:
             return run_scenario(job, configs, sid, values)
         run = offline_run(cfg)
     except ConfigError as exc:
@@ -95,7 +95,8 @@ def _prepare(job: BatchJob, configs: ScenarioConfigs, sid: int, values, groups: 
     target = target_of(cfg)
     alike[-1].add(sid, run, np.zeros(run.plant.nact) if target is None else target,
                   job.settings.settle_time, job.settings.reach_tolerance)
-    return {"id": sid, "has_target": target is not None, "rrr3": run.plant.model == MODEL_RRR3,
+    return {"id": sid, "has_target": target is not None,
+            "row_model": model if model.metrics else None,
             "h": run.h, "wall_s": time.perf_counter() - started}
 
 
@@ -107,7 +108,7 @@ def _run_group(job: BatchJob, group: Group, rows: dict) -> None:
         count = int(result[R_ROWS])
         completed = count == group.n_steps + 1
         metrics = metrics_of(result[R_FOUND:R_FOUND + FOUND], count, row.pop("has_target"),
-                             row.pop("rrr3"))
+                             row.pop("row_model"))
         passed, failed = judge(metrics, job.criteria, completed)
         h = row.pop("h")
         row.update(metrics, q_end=[float(v) for v in result[R_FOUND + FOUND:]], passed=passed,

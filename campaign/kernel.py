@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from hilrig.plant import rrr3
 from hilrig.jit.kernel import kernel
-from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_RRR3
+from hilrig.plant.layout import H_NQ
+from hilrig.plant.stepping import ROW_SCRATCH
 from hilrig.campaign.metrics import FOUND, measure_rows
 from hilrig.rt.lockstep import law_of
 from hilrig.rt.lockstep import run as lockstep_run
@@ -75,7 +75,7 @@ class Group:
         run_scenarios(self.law, self.mechanism, self.method, self.correction, self.n_steps,
                       *stacked.values(), np.zeros(nact), np.zeros(rows), np.zeros((rows, nx)),
                       np.zeros((rows, nact)), np.zeros(1 + 3 * nact), np.zeros(nact),
-                      np.zeros((3, rrr3.NQ)), timespec(), out)
+                      np.zeros(ROW_SCRATCH), timespec(), out)
         return out
 
 
@@ -140,7 +140,7 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
         row = out[s]
         measure_rows(rec_t[:rows], rec_x[:rows, :nq], rec_x[:rows, nq:2 * nq], rec_u[:rows],
                      target[s], healthy, settings[s, 1], settings[s, 2], p, scratch,
-                     int(p[H_MODEL]) == MODEL_RRR3, row[R_FOUND:R_FOUND + FOUND])
+                     True, row[R_FOUND:R_FOUND + FOUND])
         measured = now_ns(ts)
         row[R_ROWS] = rows
         row[R_STEPPING] = (stepped - started) * 1e-9

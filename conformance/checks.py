@@ -28,14 +28,11 @@ from collections.abc import Callable
 import numpy as np
 from hilrig.controllers.interface import Controller
 from hilrig.drivers.link import Link, LinkError, Measurement
-from hilrig.plant.factory import plant_from_config
+from hilrig.plant.factory import plant_from_config, plant_model
 from hilrig.plant.layout import (
     DRIVE_TORQUE,
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,
-    MODEL_CHAIN,
-    MODEL_RRR3,
-    MODEL_SERIAL_ARM,
 )
 from hilrig.plant.model import DRIVES, METHODS, Plant, PlantError
 from hilrig.plant.stepping import diagnostics
@@ -193,8 +190,9 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     - chains (serial arms and a user's chains, which report their energy,
       plant.stepping.diagnostics):
       torque-driven, the plant does not gain energy over 0.5 s of RK4 at 1 ms under zero
-      input (damping only takes energy away); with a serial arm's config, the same arm driven
-      by torque, undamped and started at 1 rad/s per joint conserves it (drift within
+      input (damping only takes energy away); with a config whose model declares the keys
+      that dissipate (PlantModel.dissipation), the same plant driven by torque, those keys
+      zero and started at 1 rad/s per coordinate conserves it (drift within
       1e-6 of its peak kinetic energy).
 
     The plant passed in is not changed. Raises ConformanceError naming the plant.
@@ -227,7 +225,7 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
                                f"state gave x = {first.x} and {second.x}")
     if cfg is not None:
         _check_simulation_determinism(cfg, name, steps)
-    if plant.model in (MODEL_SERIAL_ARM, MODEL_CHAIN):
+    if plant.reports_energy:
         if int(plant.params[H_DRIVE]) == DRIVE_TORQUE and not plant.jammed_joints():
             drift = _energy_drift(plant.copy(), name, method)
             if drift.gain > drift.tolerance:
@@ -235,8 +233,9 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
                     f"{name}: gained {drift.gain:.3g} J in {ENERGY_STEPS * ENERGY_STEP} s under "
                     f"zero torque (allowed {drift.tolerance:.3g} J): damping only takes "
                     "energy away")
-        if cfg is not None and plant.model == MODEL_SERIAL_ARM:
-            drift = _energy_drift(_undamped_torque_plant(cfg), name)
+        dissipation = plant_model(cfg.plant.model).dissipation if cfg is not None else ()
+        if dissipation:
+            drift = _energy_drift(_conservative_plant(cfg, dissipation), name)
             if drift.largest > drift.tolerance:
                 raise ConformanceError(
                     f"{name}: undamped and torque-driven, energy drifted by {drift.largest:.3g} J "
@@ -245,7 +244,7 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
 
 
 def _plant_name(plant: Plant) -> str:
-    model = {MODEL_SERIAL_ARM: "serial_arm", MODEL_RRR3: "rrr3"}.get(plant.model, "chain")
+    model = plant.kind
     drive = DRIVE_NAMES.get(int(plant.params[H_DRIVE]), "?")
     return f"plant {model} ({drive}, nq = {plant.nq}, nact = {plant.nact})"
 
@@ -286,11 +285,13 @@ def _check_simulation_determinism(cfg: Config, name: str, steps: int) -> None:
                                f"steps differ in {', '.join(differ)}")
 
 
-def _undamped_torque_plant(cfg: Config) -> Plant:
-    """The config's serial arm driven by torque, without damping, at 1 rad/s per joint."""
-    n = len(cfg.plant.mass)
-    plant = dataclasses.replace(cfg.plant, drive="torque", damping=(0.0,) * n,
-                                qd0=(ENERGY_RATE,) * n)
+def _conservative_plant(cfg: Config, dissipation: tuple) -> Plant:
+    """The config's plant driven by torque, its ``dissipation`` keys zero (PlantModel), at
+    1 rad/s per coordinate."""
+    zeros = {key: tuple(0.0 for _ in value) if isinstance(value, tuple) else 0.0
+             for key, value in ((key, getattr(cfg.plant, key)) for key in dissipation)}
+    nq = len(cfg.plant.q0)
+    plant = dataclasses.replace(cfg.plant, drive="torque", qd0=(ENERGY_RATE,) * nq, **zeros)
     return plant_from_config(cfg.replace(plant=plant))
 
 

@@ -28,7 +28,7 @@ from hilrig.controllers.law import (
 from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import motor_params, plant_from_config
+from hilrig.plant.factory import motor_params, plant_from_config, plant_model
 from hilrig.jit.kernel import inline_kernel
 from hilrig.plant.layout import work_shape
 from hilrig.plant.packed import matrix_view
@@ -137,9 +137,11 @@ def check(cfg: dict, voltage_driven: bool) -> None:
         if not voltage_driven and ctrl["output"] == "voltage":
             raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
                               "(plant.drive = 'voltage' or 'voltage_full')")
-    if ctrl["type"] == "feedforward" and cfg["plant"]["model"] != "serial_arm":
-        raise ConfigError("controller.type: 'feedforward' needs the inverse dynamics of a serial "
-                          "arm (plant.model = 'serial_arm'); use 'pd' for the 3RRR")
+    if ctrl["type"] == "feedforward" and \
+            "rigid_inverse_dynamics" not in plant_model(cfg["plant"]["model"]).provides:
+        raise ConfigError(f"controller.type: 'feedforward' needs a plant model with a rigid "
+                          f"arm's inverse dynamics; plant.model = {cfg['plant']['model']!r} "
+                          "has none (use 'pd')")
 
 
 OPEN_LOOP_SPEC = ControllerSpec("open_loop", build, KEYS, check)

@@ -44,7 +44,7 @@ import numpy as np
 from hilrig.controllers.interface import LAW_SIGNATURE, Controller, ControllerSpec
 from hilrig.errors import ConfigError
 from hilrig.plant.flex_rp import robot as flex_rp
-from hilrig.plant.factory import plant_from_config
+from hilrig.plant.factory import plant_from_config, plant_model
 from hilrig.plant.model import PlantError
 from hilrig.schema import Config, Key
 from numba import cfunc
@@ -235,10 +235,11 @@ def build(cfg: Config, unit: str) -> Controller:
 
 
 def check(cfg: dict, voltage_driven: bool) -> None:
-    """Rules across keys: the flex_rp plant, torque-driven, at least two grid rows."""
-    if cfg["plant"]["model"] != "flex_rp":
-        raise ConfigError("controller.type: 'flex_feedforward' is paper 002's algorithm for "
-                          "plant.model = 'flex_rp'")
+    """Rules across keys: a plant with paper 002's beam model, torque-driven, at least
+    two grid rows."""
+    if "beam_feedforward" not in plant_model(cfg["plant"]["model"]).provides:
+        raise ConfigError("controller.type: 'flex_feedforward' is paper 002's algorithm for the "
+                          f"flexible P-R robot; plant.model = {cfg['plant']['model']!r} is not it")
     if voltage_driven:
         raise ConfigError("controller.type: 'flex_feedforward' commands joint force and "
                           "torque; set plant.drive = 'torque'")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from hilrig.drivers.inprocess import PlantLink
+from hilrig.plant.factory import plant_model
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import Telemetry, run_groups
@@ -29,7 +30,8 @@ class PlantLog:
     def __init__(self, cfg: Config, path: str | Path, link: PlantLink):
         plant = link.plant
         self.plant = plant
-        groups = run_groups(cfg.plant.model, plant.nq, link.n_axes, cfg.plant.drive)
+        groups = run_groups(plant_model(cfg.plant.model).diagnostics, plant.nq, link.n_axes,
+                            cfg.plant.drive)
         self.telemetry = Telemetry(path, groups, cfg.to_dict(),
                                    capacity=max(4096, int(4 / cfg.sim.dt)))
         self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)

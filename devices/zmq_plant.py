@@ -51,7 +51,7 @@ from hilrig.drivers.wire import (
     decode,
     encode,
 )
-from hilrig.plant.factory import jam_schedule
+from hilrig.plant.factory import jam_schedule, plant_model
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import apply_schedule
@@ -127,7 +127,8 @@ class Emulator:
         self.telemetry = None
         self.timings = np.full((max(1, int(60.0 / self.h)), 5), np.nan)  # the last minute of ticks
         if log_path is not None:
-            groups = run_groups(cfg.plant.model, plant.nq, self.nact, cfg.plant.drive)
+            groups = run_groups(plant_model(cfg.plant.model).diagnostics, plant.nq, self.nact,
+                                cfg.plant.drive)
             self.telemetry = Telemetry(log_path, groups, cfg.to_dict(),
                                        capacity=max(4096, int(4 / self.h)))
             self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)

@@ -1,16 +1,19 @@
 """hilrig's own plant models as PlantModels (plant.interface): the planar serial arm of
 paper 000 and the 3RRR parallel robot of paper 003, each with the ``[plant]`` keys it
-owns. They are registered in the entry-point group ``hilrig.plants`` (pyproject.toml) as
+owns and its traits (the 3RRR's diagnostics, campaign metrics, constraint correction and
+stiffness analysis: paper 001's method, plant.stiffness). They are registered in the entry-point group ``hilrig.plants`` (pyproject.toml) as
 a user's models are.
 """
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import built_plant
-from hilrig.plant.interface import PlantModel
+from hilrig.plant import stiffness
+from hilrig.plant.factory import CORRECTIONS, built_plant, motor_params
+from hilrig.plant.interface import PlantModel, RowMetric
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
 from hilrig.schema import Config, Key
@@ -99,7 +102,67 @@ def rrr3_params(cfg: Config) -> Rrr3Params:
         correction_tolerance=p.correction_tolerance)
 
 
+def _rrr3_setup(cfg: Config):
+    """Geometry, task mass (rotor inertias added when motor-driven), actuator stiffness
+    (N m/rad) and q0 of a 3RRR config (its analyze table)."""
+    geo = rrr3_params(cfg)
+    mass = np.array(geo.mass_diag, dtype=float)
+    if cfg.plant.drive != "torque":
+        m = motor_params(cfg)
+        mass[:3] += m.gear_ratio ** 2 * m.rotor_inertia
+    a = cfg.analyze
+    k_act = np.broadcast_to(np.asarray(a.actuator_stiffness, dtype=float), (3,)).copy()
+    return geo, mass, k_act, np.array(cfg.plant.q0, dtype=float)
+
+
+def rrr3_modes(cfg: Config) -> dict:
+    """The 3RRR's stiffness, task-space mass and modes at q0 under analyze.wrench."""
+    geo, mass, k_act, q0 = _rrr3_setup(cfg)
+    wrench = np.array(cfg.analyze.wrench, dtype=float)
+    q, lam = stiffness.equilibrium(geo, k_act, q0[:3], wrench, q0)
+    s = stiffness.pose_stiffness(geo, k_act, mass, q, lam)
+    return {"model": cfg.plant.model, "q": q.tolist(), "wrench": wrench.tolist(),
+            "actuator_stiffness": k_act.tolist(), "multipliers": lam.tolist(),
+            "jacobian": s.jacobian.tolist(), "stiffness": s.stiffness.tolist(),
+            "compliance": s.compliance.tolist(), "task_mass": s.mass.tolist(),
+            "omega": s.omega.tolist(), "hz": (s.omega / (2 * np.pi)).tolist(),
+            "directions": s.modes.T.tolist()}
+
+
+def rrr3_stiffness_map(cfg: Config) -> dict:
+    """The workspace maps of the 3RRR (lowest frequency, translational stiffness) and the
+    time they took (s)."""
+    geo, mass, k_act, q0 = _rrr3_setup(cfg)
+    n = cfg.analyze.grid
+    xs = np.linspace(geo.base[:, 0].min(), geo.base[:, 0].max(), n)
+    ys = np.linspace(geo.base[:, 1].min(), geo.base[:, 1].max(), n)
+    elbows = stiffness.elbow_signs(geo, q0)
+    started = time.perf_counter()
+    omega, trans = stiffness.grid(geo, k_act, mass, xs, ys, q0[5], elbows)
+    seconds = time.perf_counter() - started
+    return {"x": xs, "y": ys, "omega": omega, "stiffness": trans, "seconds": seconds,
+            "elbows": elbows, "phi": q0[5], "base": geo.base, "pose": q0[3:5]}
+
+
+RRR3_DIAGNOSTICS = (("residual", 1), ("det_phi_theta", 1), ("det_phi_x", 1))
+RRR3_COORDINATES = (("θ1", "rad"), ("θ2", "rad"), ("θ3", "rad"), ("x_C", "m"), ("y_C", "m"),
+                    ("φ", "rad"))
+RRR3_METRICS = (    # in the order plant.stepping.row_metrics fills them
+    RowMetric("peak_residual", "m^2", "max constraint residual (3RRR)", "residual", "peak"),
+    RowMetric("det_phi_x_sign_changes", "",
+              "sign changes of det Phi_x: passes through a type-2 singularity (3RRR)",
+              "det_phi_x", "sign_changes"),
+    RowMetric("det_phi_theta_sign_changes", "",
+              "sign changes of det Phi_theta: passes through a type-1 singularity (3RRR)",
+              "det_phi_theta", "sign_changes"),
+)
+
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
-                        lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True)
+                        lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True,
+                        provides=frozenset({"rigid_inverse_dynamics"}), dissipation=("damping",))
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
-                  lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage")
+                  lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage",
+                  diagnostics=RRR3_DIAGNOSTICS, coordinates=lambda nq: RRR3_COORDINATES,
+                  metrics=RRR3_METRICS,
+                  correction=lambda cfg: CORRECTIONS[cfg.plant.correction], stiff_step=False,
+                  analyses={"stiffness": rrr3_modes, "stiffness_map": rrr3_stiffness_map})

@@ -33,7 +33,8 @@ def plant_model(name: str) -> PlantModel:
     if isinstance(target, ChainModel):
         mechanism = compile_mechanism(target.mechanism)
         return PlantModel(target.name, target.keys, lambda plant: (target.nq, target.nact),
-                          lambda cfg: _chain(cfg, target, mechanism), jams=True)
+                          lambda cfg: _chain(cfg, target, mechanism), jams=True,
+                          dissipation=tuple(target.dissipation))
     return target
 
 
@@ -73,8 +74,6 @@ def jam_schedule(cfg: Config) -> np.ndarray:
 
 
 def correction_id(cfg: Config) -> int:
-    """Which constraint correction runs after each step (0 for chains)."""
-    if cfg.plant.model != "rrr3":
-        return 0
-    return CORRECTIONS[cfg.plant.correction]
+    """Which constraint correction runs after each step (PlantModel.correction; 0: none)."""
+    return plant_model(cfg.plant.model).correction_id(cfg)
 

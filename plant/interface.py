@@ -39,9 +39,33 @@ VECTOR = types.float64[::1]
 MECHANISM_SIGNATURE = types.float64(VECTOR, VECTOR, VECTOR, types.float64[:, :], VECTOR)
 
 
+# The diagnostics of a row (plant.stepping.diagnostics fills three columns): names and
+# widths as in a log's row, the chains' and serial arms' by default.
+ENERGY_DIAGNOSTICS = (("energy", 1), ("com", (2,)))
+
+
+@dataclass(frozen=True)
+class RowMetric:
+    """A campaign metric a model derives from one of its diagnostics over a run's rows.
+
+    name: its column in a campaign's results. unit, doc: for the report and the docs.
+    diagnostic: the diagnostics column it reduces. reduce: ``"peak"`` (the largest value,
+    a NaN wins) or ``"sign_changes"`` (changes of sign; zeros skipped, a NaN counts as a
+    change either side). A campaign's compiled batches take the same values from
+    plant.stepping.row_metrics, in the order the model lists them.
+    """
+
+    name: str
+    unit: str
+    doc: str
+    diagnostic: str
+    reduce: str
+
+
 @dataclass(frozen=True)
 class PlantModel:
-    """A plant model as the config and the loops see it.
+    """A plant model as the config, the loops and every other part see it: what it is,
+    declared by the model itself, so that no code outside plant/ asks which model it holds.
 
     name: what ``plant.model`` says. keys: its ``[plant]`` keys (hilrig.schema.Key),
     besides the common ones (drive, q0, qd0, motor). sizes(plant_table): (nq, nact) from
@@ -50,6 +74,27 @@ class PlantModel:
     attributes, ``cfg.plant.q0``) in its initial state (q0, qd0).
     default_drive: plant.drive when the config gives none. jams: whether faults.jam
     applies (chains: any coordinate can jam).
+
+    Traits, each with the default a chain has:
+
+    - diagnostics: the names and widths of the three diagnostic columns of a row
+      (plant.stepping.diagnostics): logs, ``hil sim``'s arrays and the live view use them.
+    - coordinates(nq): (label, unit) of each coordinate q for plots and views; None:
+      ``q1`` .. ``qn`` in rad.
+    - metrics: the campaign metrics it derives from its diagnostics (RowMetric).
+    - correction(cfg): the constraint correction run after each step and on the
+      initial state (plant.stepping.correct: 0 none, 1 post-adjustment, 2 projection).
+    - tick(cfg): the step method id the loops use instead of ``sim.integrator``'s (or
+      None), raising ConfigError for a config its tick cannot run.
+    - offline(cfg): its own ``hil sim`` (a SimRun, plant.offline) instead of the lockstep
+      loop, or None.
+    - stiff_step: whether ``sim.integrator = "rosenbrock"`` can step it.
+    - provides: what controllers may rely on (``"rigid_inverse_dynamics"``: the
+      computed-torque feed-forward's model of the serial arm; ``"beam_feedforward"``:
+      paper 002's flexible inverse model).
+    - analyses: ``hil analyze`` commands of its own, name -> function(cfg) -> dict.
+    - dissipation: the ``[plant]`` keys that take energy away (damping); with them zero
+      and torque drives the model conserves energy, which ``check_plant`` checks.
     """
 
     name: str
@@ -58,6 +103,40 @@ class PlantModel:
     build: Callable[[Config], Any]
     default_drive: str = "torque"
     jams: bool = False
+    diagnostics: tuple = ENERGY_DIAGNOSTICS
+    coordinates: Callable[[int], tuple] | None = None
+    metrics: tuple = ()
+    correction: Callable[[Config], int] | None = None
+    tick: Callable[[Config], int | None] | None = None
+    offline: Callable[[Config], Any] | None = None
+    stiff_step: bool = True
+    provides: frozenset = frozenset()
+    analyses: dict = field(default_factory=dict)
+    dissipation: tuple = ()
+
+    def diagnostic_names(self) -> tuple[str, ...]:
+        """The names of its diagnostic columns."""
+        return tuple(name for name, _ in self.diagnostics)
+
+    def split_diagnostics(self, diag: np.ndarray) -> dict:
+        """Rows of the three diagnostic columns (rows x 3) as named arrays: a width-1
+        column 1-D, a vector group 2-D."""
+        out, column = {}, 0
+        for name, width in self.diagnostics:
+            n = width[0] if isinstance(width, tuple) else width
+            out[name] = diag[:, column] if width == 1 else diag[:, column:column + n]
+            column += n
+        return out
+
+    def coordinate_labels(self, nq: int) -> tuple[tuple[str, str], ...]:
+        """(label, unit) of each of its nq coordinates."""
+        if self.coordinates is not None:
+            return tuple(self.coordinates(nq))
+        return tuple((f"q{i + 1}", "rad") for i in range(nq))
+
+    def correction_id(self, cfg: Config) -> int:
+        """The constraint correction of ``cfg``'s runs (0: none)."""
+        return 0 if self.correction is None else self.correction(cfg)
 
 
 @dataclass(frozen=True)
@@ -68,6 +147,7 @@ class ChainModel:
     cfunc of MECHANISM_SIGNATURE). nq, nact: coordinates and actuated coordinates.
     keys: its ``[plant]`` keys. params(plant) -> the params array the mechanism reads,
     from the resolved ``[plant]`` table (typed: its keys are attributes, ``plant.gravity``).
+    dissipation: the keys of ``keys`` that take energy away (PlantModel.dissipation).
     """
 
     name: str
@@ -76,6 +156,7 @@ class ChainModel:
     nact: int
     keys: dict = field(default_factory=dict)
     params: Callable[[Any], np.ndarray] = lambda plant: np.zeros(0)
+    dissipation: tuple = ()
 
 
 def compile_mechanism(function: Callable) -> CFunc:

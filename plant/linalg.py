@@ -159,3 +159,19 @@ def spd_solve_robust(a, b, n, tmp, rel_tol):
             for i in range(n):
                 b[i] += proj * vecs[i, k]
     return rank
+
+
+@kernel
+def nan_sign(value):
+    """np.sign of a float: 1, -1, 0, or NaN for a NaN."""
+    if value > 0.0:
+        return 1.0
+    if value < 0.0:
+        return -1.0
+    return value if value != value else 0.0
+
+
+@kernel
+def nan_max(a, b):
+    """max(a, b); NaN if either is NaN (two comparisons, no branch)."""
+    return a if (b <= a or a != a) else b

@@ -129,6 +129,18 @@ class Plant:
         return int(self.params[H_MODEL])
 
     @property
+    def kind(self) -> str:
+        """What its kernels step: ``serial_arm``, ``rrr3`` or ``chain`` (a chain model's
+        mechanism, a user's or a flexible robot's)."""
+        return {MODEL_SERIAL_ARM: "serial_arm", MODEL_RRR3: "rrr3"}.get(self.model, "chain")
+
+    @property
+    def reports_energy(self) -> bool:
+        """Whether its first diagnostic (plant.stepping.diagnostics) is its mechanical
+        energy T + V (J): serial arms and chains."""
+        return self.model in (MODEL_SERIAL_ARM, MODEL_CHAIN)
+
+    @property
     def q(self) -> np.ndarray:
         return self.x[:self.nq]
 

@@ -35,7 +35,7 @@ from hilrig.plant.layout import (
     MOT_RATIO,
     MOTOR_STRIDE,
 )
-from hilrig.plant.linalg import cholesky_solve, spd_solve_robust
+from hilrig.plant.linalg import cholesky_solve, nan_max, nan_sign, spd_solve_robust
 
 NQ = 6
 NACT = 3
@@ -440,3 +440,30 @@ def _remove_along_constraint_normals(jac, minv, s, violation, solve_tmp, x, offs
         for i in range(NC):
             acc += jac[i, k] * violation[i]
         x[offset + k] -= minv[k] * acc
+
+
+@kernel
+def row_metrics(p, q, scratch, out):
+    """The 3RRR's metrics of a run's rows q (one row of coordinates per step) in one pass,
+    without storing the per-row diagnostics: out[0] the max constraint residual (m^2;
+    rrr3.residual), out[1] and out[2] the sign changes of det Phi_x and det Phi_theta
+    (rrr3.det_phi_x, det_phi_theta; all three from row_diagnostics, which shares
+    the legs' trigonometry), as measure gives them from the stored diagnostics
+    (a NaN residual makes out[0] NaN; a NaN determinant counts as a change of sign
+    either side, zeros are skipped). ``scratch`` is 3 x 6."""
+    peak, changes_x, changes_theta = 0.0, 0.0, 0.0
+    last_x, last_theta = 0.0, 0.0          # the last nonzero sign (0: none yet)
+    for k in range(q.shape[0]):
+        residual, det_theta, det_x = row_diagnostics(p, q[k], scratch)
+        peak = nan_max(peak, residual)
+        sign = nan_sign(det_x)
+        if sign != 0.0:
+            if last_x != 0.0 and sign != last_x:
+                changes_x += 1.0
+            last_x = sign
+        sign = nan_sign(det_theta)
+        if sign != 0.0:
+            if last_theta != 0.0 and sign != last_theta:
+                changes_theta += 1.0
+            last_theta = sign
+    out[0], out[1], out[2] = peak, changes_x, changes_theta

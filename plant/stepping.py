@@ -108,6 +108,19 @@ def diagnostics(p, x, out, work, mech=None):
         out[0] = kinetic + potential
 
 
+ROW_METRICS = 3          # the most row metrics a model declares (PlantModel.metrics)
+ROW_SCRATCH = (3, 6)     # the shape of row_metrics' scratch
+
+
+@kernel
+def row_metrics(p, q, scratch, out):
+    """The model's row metrics of a run's rows q (one row of coordinates per step) into
+    out[:len(PlantModel.metrics)], in the order the model declares them: the 3RRR's
+    (rrr3.row_metrics; ``scratch`` of ROW_SCRATCH); a model that declares none leaves ``out``."""
+    if int(p[H_MODEL]) == MODEL_RRR3:
+        rrr3.row_metrics(p, q, scratch, out)
+
+
 @kernel
 def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work, mech=None):
     """Currents and diagnostics of recorded rows, computed after a run (off the stepping path)."""

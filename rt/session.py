@@ -21,12 +21,7 @@ from hilrig.controllers.factory import command_unit, controller_from_config
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import (
-    correction_id,
-    jam_schedule,
-    plant_from_config,
-)
-from hilrig.plant.flex_chain.tick import METHOD_CONTACT
+from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
@@ -132,15 +127,10 @@ class Session:
         if sim.integrator == "accurate":
             raise ConfigError("sim.integrator: 'accurate' is for offline runs (hil sim); "
                               "a real-time run needs 'rk4' or 'euler'")
-        self.method = METHODS[sim.integrator]
-        if cfg.plant.model == "flex_chain" and cfg.plant.contact:
-            if sim.integrator != "rk4":
-                raise ConfigError("sim.integrator: flex_chain on the ground runs fixed ticks in "
-                                  f"RK4 substeps ('rk4') in real time, not {sim.integrator!r}")
-            if cfg.plant.drive != "torque":
-                raise ConfigError("plant.drive: flex_chain on the ground is torque-driven "
-                                  "(joint torques, N m)")
-            self.method = METHOD_CONTACT    # its ticks keep contact state: no rehearsal
+        model = plant_model(cfg.plant.model)
+        own_tick = model.tick(cfg) if model.tick is not None else None
+        self.method = METHODS[sim.integrator] if own_tick is None else own_tick
+        self.rehearse = own_tick is None     # a tick with state of its own is not rehearsed
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)
         correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
@@ -156,7 +146,8 @@ class Session:
         self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
-        groups = run_groups(cfg.plant.model, nq, nact, cfg.plant.drive)
+        groups = run_groups(plant_model(cfg.plant.model).diagnostics, nq, nact,
+                            cfg.plant.drive)
         capacity = telemetry_capacity(self.h, self.n_ticks)
         self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
         try:
@@ -187,7 +178,7 @@ class Session:
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
-            0 if self.method == METHOD_CONTACT else int(loop.rehearse * 1e9),
+            int(loop.rehearse * 1e9) if self.rehearse else 0,
             rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
             handoff, self.snap, self.delta, plant.mechanism, live)
 

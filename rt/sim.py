@@ -2,14 +2,16 @@
 
 Output arrays (one row per step, starting at t = 0; see rt.lockstep for the row
 convention): ``t`` (s), ``q``, ``qd``, ``u`` (V or N m), ``i`` (A, voltage-driven
-plants), ``jam_events`` (rows [joint, t1, t2]); for the 3RRR ``residual`` (m^2),
-``det_phi_theta``, ``det_phi_x``; for serial arms ``energy`` (J) and ``com``
-(x_C, y_C, m); and ``meta``, the resolved config as a JSON string.
+plants), ``jam_events`` (rows [joint, t1, t2]); the model's diagnostics (PlantModel.diagnostics:
+a chain's and a serial arm's ``energy`` (J) and ``com`` (x_C, y_C, m; NaN for a user's
+chain), the 3RRR's ``residual`` (m^2), ``det_phi_theta``, ``det_phi_x``); and ``meta``,
+the resolved config as a JSON string. A model with an offline run of its own
+(PlantModel.offline) gives its own arrays.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,31 +19,12 @@ from hilrig.controllers.factory import command_unit, controller_from_config
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
-from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config
-from hilrig.plant.layout import MODEL_RRR3
+from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
 from hilrig.plant.model import METHODS
-from hilrig.rt import accurate, contact_sim, lockstep
+from hilrig.plant.offline import SimRun, SimulationError
+from hilrig.rt import accurate, lockstep
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import to_json
-
-
-class SimulationError(RuntimeError):
-    """The plant state became invalid during a run; ``arrays`` holds the rows up to then."""
-
-    def __init__(self, message: str, arrays: dict, plant=None):
-        super().__init__(message)
-        self.arrays = arrays
-        self.plant = plant          # the plant model that ran (None: a contact chain's run)
-
-
-@dataclass
-class SimRun:
-    """Result of ``simulate``: the arrays and what the run cost."""
-
-    arrays: dict = field(default_factory=dict)
-    stepping_seconds: float = 0.0   # wall time of the stepping alone
-    startup_seconds: float = 0.0    # kernel compilation or cache load before the first step
-    plant: Any = None               # the plant model that ran (its params: diagnostics of rows)
 
 
 @dataclass
@@ -66,7 +49,7 @@ class OfflineRun:
 
 
 def offline_run(cfg: Config) -> OfflineRun:
-    """The OfflineRun of a resolved config (not a contact chain's: rt.contact_sim)."""
+    """The OfflineRun of a resolved config (not for a model with its own offline run)."""
     sim = cfg.sim
     h = sim.dt
     n_steps = int(round(sim.duration / h))
@@ -91,8 +74,9 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
     call that keeps compilation out of ``stepping_seconds`` (so the first run in a
     process counts the kernels' loading).
     """
-    if cfg.plant.model == contact_sim.MODEL:   # a chain on the ground: its own integrators
-        return contact_sim.simulate(cfg)
+    model = plant_model(cfg.plant.model)
+    if model.offline is not None:     # e.g. a chain on the ground: its own integrators
+        return model.offline(cfg)
     sim = cfg.sim
     run = offline_run(cfg)
     plant, controller, schedule, h, n_steps = \
@@ -173,14 +157,8 @@ def _named(cfg, plant, rec, rows, schedule, minimal=False) -> dict:
         arrays["meta"] = np.array(to_json(cfg.to_dict()))
     if not minimal and cfg.plant.drive != "torque":
         arrays["i"] = rec["i"][:rows]
-    diag = rec["diag"][:rows]
-    if not minimal and plant.model == MODEL_RRR3:
-        arrays["residual"] = diag[:, 0]
-        arrays["det_phi_theta"] = diag[:, 1]
-        arrays["det_phi_x"] = diag[:, 2]
-    elif not minimal:
-        arrays["energy"] = diag[:, 0]
-        arrays["com"] = diag[:, 1:3]
+    if not minimal:
+        arrays.update(plant_model(cfg.plant.model).split_diagnostics(rec["diag"][:rows]))
     applied = schedule[schedule[:, 3] != 0.0] if len(schedule) else schedule
     h = cfg.sim.dt
     if cfg.sim.integrator == "accurate":

@@ -71,8 +71,8 @@ SCHEMA: dict[str, Any] = {
     },
     "plant": {
         "model": Key("str", required=True,
-                     doc="a registered plant model (entry-point group hilrig.plants): "
-                         "serial_arm, rrr3, or a package's own; or 'package.module:MODEL'"),
+                     doc="a registered plant model (entry-point group hilrig.plants; a "
+                         "wrong name lists them), or 'package.module:MODEL'"),
         "drive": Key("str", None, choices=("torque", "voltage", "voltage_full"),
                      doc="torque-driven joints, or DC motors (voltage_full: current as a state)"),
         "q0": Key("floats", None, length="nq", doc="initial coordinates, rad (m for x_C, y_C)"),
@@ -608,11 +608,12 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
         raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
                           "fixed-step run holds the command over each step)")
-    if cfg["sim"]["integrator"] == "rosenbrock" and (plant["model"] == "rrr3"
-                                                      or plant["drive"] == "voltage_full"):
-        raise ConfigError("sim.integrator: 'rosenbrock' steps chains and serial arms without "
-                          "current states (not plant.model = 'rrr3' nor plant.drive = "
-                          "'voltage_full'); use 'rk4' or 'accurate'")
+    if cfg["sim"]["integrator"] == "rosenbrock" and not plant_model(plant["model"]).stiff_step:
+        raise ConfigError(f"sim.integrator: 'rosenbrock' does not step plant.model = "
+                          f"{plant['model']!r}; use 'rk4' or 'accurate'")
+    if cfg["sim"]["integrator"] == "rosenbrock" and plant["drive"] == "voltage_full":
+        raise ConfigError("sim.integrator: 'rosenbrock' steps plants without current states "
+                          "(not plant.drive = 'voltage_full'); use 'rk4' or 'accurate'")
     if plant["drive"] == "voltage_full" and cfg["sim"]["integrator"] != "accurate":
         tau = min(l / r for l, r in zip(plant["motor"]["inductance"], plant["motor"]["resistance"]))
         if cfg["sim"]["dt"] > 2.5 * tau:

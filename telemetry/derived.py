@@ -1,14 +1,14 @@
 """Columns of a telemetry row derived from the state, computed by the writer thread.
 
-The real-time loop records q and qd only; the model's diagnostics (3RRR:
-residual max|f_i| in m², det Φθ, det Φx; serial arm: energy in J and the
-centre of mass x_C, y_C in m) are computed here, per block of rows, off the
+The real-time loop records q and qd only; the model's diagnostics
+(PlantModel.diagnostics: the 3RRR's residual max|f_i| in m², det Φθ, det Φx; a serial
+arm's energy in J and centre of mass x_C, y_C in m) are computed here, per block of rows, off the
 critical path, with the same kernel ``hil sim`` uses (plant.stepping.diagnostics).
 """
 from __future__ import annotations
 
 import numpy as np
-from hilrig.plant.factory import plant_from_config
+from hilrig.plant.factory import plant_from_config, plant_model
 from hilrig.jit.kernel import kernel
 from hilrig.plant.stepping import diagnostics
 from hilrig.schema import Config
@@ -31,8 +31,8 @@ class Diagnostics:
         self.x = np.zeros(len(plant.x))
         self.nq = plant.nq
         self.q_col = columns["q"].start
-        first = "residual" if cfg.plant.model == "rrr3" else "energy"
-        self.diag_col = columns[first]
+        first = columns[plant_model(cfg.plant.model).diagnostics[0][0]]
+        self.diag_col = first.start if isinstance(first, slice) else first
         if columns["qd"].start != self.q_col + self.nq:
             raise ValueError("telemetry layout: qd must follow q")
         self(np.zeros((1, max(self.diag_col + 3, columns["qd"].stop))))   # compile before use

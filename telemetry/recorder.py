@@ -72,8 +72,10 @@ class TelemetryError(RuntimeError):
     """The telemetry file could not be written; names the cause."""
 
 
-def run_groups(model: str, nq: int, nact: int, drive: str) -> list[tuple[str, int | tuple]]:
-    """The row layout of a real-time run: the arrays of ``hil sim`` plus TIMING_GROUPS.
+def run_groups(diagnostics: tuple, nq: int, nact: int,
+               drive: str) -> list[tuple[str, int | tuple]]:
+    """The row layout of a real-time run: the arrays of ``hil sim`` plus TIMING_GROUPS;
+    ``diagnostics``: the plant model's (PlantModel.diagnostics).
 
     Vector groups have a tuple width, so they stay 2-D on export even when one
     wide (a one-link arm).
@@ -81,11 +83,7 @@ def run_groups(model: str, nq: int, nact: int, drive: str) -> list[tuple[str, in
     groups = [("t", 1), ("q", (nq,)), ("qd", (nq,)), ("u", (nact,))]
     if drive != "torque":
         groups.append(("i", (nact,)))
-    if model == "rrr3":
-        groups += [("residual", 1), ("det_phi_theta", 1), ("det_phi_x", 1)]
-    else:
-        groups += [("energy", 1), ("com", (2,))]
-    return groups + TIMING_GROUPS
+    return groups + list(diagnostics) + TIMING_GROUPS
 
 
 def schema_text(groups) -> str:

@@ -7,7 +7,7 @@ ground contact (eqs. 23 and 24, Table 3) and the integrators' substeps. Coordina
 (plant.flex_chain.chain): q = [q_2 .. q_n, q_1, X_1, X_2, delta_1 .. delta_n]; nact = n - 1
 joint torques (N m) on q_2 .. q_n; the paper's drop has none (a zero-torque controller).
 
-``hil sim`` runs it with contact (rt.contact_sim): ``sim.integrator = "accurate"``
+``hil sim`` runs it with contact (plant.flex_chain.offline): ``sim.integrator = "accurate"``
 locates every contact onset and separation (plant.flex_chain.integrators.run_events,
 tolerances sim.rtol, sim.atol, plant.event_tolerance); ``"rk4"`` takes fixed ticks of
 sim.dt in RK4 substeps (plant.substep_fine in or near contact, plant.substep_coarse in
@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant.flex_chain.tick import contact_block
+from hilrig.plant.flex_chain.tick import METHOD_CONTACT, contact_block
 from hilrig.plant.factory import motor_params
 from hilrig.plant.flex_chain.chain import FlexChainParams, mechanism, n_coordinates, scratch_size
 from hilrig.plant.interface import PlantModel, compile_mechanism
@@ -156,4 +156,25 @@ def _compiled_mechanism():
     return compile_mechanism(mechanism)
 
 
-FLEX_CHAIN = PlantModel("flex_chain", FLEX_CHAIN_KEYS, _sizes, _build)
+def _tick(cfg: Config) -> int | None:
+    """On the ground the loops step the chain with the contact tick (its own state, no
+    rehearsal); without contact, with ``sim.integrator``'s step."""
+    if not cfg.plant.contact:
+        return None
+    if cfg.sim.integrator != "rk4":
+        raise ConfigError(f"sim.integrator: {cfg.plant.model} on the ground runs fixed ticks in "
+                          f"RK4 substeps ('rk4') in real time, not {cfg.sim.integrator!r}")
+    if cfg.plant.drive != "torque":
+        raise ConfigError(f"plant.drive: {cfg.plant.model} on the ground is torque-driven "
+                          "(joint torques, N m)")
+    return METHOD_CONTACT
+
+
+def _offline(cfg: Config):
+    """``hil sim`` of the chain: the contact integrators (plant.flex_chain.offline)."""
+    from hilrig.plant.flex_chain.offline import simulate   # it builds on chain_params above
+    return simulate(cfg)
+
+
+FLEX_CHAIN = PlantModel("flex_chain", FLEX_CHAIN_KEYS, _sizes, _build, tick=_tick,
+                        offline=_offline)

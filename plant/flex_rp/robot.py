@@ -216,4 +216,5 @@ def tip(plant, Q: np.ndarray) -> np.ndarray:
     return np.stack([x, y, w, slope], axis=-1)
 
 
-FLEX_RP = PlantModel("flex_rp", KEYS, sizes, build, jams=True)
+FLEX_RP = PlantModel("flex_rp", KEYS, sizes, build, jams=True,
+                     provides=frozenset({"beam_feedforward"}))

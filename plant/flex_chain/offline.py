@@ -1,5 +1,6 @@
-"""``hil sim`` for the flexible chain on the ground (plant.flex_chain.model): the contact
-integrators of plant.flex_chain.integrators instead of the lockstep loop.
+"""``hil sim`` for the flexible chain on the ground (plant.flex_chain.model, its
+PlantModel.offline): the contact integrators of plant.flex_chain.integrators instead of
+the lockstep loop.
 
 Arrays, besides those of every run (``t``, ``q``, ``qd``, ``u``, ``jam_events`` (none),
 ``meta``):
@@ -19,6 +20,7 @@ run on this plant.
 """
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -27,24 +29,20 @@ from hilrig.plant.flex_chain import integrators as ci
 from hilrig.plant.flex_chain import chain as fc
 from hilrig.plant.flex_chain.contact import contact_force
 from hilrig.plant.flex_chain.model import chain_params
+from hilrig.plant.offline import SimRun, SimulationError
 from hilrig.schema import Config
-from hilrig.telemetry.recorder import to_json
-
-MODEL = "flex_chain"
 
 
 def simulate(cfg: Config):
-    """Run the resolved flex_chain config offline; a SimRun (rt.sim) with the arrays above."""
-    from hilrig.rt.sim import SimRun, SimulationError
-
+    """Run the resolved flex_chain config offline; a SimRun with the arrays above."""
     chain = chain_params(cfg.plant)
     n = chain.n
     nz = fc.n_coordinates(n)
     if cfg.controller.type != "open_loop" or cfg.controller.law is not None:
-        raise ConfigError(f"controller: {MODEL} under hil sim takes constant joint torques "
+        raise ConfigError(f"controller: {cfg.plant.model} under hil sim takes constant joint torques "
                           "(input.torque, N m), not a controller in the loop")
     if cfg.plant.drive != "torque":
-        raise ConfigError(f"plant.drive: {MODEL} is torque-driven (joint torques, N m)")
+        raise ConfigError(f"plant.drive: {cfg.plant.model} is torque-driven (joint torques, N m)")
     torque = np.zeros(n - 1) if cfg.input.torque is None else np.array(cfg.input.torque)
     p = chain.block()
     z0, zd0 = np.array(cfg.plant.q0), np.array(cfg.plant.qd0)
@@ -68,7 +66,7 @@ def simulate(cfg: Config):
         t, y, events, failed = run.t, run.y, run.events, run.failed
         modes, vminus = run.modes, run.vminus
     else:
-        raise ConfigError(f"sim.integrator: {MODEL} runs 'accurate' (event-located) or 'rk4' "
+        raise ConfigError(f"sim.integrator: {cfg.plant.model} runs 'accurate' (event-located) or 'rk4' "
                           f"(fixed ticks in substeps), not {sim.integrator!r}")
     out.stepping_seconds = time.perf_counter() - started
     out.arrays = _named(cfg, p, t, y, events, modes, vminus, nz, n, torque)
@@ -99,4 +97,4 @@ def _named(cfg, p, t, y, events, modes, vminus, nz, n, torque) -> dict:
             "u": np.tile(torque, (rows, 1)), "jam_events": np.zeros((0, 3)),
             "points": points, "events": events, "contact_force": forces, "energy": energy,
             "work_contact": work[:, 0] + work[:, 1], "dissipated": work[:, 2],
-            "meta": np.array(to_json(cfg.to_dict()))}
+            "meta": np.array(json.dumps(cfg.to_dict(), sort_keys=True))}   # as every log's
