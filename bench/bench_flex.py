@@ -94,10 +94,10 @@ def run_ticks() -> np.ndarray:
 
 
 def map_time(repeats: int = 10) -> np.ndarray:
-    from hilrig.analysis import modal as analyze
+    from hilrig.plant.builtin_models import rrr3_stiffness_map
     from hilrig.settings.config import load
     cfg = load(CONFIGS / "rrr3_pd.toml")
-    return np.array([analyze.stiffness_map(cfg)["seconds"] for _ in range(repeats)])
+    return np.array([rrr3_stiffness_map(cfg)["seconds"] for _ in range(repeats)])
 
 
 def line(name: str, seconds: np.ndarray, unit: float = 1e6, suffix: str = "us") -> str:

@@ -103,7 +103,7 @@ def by_id(table) -> dict:
     (("tracking_error = 0.01", "trackng_error = 0.01"),
      "criteria.trackng_error: no such metric (did you mean 'tracking_error'?)"),
     (("tracking_error = 0.01", "peak_residual = 1e-9"),
-     "criteria.peak_residual: is measured on plant.model = 'rrr3' only (scenario 0)"),
+     "criteria.peak_residual: is not a row metric of plant.model = 'serial_arm' (scenario 0)"),
     (("seed = 7", "sede = 7"), "unknown key 'campaign.sede' (did you mean 'campaign.seed'?)"),
     (("relative = 0.02", "relative = 2.0"),
      "axis 'plant.mass': relative: expected a fraction between 0 and 1 (0.1: +-10 %), got 2.0"),
@@ -354,7 +354,7 @@ def test_the_wheel_holds_the_example_specs(wheel):
 
 def test_a_3rrr_scenario_in_a_campaign_has_the_metrics_of_its_single_run():
     """A campaign runs the 3RRR without storing its per-row diagnostics and measures the
-    residual and the determinants' sign changes from the rows (rrr3_metrics): the same
+    residual and the determinants' sign changes from the rows (plant.stepping.row_metrics): the same
     values as hil sim's stored diagnostics give; the second scenario of the batch records
     into the rows the first one did."""
     from hilrig.campaign.runner import job_of
@@ -375,13 +375,13 @@ def test_a_3rrr_scenario_in_a_campaign_has_the_metrics_of_its_single_run():
 
 
 def test_the_3rrr_row_metrics_count_as_numpy_counts_the_stored_diagnostics():
-    """rrr3_metrics against numpy on per-row diagnostics: the run's rows, the rows again
+    """plant.stepping.row_metrics of the 3RRR against numpy on per-row diagnostics: the run's rows, the rows again
     backwards, a NaN row (a run gone invalid; its determinants count as a change of sign
     either side, the residual's maximum is NaN) and a few rows after it."""
     from dataclasses import replace
 
     from hilrig.plant import rrr3
-    from hilrig.campaign.metrics import rrr3_metrics
+    from hilrig.plant.stepping import row_metrics as rrr3_metrics   # dispatches to the 3RRR
 
     cfg = load("rrr3_pd")
     cfg = cfg.replace(sim=replace(cfg.sim, duration=0.5))

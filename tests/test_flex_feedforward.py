@@ -50,7 +50,7 @@ def test_a_path_out_of_reach_is_one_config_error():
         ff.compute(config("flex_rp", "controller.path_amplitude=[0.3, 0.1]"))
     with pytest.raises(ConfigError, match="plant.drive = 'torque'"):
         config("flex_rp", 'plant.drive="voltage"')
-    with pytest.raises(ConfigError, match="flex_rp"):
+    with pytest.raises(ConfigError, match="flexible P-R robot"):
         config("serial3_free", 'controller.type="flex_feedforward"')
 
 

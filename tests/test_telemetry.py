@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hilrig.cli.main import main
+from hilrig.plant.factory import plant_model
 from hilrig.telemetry import recorder as telemetry
 from hilrig.telemetry.logfile import IncompleteLogWarning, LogError, read_log
 from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
@@ -335,8 +336,8 @@ def log_of_a_sim_run(tmp_path, config: str, *sim_args) -> tuple[Path, Path]:
         sim = {name: data[name] for name in data.files}
     cfg = json.loads(sim["meta"].item())
     n = len(sim["t"])
-    groups = run_groups(cfg["plant"]["model"], sim["q"].shape[1], sim["u"].shape[1],
-                        cfg["plant"]["drive"])
+    groups = run_groups(plant_model(cfg["plant"]["model"]).diagnostics, sim["q"].shape[1],
+                        sim["u"].shape[1], cfg["plant"]["drive"])
     timing = {name: np.arange(n) * (j + 1) * 1e-6 for j, name in enumerate(TIMING)}
     rows = np.column_stack([{**sim, **timing}[name].reshape(n, -1) for name, _ in groups])
     jams = {round(t1 / cfg["sim"]["dt"]): ("jam", {"joint": int(j), "t1": t1, "t2": t2})
