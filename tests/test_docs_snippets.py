@@ -342,12 +342,12 @@ def test_the_snippets_run(path, tmp_path):
 
 def test_a_broken_snippet_fails(tmp_path):
     """A python block that raises, and a run line that fails, fail the document."""
-    doc = tmp_path / "BROKEN.md"
+    doc = tmp_path / "broken_doc.md"
     doc.write_text("```python\nimport hilrig\nraise SystemExit(hilrig.nothing_here)\n```\n",
                    encoding="utf-8")
     folder = tmp_path / "doc"
     folder.mkdir()
-    with pytest.raises(AssertionError, match="BROKEN.md:1: the python block failed"):
+    with pytest.raises(AssertionError, match="broken_doc.md:1: the python block failed"):
         run_document(doc, folder)
     doc.write_text("<!-- snippet: run -->\n```bash\nhil configs --show no_such_config\n```\n",
                    encoding="utf-8")
