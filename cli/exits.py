@@ -6,24 +6,6 @@ does not name is a bug: its traceback shows. The classes are named by module and
 so that no module is imported to look one up (``hil --version`` stays light); a
 subclass is found through its bases (a ``ControllerError`` is a ``ConfigError``).
 
-========================================  ====  =============================================
-exception                                 code  what it means
-========================================  ====  =============================================
-``hilrig.errors.ConfigError``             2     a mistake in what was asked: a config, a key,
-                                                an option, a run id, an endpoint
-``telemetry.logfile.LogError``            2     a log that is missing or not a hilrig log
-``campaign.runner.CampaignError``         2     a campaign that cannot start (no Dask, no
-                                                scheduler, no workers)
-``rt.sim.SimulationError``                1     the plant state became invalid (``hil sim``
-                                                still writes the rows up to then)
-``telemetry.recorder.TelemetryError``     1     the log could not be written
-``remote.fault.FaultError``               1     an emulator or controller refused or did not
-                                                answer (``hil fault``, ``hil estop``)
-``live.tuning.TuningError``               1     a run refused a change or did not answer
-                                                (``hil set``)
-``KeyboardInterrupt`` (Ctrl-C, SIGTERM)   130   interrupted
-========================================  ====  =============================================
-
 A run that ends by itself exits with RUN_ENDINGS: 0 when it ran to its end, 130 when it
 was interrupted (Ctrl-C, ``hil estop``), 1 otherwise (a link lost, a fault, a log that
 could not be written); the reason is in its last lines and its log.
@@ -41,14 +23,23 @@ class Exit:
     line: str = "{exc}"
 
 
+# README's CLI section shows this table to the user (a test keeps them equal).
 ERRORS: dict[str, Exit] = {
+    # a mistake in what was asked: a config, a key, an option, a run id, an endpoint
     "hilrig.errors.ConfigError": Exit(2, "config error: {exc}"),
+    # a log that is missing or not a hilrig log (hil plot, hil log)
     "hilrig.telemetry.logfile.LogError": Exit(2),
+    # a campaign that cannot start (no Dask, no scheduler, no workers)
     "hilrig.campaign.runner.CampaignError": Exit(2),
+    # the plant state became invalid (hil sim still writes the rows up to then)
     "hilrig.rt.sim.SimulationError": Exit(1),
+    # the log could not be written
     "hilrig.telemetry.recorder.TelemetryError": Exit(1),
+    # an emulator or a controller refused or did not answer (hil fault, hil estop)
     "hilrig.remote.fault.FaultError": Exit(1),
+    # a run refused a change or did not answer (hil set)
     "hilrig.live.tuning.TuningError": Exit(1),
+    # Ctrl-C, or SIGTERM (timing.signals.terminate_as_interrupt)
     "builtins.KeyboardInterrupt": Exit(130, "interrupted"),
 }
 

@@ -41,6 +41,7 @@ import sys
 import hilrig
 from hilrig.cli import analyze, campaign, configs, logs, remote, runs
 from hilrig.cli.exits import exit_for
+from hilrig.timing.signals import terminate_as_interrupt
 
 FAMILIES = (runs, remote, logs, configs, analyze, campaign)
 
@@ -79,8 +80,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``hil ARGV``: the chosen command's exit code (cli.exits for what went wrong)."""
-    from hilrig.timing.signals import terminate_as_interrupt
-
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
     terminate_as_interrupt()

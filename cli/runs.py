@@ -232,7 +232,7 @@ def _emulate(args) -> int:
     if "ticks_run" in summary:
         print(format_summary(summary))
     print(f"overruns {emulator.overruns}, rejected frames {emulator.rejected}")
-    return 1 if emulator.failed else 0
+    return run_exit_code("error" if emulator.failed else "ok")
 
 
 def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
