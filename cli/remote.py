@@ -1,0 +1,144 @@
+"""The commands that reach a running process: ``hil fault`` (an emulator's joints),
+``hil estop`` (controllers' drives off), ``hil set`` (a run's live parameters).
+
+All three address the run the same way (cli.options.add_run_address): ``--run RUN_ID``
+(the id a run prints when it starts; ``hil estop --list``) or ``--connect ENDPOINT``,
+and ``--timeout S``; ``hil estop`` takes the run id as a positional too.
+
+    hil estop                 e-stop every running `hil control` of this user
+    hil estop RUN_ID          e-stop that run (or --run RUN_ID)
+    hil estop --list          run id, pid, endpoints, config, start time of each run
+    hil estop --connect EP    e-stop the controller serving the e-stop endpoint EP
+    hil set KEY=VALUE ...     change live parameters of your only run, --run's or --connect's
+    hil fault jam|clear ...   jam or clear a joint of the emulator at --connect (default
+                              ipc:///tmp/hilrig-emulator)
+
+The runs in the run list (remote.runs: `hil run`, `hil control`) take no faults: faults
+go to an emulator (`hil emulate`), which is not in the list. ``hil fault --run RUN_ID``
+is accepted, as on the other two, and refused with one line saying so.
+"""
+from __future__ import annotations
+
+from hilrig.cli.options import add_run_address, run_address
+from hilrig.errors import ConfigError
+
+
+def register(commands) -> None:
+    commands.add("fault", "inject a fault into a running emulator", _declare_fault)
+    commands.add("estop", "e-stop running `hil control` runs: drives disabled (default: "
+                          "every run of yours)", _declare_estop)
+    commands.add("set", "change parameters of a running `hil run` or `hil control` (gains, "
+                        "target, reference, safety limits)", _declare_set)
+
+
+def _declare_fault(parser) -> None:
+    from hilrig.remote.client import DEFAULT_ENDPOINT
+
+    parser.add_argument("kind", choices=("jam", "clear"))
+    parser.add_argument("--joint", type=int, required=True, help="1-based joint")
+    parser.add_argument("--duration", type=float, default=0.1, help="jamming phase, s (jam)")
+    add_run_address(parser, connect_help=f"emulator endpoint (default {DEFAULT_ENDPOINT})")
+    parser.set_defaults(handler=_fault)
+
+
+def _declare_estop(parser) -> None:
+    add_run_address(parser, positional=True,
+                    connect_help="the e-stop endpoint of one controller (instead of a run id)")
+    parser.add_argument("--list", action="store_true", help="list your running controllers")
+    parser.set_defaults(handler=_estop)
+
+
+def _declare_set(parser) -> None:
+    parser.add_argument("assignments", nargs="*", metavar="KEY=VALUE",
+                        help="config keys, e.g. controller.kp=80 (none: list the live ones)")
+    add_run_address(parser, timeout=5.0,
+                    connect_help="the run's --set-endpoint (instead of --run)")
+    parser.set_defaults(handler=_set)
+
+
+def _fault(args) -> int:
+    """hil fault: FaultError (exit 1) when the emulator refuses or does not answer."""
+    from hilrig.remote.client import DEFAULT_ENDPOINT
+    from hilrig.remote.fault import send_fault
+
+    address = run_address(args)
+    if address.run_id is not None:
+        from hilrig.remote import runs
+
+        run = runs.find_run(address.run_id)
+        raise ConfigError(f"run {run.run_id} takes no faults (a `hil run` or `hil control`): "
+                          "hil fault reaches an emulator, --connect ENDPOINT (its --bind)")
+    ack = send_fault(address.endpoint or DEFAULT_ENDPOINT, args.kind, args.joint,
+                     args.duration, address.timeout)
+    what = "jammed" if args.kind == "jam" else "cleared"
+    print(f"joint {args.joint} {what} at tick {ack.tick} (plant time {ack.time:.6f} s)")
+    return 0
+
+
+def _estop(args) -> int:
+    """hil estop: 0 when every targeted run acknowledged; FaultError (exit 1) naming those
+    that did not, once the others are stopped, or when there is none to stop."""
+    from hilrig.remote import runs
+    from hilrig.remote.fault import FaultError, send_estop
+
+    address = run_address(args)
+    if args.list:
+        _list_runs(runs.list_runs())
+        return 0
+    if address.endpoint:
+        targets = [(address.endpoint, address.endpoint)]
+    elif address.run_id:
+        run = runs.find_run(address.run_id)
+        if not run.endpoint:
+            raise ConfigError(f"run {run.run_id} has no e-stop endpoint (a `hil run`: Ctrl-C "
+                              "stops it)")
+        targets = [(f"run {run.run_id}", run.endpoint)]
+    else:
+        targets = [(f"run {run.run_id}", run.endpoint) for run in runs.list_runs()
+                   if run.endpoint]
+        if not targets:
+            raise FaultError("no running `hil control` of yours to e-stop (hil estop "
+                             "--connect ENDPOINT for one started elsewhere)")
+    failed = []
+    for name, endpoint in targets:
+        try:
+            tick = send_estop(endpoint, address.timeout)
+        except FaultError as exc:
+            failed.append(f"{name}: {exc}")
+            continue
+        who = "the controller" if name == endpoint else name
+        print(f"e-stop: {who} stopped its drives at tick {tick}")
+    if failed:
+        raise FaultError("; ".join(failed))
+    return 0
+
+
+def _list_runs(found: list) -> None:
+    """hil estop --list: one line per run of this user (remote.runs.Run)."""
+    if not found:
+        print("no running `hil run` or `hil control` of yours")
+        return
+    print(f"{'run id':<8} {'pid':>7}  {'started':<19}  {'config':<24} e-stop endpoint "
+          "(- for a `hil run`: Ctrl-C) | hil set endpoint")
+    for run in found:
+        print(f"{run.run_id:<8} {run.pid:>7}  {run.started:<19}  {run.config:<24} "
+              f"{run.endpoint or '-'} | {run.set_endpoint or '-'}")
+
+
+def _set(args) -> int:
+    """hil set: TuningError (exit 1) when the run refuses the change or does not answer."""
+    from hilrig.live.tuning import parse_assignments, send_request
+    from hilrig.remote import runs
+
+    address = run_address(args)
+    endpoint = address.endpoint or runs.tunable_run(address.run_id).set_endpoint
+    if not args.assignments:
+        values = send_request(endpoint, {"get": True}, address.timeout)["values"]
+        for key, value in values.items():
+            print(f"{key} = {value}")
+        return 0
+    parse_assignments(args.assignments)          # a malformed item: exit 2 here
+    ack = send_request(endpoint, {"set": args.assignments}, address.timeout)
+    changes = ", ".join(f"{k} = {v}" for k, v in ack["changes"].items())
+    print(f"{changes}: taken at tick {ack['tick']} (plant time {ack['t']:.6f} s)")
+    return 0

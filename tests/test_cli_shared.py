@@ -1,0 +1,252 @@
+"""What the ``hil`` commands share: one map from what went wrong to the exit code and the
+one line on stderr (cli.exits), one ``--set`` (cli.options.add_set), one way to address
+a running run on ``hil fault``, ``hil estop`` and ``hil set`` (add_run_address)."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hilrig.cli.exits import ERRORS, exit_for
+from hilrig.cli.main import main, parser
+from hilrig.controllers.factory import ControllerError
+from rt_helpers import ROOT, hil
+
+NOBODY = "ipc:///tmp/hil-test-nobody-listens"
+
+
+@pytest.fixture
+def runtime(monkeypatch):
+    """A private runtime folder: no run of another test in the run list (short path:
+    ipc paths are limited to 107 bytes)."""
+    folder = tempfile.mkdtemp(prefix="hcli-", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _lines(err: str) -> list[str]:
+    """stderr's lines without those of a first compilation of the kernels."""
+    return [line for line in err.splitlines() if not line.startswith("hilrig: compil")]
+
+
+def _hil(argv: list, capsys) -> tuple[int, list[str]]:
+    """``hil ARGV`` in this process: its exit code and its stderr lines."""
+    capsys.readouterr()
+    status = main([str(a) for a in argv])
+    return status, _lines(capsys.readouterr().err)
+
+
+# -- the map from exceptions to exit codes --------------------------------------------------
+
+def test_every_class_the_map_names_exists_under_that_name():
+    """The map names classes by module and name (so that looking one up imports nothing):
+    a class moved or renamed would silently fall out of it, and its errors become
+    tracebacks."""
+    for name, known in ERRORS.items():
+        module, _, qualname = name.rpartition(".")
+        cls = getattr(importlib.import_module(module), qualname)
+        assert issubclass(cls, BaseException), name
+        assert exit_for(cls.__new__(cls)) is known
+    assert exit_for(ControllerError("x")).code == 2          # through its base, ConfigError
+    assert exit_for(KeyboardInterrupt()).code == 130
+    assert exit_for(RuntimeError("a bug")) is None
+
+
+def test_the_cli_doc_lists_every_exit_code():
+    readme = (ROOT / "docs" / "CLI.md").read_text()
+    table = readme[readme.index("| exit code |"):]
+    table = table[:table.index("\n\n")]
+    for name, known in ERRORS.items():
+        row = next((line for line in table.splitlines()
+                    if f"`{name.rpartition('.')[2]}`" in line), None)
+        assert row is not None, f"docs/CLI.md's exit codes do not name {name}"
+        assert row.startswith(f"| {known.code} |"), row
+
+
+def test_a_bug_shows_its_traceback_and_ctrl_c_is_130(monkeypatch, capsys):
+    from hilrig.settings import builtin_configs
+
+    def broken():
+        raise RuntimeError("a bug in listing the configs")
+    monkeypatch.setattr(builtin_configs, "names", broken)
+    with pytest.raises(RuntimeError, match="a bug in listing"):
+        main(["configs"])
+
+    def interrupted():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(builtin_configs, "names", interrupted)
+    assert _hil(["configs"], capsys) == (130, ["hil: interrupted"])
+
+
+def _user_errors(tmp: Path) -> list:
+    """(family, argv, the one line) of a mistake of the user's in each family's commands."""
+    missing = tmp / "missing.mcap"
+    unknown_run = ("config error: no running `hil run` or `hil control` with run id "
+                   "'nosuchrun' (yours: none running; hil estop --list)")
+    return [
+        ("runs", ["sim", "rrr3_pd", "--dt", "-0.001", "--out", tmp / "x.npz"], "sim.dt"),
+        ("runs", ["run", "rrr3_pd", "--rate", "0"],
+         "config error: --rate: expected a finite number > 0 (Hz), got 0"),
+        ("runs", ["emulate", "rrr3_pd", "--duration", "-1"],
+         "config error: --duration: expected a finite number > 0 (s), got -1"),
+        ("runs", ["control", "rig_inprocess", "--link", "zmq", "--connect", "garbage"],
+         "config error: endpoint 'garbage': expected ipc://PATH or tcp://HOST:PORT"),
+        ("remote", ["fault", "jam", "--joint", "1", "--run", "nosuchrun"], unknown_run),
+        ("remote", ["estop", "nosuchrun"], unknown_run),
+        ("remote", ["set", "--run", "nosuchrun", "controller.kp=80"], unknown_run),
+        ("logs", ["plot", missing], f"{missing}: not found"),
+        ("logs", ["log", "export", missing, "--out", tmp / "x.npz"], f"{missing}: not found"),
+        ("logs", ["log", "repair", missing], f"{missing}: not found"),
+        ("configs", ["configs", "--show", "nosuch"], "no built-in config 'nosuch'"),
+        ("configs", ["warmup", tmp / "nosuch.toml"], "nosuch.toml"),
+        ("configs", ["canopen", "eds", "--node", "99"], "--node 99: not a drive"),
+        ("configs", ["keys", "--dir", tmp / "keys"], "keys already exist"),
+        ("analyze", ["analyze", "modes", "nosuch"], "nosuch is neither a file nor"),
+        ("campaign", ["campaign", tmp / "nosuch.toml"], "nosuch.toml"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_user_errors(ROOT))),
+                         ids=[f"{c[0]}-{'-'.join(map(str, c[1][:2]))}"
+                              for c in _user_errors(ROOT)])
+def test_each_familys_user_error_exits_2_with_one_line(index, tmp_path, runtime, capsys,
+                                                       monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HILRIG_KEYS", str(tmp_path / "keys"))
+    _, argv, cause = _user_errors(tmp_path)[index]
+    if argv[0] == "keys":
+        assert main(["keys", "--dir", str(tmp_path / "keys")]) == 0     # then again: refused
+    before = sorted(tmp_path.rglob("*"))
+    status, lines = _hil(argv, capsys)
+    assert status == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("hil: ") and cause in lines[0], lines
+    assert sorted(tmp_path.rglob("*")) == before                        # nothing written
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["fault", "jam", "--joint", "1", "--connect", NOBODY, "--timeout", "0.2"],
+     f"hil: no answer from an emulator at {NOBODY} within 0.2 s"),
+    (["set", "controller.kp=80", "--connect", NOBODY],
+     f"hil: no run takes live changes at {NOBODY} (is `hil run` or `hil control` running, "
+     "with this --set-endpoint?)"),
+    (["estop"], "hil: no running `hil control` of yours to e-stop (hil estop --connect "
+                "ENDPOINT for one started elsewhere)"),
+])
+def test_a_run_that_does_not_answer_exits_1_with_one_line(argv, line, runtime, capsys):
+    assert _hil(argv, capsys) == (1, [line])
+
+
+# -- --set, declared once --------------------------------------------------------------------
+
+def _leaves(command: argparse.ArgumentParser, path=()):
+    """(path, parser) of every command of the ``hil`` parser, its options declared."""
+    actions = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        yield path, command
+        return
+    for name, sub in actions[0].choices.items():
+        declare = getattr(actions[0], "_undeclared", {}).pop(name, None)
+        if declare is not None:
+            declare(sub)
+        yield from _leaves(sub, path + (name,))
+
+
+def _with_set(tmp: Path) -> dict:
+    """The command line of each command that takes --set, but for --set."""
+    return {("sim",): ["sim", "rrr3_pd", "--out", tmp / "x.npz"],
+            ("run",): ["run", "rrr3_pd"],
+            ("emulate",): ["emulate", "rrr3_pd"],
+            ("control",): ["control", "rrr3_pd"],
+            ("canopen", "eds"): ["canopen", "eds", "--node", "1", "rrr3_pd"],
+            ("analyze", "modes"): ["analyze", "modes", "rrr3_pd"],
+            ("analyze", "stiffness"): ["analyze", "stiffness", "rrr3_pd"],
+            ("analyze", "flex"): ["analyze", "flex", "rrr3_pd"]}
+
+
+def test_every_command_that_takes_set_is_checked_below():
+    taking = {path for path, command in _leaves(parser())
+              if "--set" in command._option_string_actions}
+    assert taking == set(_with_set(ROOT))
+
+
+@pytest.mark.parametrize("item, line", [
+    ("controller.kpp=80",
+     "hil: config error: unknown key 'controller.kpp' (did you mean 'controller.kp'?)"),
+    ("controller.kp", "hil: config error: --set expects key=value, got 'controller.kp'"),
+])
+def test_a_bad_set_is_the_same_line_on_every_command_that_takes_it(item, line, tmp_path,
+                                                                   capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for path, argv in _with_set(tmp_path).items():
+        assert _hil(argv + ["--set", item], capsys) == (2, [line]), path
+    assert not list(tmp_path.iterdir())                                  # nothing written
+
+
+# -- one way to address a running run --------------------------------------------------------
+
+ADDRESSED = {"fault": ["fault", "jam", "--joint", "1"], "estop": ["estop"],
+             "set": ["set", "controller.kp=80"]}
+
+
+@pytest.mark.parametrize("address, line", [
+    (["--run", "nosuchrun"], "hil: config error: no running `hil run` or `hil control` "
+                             "with run id 'nosuchrun' (yours: none running; hil estop --list)"),
+    (["--run", "abc123", "--connect", NOBODY],
+     f"hil: config error: run id abc123 and --connect {NOBODY}: give one of them"),
+    (["--connect", NOBODY, "--timeout", "nan"],
+     "hil: config error: --timeout: expected a finite number > 0 (s), got nan"),
+    (["--connect", "garbage", "--timeout", "0.2"],
+     "hil: config error: endpoint 'garbage': expected ipc://PATH or tcp://HOST:PORT"),
+])
+def test_fault_estop_and_set_take_the_same_run_address(address, line, runtime, capsys):
+    for command, argv in ADDRESSED.items():
+        assert _hil(argv + address, capsys) == (2, [line]), command
+    if address[0] == "--run":                   # hil estop RUN_ID: the positional as --run
+        assert _hil(["estop", *address[1:]], capsys) == (2, [line])
+
+
+def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_not(
+        tmp_path, runtime, capsys):
+    """One `hil control`: `hil set --run ID` and `--connect` reach it, `hil fault --run ID`
+    is refused with the reason (the run list holds no emulators), `hil estop --run ID`
+    stops it (it used to take the id only as a positional)."""
+    log = tmp_path / "ctl.mcap"
+    ctl = subprocess.Popen(hil("control", "rig_inprocess", "--duration", "600", "--log",
+                               str(log)),
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = ctl.stdout.readline()
+        match = re.match(r"run ([0-9a-f]{6}): `hil estop \1`", first)
+        assert match, first + (ctl.stderr.read() if ctl.poll() is not None else "")
+        run_id = match.group(1)
+        deadline = time.monotonic() + 120           # until its loop takes changes
+        while True:
+            status, lines = _hil(["set", "--run", run_id], capsys)
+            if status == 0 or time.monotonic() > deadline or ctl.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert status == 0, lines
+        status = main(["set", "--connect", f"ipc://{runtime}/hilrig/set-{run_id}",
+                       "controller.kp=90"])
+        out = capsys.readouterr().out
+        assert status == 0 and out.startswith("controller.kp = [90.0, 90.0, 90.0]: taken at "
+                                              "tick "), out
+        assert _hil(["fault", "jam", "--joint", "1", "--run", run_id], capsys) == (2, [
+            f"hil: config error: run {run_id} takes no faults (a `hil run` or `hil control`): "
+            "hil fault reaches an emulator, --connect ENDPOINT (its --bind)"])
+        assert main(["estop", "--run", run_id]) == 0
+        assert capsys.readouterr().out.startswith(f"e-stop: run {run_id} stopped its drives "
+                                                  "at tick ")
+        ctl.communicate(timeout=60)
+        assert ctl.returncode == 130
+    finally:
+        if ctl.poll() is None:
+            ctl.kill()
+            ctl.communicate()
