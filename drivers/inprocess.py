@@ -45,6 +45,9 @@ class PlantLink(Link):
         self.method, self.correction = int(method), int(correction)
         self.stepper = PackedStep(plant, h, method, correction)
         self.held = self.stepper.u
+        # the actuated joints' angles and rates: views into the packed state, which stays
+        # in place (the packed kernel steps it), so read copies without slicing per tick
+        self._q, self._dq = plant.x[:self.n_axes], plant.x[plant.nq:plant.nq + self.n_axes]
 
     @classmethod
     def from_config(cls, cfg: Config) -> "PlantLink":
@@ -68,10 +71,9 @@ class PlantLink(Link):
 
     def _read(self, meas: Measurement) -> bool:
         p = self.plant
-        nq, n = p.nq, self.n_axes
         meas.buffer[0] = p.t
-        meas.pos[:] = p.x[:n]
-        meas.vel[:] = p.x[nq:nq + n]
+        meas.pos[:] = self._q
+        meas.vel[:] = self._dq
         currents(p.params, p.x, self.held, meas.current)
         return True
 
