@@ -8,10 +8,11 @@ message that names the part and the property it breaks.
 - ``check_plant``: array shapes and dtypes, a finite step under zero input, a NaN state
   detected, bit-identical repeated runs, and energy: conserved by the undamped,
   torque-driven mechanism, never gained by a torque-driven serial arm (plant.model).
-- ``check_link``: attributes set, the lifecycle order enforced, a finite measurement
-  after ``configure``, zeros accepted after ``activate``, ``safe_stop`` and ``close``
-  idempotent, and a link that cannot configure raising LinkError and closing quietly
-  (drivers.link).
+- ``check_link``: attributes set, the lifecycle order enforced (also after ``close``),
+  a finite measurement after ``configure``, zeros accepted after ``activate``,
+  ``safe_stop`` and ``close`` idempotent (also on a link never configured), and a link
+  that cannot configure raising LinkError, refusing the calls of a configured link and
+  closing quietly (drivers.link).
 
 Each function returns None when the part conforms and raises ``ConformanceError`` at
 the first property it breaks. They run in a few seconds, on copies: the controller's
@@ -342,12 +343,15 @@ def check_link(link_factory: Callable[[], Link], *,
     ``write`` still raises LinkError and ``read`` gives a measurement with finite t, pos
     and vel within ``first_read_timeout`` s; ``activate`` sets ``enabled_at_ns`` and a
     write of zeros is accepted; ``safe_stop`` twice, a write after it, and ``close``
-    twice raise nothing. Then a second link from the factory opens (the first released
-    what it held), reads and closes as a context manager.
+    twice raise nothing; after ``close``, ``read``, ``write`` and ``activate`` raise
+    LinkError (a closed link touches nothing). Then a second link from the factory opens
+    (the first released what it held), reads and closes as a context manager; a third,
+    never configured, takes ``safe_stop`` and ``close`` twice each without raising.
 
     ``failing_factory`` (optional) returns a link pointed at nothing (an endpoint nobody
-    serves, a port that does not exist): its ``configure`` must raise LinkError, and
-    ``safe_stop`` and ``close`` afterwards, twice each, must not raise.
+    serves, a port that does not exist): its ``configure`` must raise LinkError; then
+    ``read``, ``write`` and ``activate`` raise LinkError (nothing is left half-configured),
+    and ``safe_stop`` and ``close``, twice each, raise nothing.
 
     Raises ConformanceError naming the link's class and the step that failed.
     """
@@ -365,6 +369,8 @@ def check_link(link_factory: Callable[[], Link], *,
     except LinkError as exc:
         raise ConformanceError(f"{name}: a second link from the factory did not open after "
                                f"the first closed: {exc}") from exc
+    _quiet_calls(link_factory(), f"{name} (never configured)",
+                 ("safe_stop", "second safe_stop", "close", "second close"), "")
     if failing_factory is not None:
         failing = failing_factory()
         _check_failed_configure(failing, f"link {type(failing).__name__}")
@@ -392,6 +398,7 @@ def _check_link_lifecycle(link: Link, name: str, first_read_timeout: float) -> N
                        ("write after safe_stop", lambda: link.write(zeros)),
                        ("close", link.close), ("second close", link.close)):
         _lifecycle_call(call, name, what)
+    _refuses_the_configured_calls(link, name, "close")
 
 
 def _first_measurement(link: Link, name: str, timeout: float) -> None:
@@ -421,9 +428,28 @@ def _check_failed_configure(link: Link, name: str) -> None:
     else:
         _release_quietly(link)
         raise ConformanceError(f"{name}: configure of a link pointed at nothing did not raise")
-    for what, call in (("safe_stop", link.safe_stop), ("second safe_stop", link.safe_stop),
-                       ("close", link.close), ("second close", link.close)):
-        _lifecycle_call(call, name, f"{what} after a failed configure")
+    try:
+        _refuses_the_configured_calls(link, name, "a failed configure")
+    except ConformanceError:
+        _release_quietly(link)
+        raise
+    _quiet_calls(link, name, ("safe_stop", "second safe_stop", "close", "second close"),
+                 " after a failed configure")
+
+
+def _refuses_the_configured_calls(link: Link, name: str, after: str) -> None:
+    """``read``, ``write`` and ``activate`` must raise LinkError (the link holds nothing)."""
+    zeros = np.zeros(link.n_axes)
+    for what, call in (("read", lambda: link.read(Measurement(link.n_axes))),
+                       ("write", lambda: link.write(zeros)), ("activate", link.activate)):
+        _expect_link_error(call, name, f"{what} after {after}")
+
+
+def _quiet_calls(link: Link, name: str, calls, suffix: str) -> None:
+    """Each of ``calls`` ("safe_stop", "second close", ...: the method is the last word)
+    must raise nothing."""
+    for what in calls:
+        _lifecycle_call(getattr(link, what.split()[-1]), name, what + suffix)
 
 
 def _lifecycle_call(call: Callable, name: str, what: str):

@@ -32,7 +32,8 @@ Documented reactions (each names the axis, its node-id and the cause):
   heartbeat showing another NMT state (reset, stopped): ``LinkError``.
 - A command that is not finite: ``LinkError`` (nothing is sent).
 - ``safe_stop``: quick stop, then disable voltage, on every drive (RPDO + SYNC
-  each, no waiting); later ``write`` calls send nothing.
+  each, no waiting); later ``write`` calls send nothing, ``read`` raises LinkError
+  (the base, drivers.link, keeps the lifecycle).
 """
 from __future__ import annotations
 
@@ -49,15 +50,7 @@ import numpy as np
 from canopen.sdo.exceptions import SdoAbortedError, SdoCommunicationError
 from hilrig.drivers import cia402
 from hilrig.drivers.cia402 import State
-from hilrig.drivers.link import (
-    DriveFault,
-    Link,
-    LinkError,
-    LinkTimeout,
-    Measurement,
-    not_active,
-    not_configured,
-)
+from hilrig.drivers.link import DriveFault, Link, LinkError, LinkState, LinkTimeout, Measurement
 from hilrig.plant.factory import motor_params
 from hilrig.schema import Config
 
@@ -117,9 +110,6 @@ class CanopenLink(Link):
         self.boot_timeout = float(boot_timeout)
         self.network: canopen.Network | None = None
         self.nodes: list[canopen.RemoteNode] = []
-        self.configured = False
-        self.active = False
-        self.stopped = False
         self.syncs = 0
         self.missed = 0
         self.stale_frames = 0
@@ -150,13 +140,17 @@ class CanopenLink(Link):
                    c.master_id, c.heartbeat_period, c.heartbeat_timeout,
                    c.tpdo_timeout, c.max_missed, c.sdo_timeout, c.boot_timeout)
 
+    def describe(self) -> str:
+        bus = self.bus_config
+        return f"CANopen link ({bus.get('interface')} {bus.get('channel')})"
+
     def _name(self, axis: int) -> str:
         return f"axis {axis + 1} (node {self.node_ids[axis]})"
 
     # -- bring-up -----------------------------------------------------------------------
-    def configure(self) -> None:
+    def _configure(self) -> None:
         """Boot and configure every drive, leave it in SWITCH ON DISABLED; LinkError (or a
-        subclass) names any cause, and the bus is released again.
+        subclass) names any cause (the base then calls ``_close``: the bus is released).
 
         Sequence per drive: NMT reset communication, wait for boot-up; check the device
         type (CiA 402); SDO configuration (heartbeat producer 0x1017 and consumer of the
@@ -165,55 +159,44 @@ class CanopenLink(Link):
         (RPDO1, TPDO1, TPDO2 synchronous, the others disabled); NMT start; the state
         machine to SWITCH ON DISABLED over SDO (fault reset, or disable voltage, if needed).
         """
-        self.configured = self.active = self.stopped = False
-        self.enabled_at_ns = None
+        net = canopen.Network()
+        net.NOTIFIER_CYCLE = 0.05
         try:
-            net = canopen.Network()
-            net.NOTIFIER_CYCLE = 0.05
-            try:
-                net.connect(**self.bus_config)
-            except (can.CanError, OSError, NotImplementedError, ValueError) as exc:
-                raise LinkError(f"cannot open the CAN bus {self.bus_config}: {exc}") from exc
-            self.network = net
-            for cob_id in self._cob:
-                net.subscribe(cob_id, self._on_frame)
-            self._heartbeat_task = net.send_periodic(0x700 + self.master_id,
-                                                     [cia402.OPERATIONAL],
-                                                     self.heartbeat_period)
-            self.nodes = []
-            for axis, node_id in enumerate(self.node_ids):
-                node = net.add_node(node_id, cia402.object_dictionary(node_id))
-                node.sdo.RESPONSE_TIMEOUT = self.sdo_timeout
-                self.nodes.append(node)
-            for axis in range(self.n_axes):
-                self._boot(axis)
-                self._configure(axis)
-            for node in self.nodes:
-                node.nmt.state = "OPERATIONAL"
-            for axis in range(self.n_axes):
-                self._disable(axis)
-        except BaseException:
-            self.close()
-            raise
+            net.connect(**self.bus_config)
+        except (can.CanError, OSError, NotImplementedError, ValueError) as exc:
+            raise LinkError(f"cannot open the CAN bus {self.bus_config}: {exc}") from exc
+        self.network = net
+        for cob_id in self._cob:
+            net.subscribe(cob_id, self._on_frame)
+        self._heartbeat_task = net.send_periodic(0x700 + self.master_id,
+                                                 [cia402.OPERATIONAL], self.heartbeat_period)
+        self.nodes = []
+        for node_id in self.node_ids:
+            node = net.add_node(node_id, cia402.object_dictionary(node_id))
+            node.sdo.RESPONSE_TIMEOUT = self.sdo_timeout
+            self.nodes.append(node)
+        for axis in range(self.n_axes):
+            self._boot(axis)
+            self._configure_drive(axis)
+        for node in self.nodes:
+            node.nmt.state = "OPERATIONAL"
+        for axis in range(self.n_axes):
+            self._disable(axis)
         self._events = queue.SimpleQueue()   # bring-up heartbeats (boot-up, PRE-OPERATIONAL)
         self._last_heartbeat[:] = time.monotonic()
         self.missed = 0
-        self.configured = True
 
-    def activate(self) -> None:
+    def _activate(self) -> None:
         """Shutdown, switch on, enable operation: each on every drive, then confirmed.
 
         Sets ``enabled_at_ns`` to the first statusword showing OPERATION ENABLED. Raises
         LinkError (DriveFault, LinkTimeout) naming the drive and the step that failed; the
-        caller then calls ``safe_stop`` and ``close``, as after any link error.
+        base then stops the drives (``_safe_stop``) and leaves the bus (``_close``).
         """
-        if not self.configured or self.network is None:
-            raise not_configured("CANopen link")
         self._transition(cia402.CW_SHUTDOWN, State.READY_TO_SWITCH_ON, "shutdown")
         self._transition(cia402.CW_SWITCH_ON, State.SWITCHED_ON, "switch on")
         self.enabled_at_ns = self._transition(cia402.CW_ENABLE_OPERATION,
                                               State.OPERATION_ENABLED, "enable operation")
-        self.active, self.stopped = True, False
 
     def _on_frame(self, can_id: int, data: bytearray, timestamp: float) -> None:
         """Notifier thread: hand cycle frames to ``read`` (boot-ups also signal ``open``)."""
@@ -234,7 +217,7 @@ class CanopenLink(Link):
             raise LinkError(f"{self._name(axis)}: device type 0x{device_type:08X} is not a "
                             "CiA 402 drive (profile 402 expected in 0x1000 bits 15..0)")
 
-    def _configure(self, axis: int) -> None:
+    def _configure_drive(self, axis: int) -> None:
         node = self.nodes[axis]
         self._sdo_write(axis, cia402.HEARTBEAT_PRODUCER, 0,
                         max(1, round(self.heartbeat_period * 1000)))
@@ -344,10 +327,8 @@ class CanopenLink(Link):
                             f"{value} refused: {exc}") from exc
 
     # -- the cycle ------------------------------------------------------------------------
-    def read(self, meas: Measurement) -> bool:
+    def _read(self, meas: Measurement) -> bool:
         """SYNC, then the TPDOs of every axis within ``tpdo_timeout``; see the module docstring."""
-        if self.stopped or self.network is None:
-            raise LinkError("CANopen link is stopped (safe_stop) or not configured")
         self.stale_frames += self._drain_events()
         self._fresh[:] = False
         try:
@@ -420,7 +401,7 @@ class CanopenLink(Link):
         else:
             self._last_heartbeat[axis] = when
             state = data[0] & 0x7F
-            if state != cia402.OPERATIONAL and not self.stopped:
+            if state != cia402.OPERATIONAL:
                 name = cia402.NMT_STATE_NAMES.get(state, f"0x{state:02X}")
                 raise LinkError(f"{self._name(axis)} left NMT OPERATIONAL: its heartbeat "
                                 f"reports {name} (the drive was reset, stopped or rebooted)")
@@ -446,18 +427,14 @@ class CanopenLink(Link):
                 text = cia402.describe_error(code) if code else \
                     "the statusword shows FAULT (no EMCY received; see 0x603F)"
                 raise DriveFault(axis + 1, code, text)
-            if not self.active:
+            if self.lifecycle is not LinkState.ACTIVE:
                 continue
             label = state.label if state is not None else "an undecodable state"
             raise LinkError(f"{self._name(axis)}: the drive left OPERATION ENABLED: now "
                             f"{label} (statusword 0x{sw:04X})")
 
-    def write(self, command: np.ndarray) -> None:
+    def _write(self, command: np.ndarray) -> None:
         """RPDO1 per axis: enable operation, target torque = command (N m at the joint)."""
-        if self.stopped:
-            return
-        if not self.active:
-            raise not_active("CANopen link")
         for axis in range(self.n_axes):
             tau = float(command[axis])
             if not math.isfinite(tau):
@@ -476,32 +453,23 @@ class CanopenLink(Link):
             raise LinkError(f"cannot send RPDO: {exc}") from exc
 
     # -- stopping -------------------------------------------------------------------------
-    def safe_stop(self) -> None:
-        """Quick stop, then disable voltage, on every drive; block further writes. Never raises."""
-        if self.stopped:
-            return
-        self.stopped = True
-        if self.network is None or self.network.bus is None:
-            return
-        try:
-            for word in (cia402.CW_QUICK_STOP, cia402.CW_DISABLE_VOLTAGE):
-                for msg in self._rpdo:
-                    _RPDO1.pack_into(msg.data, 0, word, 0)
-                    self.network.bus.send(msg)
-                self.network.bus.send(_SYNC)
-        except Exception as exc:     # the bus may be the reason we stop
-            log.error("CANopen safe_stop could not reach the drives: %s", exc)
+    def _safe_stop(self) -> None:
+        """Quick stop, then disable voltage, on every drive (RPDO + SYNC each, no waiting).
 
-    def close(self) -> None:
-        """Stop the controller heartbeat and leave the bus. Idempotent; never raises."""
+        The bus may be the reason we stop: what a send raises, the base logs.
+        """
+        for word in (cia402.CW_QUICK_STOP, cia402.CW_DISABLE_VOLTAGE):
+            for msg in self._rpdo:
+                _RPDO1.pack_into(msg.data, 0, word, 0)
+                self.network.bus.send(msg)
+            self.network.bus.send(_SYNC)
+
+    def _close(self) -> None:
+        """Stop the controller heartbeat and leave the bus (if configure got as far)."""
         net, self.network = self.network, None
-        self.configured = self.active = False
         if net is None:
             return
-        try:
-            if self._heartbeat_task is not None:
-                self._heartbeat_task.stop()
-                self._heartbeat_task = None
-            net.disconnect()
-        except Exception as exc:
-            log.error("CANopen close: %s", exc)
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.stop()
+            self._heartbeat_task = None
+        net.disconnect()

@@ -7,16 +7,15 @@ cheapest from Python). Neither allocates: both call compiled kernels on the
 plant's preallocated arrays. The same class is the plant behind the emulator
 and behind the emulated drives.
 
-Lifecycle: ``configure`` makes the plant readable (and loads the current
-kernel ``read`` calls); ``activate`` lets ``write`` step it. The plant does not
-advance before ``activate``: its clock is ``write``.
+Lifecycle (the base, drivers.link, keeps the order): ``configure`` makes the plant
+readable (and loads the current kernel ``read`` calls); ``activate`` lets ``write``
+step it. The plant does not advance before ``activate``: its clock is ``write``, which
+after ``safe_stop`` steps it under zero input.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from hilrig.drivers.link import Link, LinkError, Measurement, not_active, not_configured
+from hilrig.drivers.link import Link, LinkError, Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, plant_from_config
 from hilrig.plant.integrators import METHOD_RK4
@@ -46,9 +45,9 @@ class PlantLink(Link):
         self.method, self.correction = int(method), int(correction)
         self.stepper = PackedStep(plant, h, method, correction)
         self.held = self.stepper.u
-        self.configured = False
-        self.active = False
-        self.stopped = False
+        # the actuated joints' angles and rates: views into the packed state, which stays
+        # in place (the packed kernel steps it), so read copies without slicing per tick
+        self._q, self._dq = plant.x[:self.n_axes], plant.x[plant.nq:plant.nq + self.n_axes]
 
     @classmethod
     def from_config(cls, cfg: Config) -> "PlantLink":
@@ -62,41 +61,33 @@ class PlantLink(Link):
                               f"(one of {sorted(METHODS)})")
         return cls(plant, cfg.sim.dt, METHODS[integrator], correction)
 
-    def configure(self) -> None:
+    def describe(self) -> str:
+        return "in-process plant"
+
+    def _configure(self) -> None:
         """Zero the held command and load the current kernel (one read into scratch)."""
         self.held[:] = 0.0
-        self.read(Measurement(self.n_axes))
-        self.configured, self.active, self.stopped = True, False, False
+        self._read(Measurement(self.n_axes))
 
-    def activate(self) -> None:
-        if not self.configured:
-            raise not_configured("in-process plant")
-        self.active, self.stopped = True, False
-        self.enabled_at_ns = time.monotonic_ns()
-
-    def read(self, meas: Measurement) -> bool:
+    def _read(self, meas: Measurement) -> bool:
         p = self.plant
-        nq, n = p.nq, self.n_axes
         meas.buffer[0] = p.t
-        meas.pos[:] = p.x[:n]
-        meas.vel[:] = p.x[nq:nq + n]
+        meas.pos[:] = self._q
+        meas.vel[:] = self._dq
         currents(p.params, p.x, self.held, meas.current)
         return True
 
-    def write(self, command: np.ndarray) -> None:
-        """Hold ``command`` over one step h and advance the plant (zero after ``safe_stop``)."""
-        if not self.active:
-            raise not_active("in-process plant")
-        if not self.stopped:
-            self.held[:] = command
+    def _write(self, command: np.ndarray) -> None:
+        """Hold ``command`` over one step h and advance the plant."""
+        self.held[:] = command
         if not self.stepper.step():
             raise LinkError(f"plant state invalid at t = {self.plant.t:.6f} s (NaN or singular "
                             f"mass matrix) after command {self.held}")
 
-    def safe_stop(self) -> None:
+    def _write_stopped(self) -> None:
+        """Advance the plant under the zero command ``safe_stop`` left held."""
+        self._write(self.held)
+
+    def _safe_stop(self) -> None:
         """Zero the held command (zero volts: the motors brake through their back-EMF)."""
         self.held[:] = 0.0
-        self.stopped = True
-
-    def close(self) -> None:
-        pass

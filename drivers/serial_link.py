@@ -45,12 +45,12 @@ Reactions (documented, tested):
 ``safe_stop`` sends zero duty to every motor; from then on ``write`` sends zero
 duty whatever it is given (the drives stay fed, the command is blocked).
 
-Lifecycle: ``configure`` opens the port, checks every controller answers (main
-battery), sets its serial timeout and current limits and sends zero duty to
-every motor; ``read`` works from then on. ``activate`` lets ``write`` send
-duties (a packet-serial drive has no enable of its own: the zero duty is the
-off state) and restarts the ``lost_after`` clocks, so a long warm-up between
-the two is not taken for a lost link.
+Lifecycle (the base, drivers.link, keeps the order): ``configure`` opens the
+port, checks every controller answers (main battery), sets its serial timeout
+and current limits and sends zero duty to every motor; ``read`` works from then
+on. ``activate`` lets ``write`` send duties (a packet-serial drive has no enable
+of its own: the zero duty is the off state) and restarts the ``lost_after``
+clocks, so a long warm-up between the two is not taken for a lost link.
 Joints in DriveFault are numbered from 1, as in the configs.
 """
 from __future__ import annotations
@@ -58,21 +58,12 @@ from __future__ import annotations
 import math
 import os
 import select
-import time
 from time import perf_counter
 
 import numpy as np
 import serial
 from hilrig.drivers import roboclaw_codec as rc
-from hilrig.drivers.link import (
-    DriveFault,
-    Link,
-    LinkError,
-    LinkTimeout,
-    Measurement,
-    not_active,
-    not_configured,
-)
+from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
 from hilrig.schema import Config
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
@@ -162,8 +153,6 @@ class SerialLink(Link):
         self._serial: serial.Serial | None = None
         self._fd = -1
         self._dirty = False
-        self._active = False
-        self._stopped = False
         self._t0 = self._last_fresh = self._last_ack = 0.0
 
     @classmethod
@@ -178,40 +167,32 @@ class SerialLink(Link):
 
     # -- Link ---------------------------------------------------------------------
 
-    def configure(self) -> None:
+    def describe(self) -> str:
+        return f"serial link {self.port}"
+
+    def _configure(self) -> None:
         """Open the port, check every controller answers, configure it, zero its duties.
 
-        Raises LinkError naming the port, the address and the cause (the port is then
-        closed again).
+        Raises LinkError naming the port, the address and the cause (the base then
+        closes the port).
         """
-        self._active = False
-        if self._serial is None:
-            try:
-                self._serial = serial.Serial(self.port, self.baud, timeout=0)
-            except (serial.SerialException, OSError, ValueError) as exc:
-                raise LinkError(f"cannot open serial port {self.port}: {exc}") from None
-            self._fd = self._serial.fileno()
-            self._dirty = True
         try:
-            for address, row in self.controllers:
-                self._set_up(address, row)
-        except LinkError:
-            self.close()
-            raise
+            self._serial = serial.Serial(self.port, self.baud, timeout=0)
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise LinkError(f"cannot open serial port {self.port}: {exc}") from None
+        self._fd = self._serial.fileno()
+        self._dirty = True
+        for address, row in self.controllers:
+            self._set_up(address, row)
         self._raw = [None] * self.n_axes
         self._overcurrent = [0] * self.n_axes
-        self._stopped = False
         self._t0 = self._last_fresh = self._last_ack = perf_counter()
 
-    def activate(self) -> None:
+    def _activate(self) -> None:
         """Accept duty commands from now on; the ``lost_after`` clocks start again."""
-        if self._serial is None:
-            raise not_configured(f"serial link {self.port}")
-        self._active, self._stopped = True, False
         self._last_fresh = self._last_ack = perf_counter()
-        self.enabled_at_ns = time.monotonic_ns()
 
-    def read(self, meas: Measurement) -> bool:
+    def _read(self, meas: Measurement) -> bool:
         """Fill ``meas`` (t: s since ``configure``, rad, rad/s, A); False if an exchange failed."""
         start = perf_counter()
         deadline = start + self.budget
@@ -234,18 +215,24 @@ class SerialLink(Link):
         self._last_fresh = perf_counter()
         return True
 
-    def write(self, command: np.ndarray) -> None:
-        """Send one duty per motor for ``command`` (V per joint); zero after ``safe_stop``."""
-        if not self._active:
-            raise not_active(f"serial link {self.port}")
+    def _write(self, command: np.ndarray) -> None:
+        """Send one duty per motor for ``command`` (V per joint)."""
         duty = [0] * self.n_axes
-        if not self._stopped:
-            for j in range(self.n_axes):
-                u = float(command[j])
-                if not math.isfinite(u):
-                    raise LinkError(f"joint {j + 1}: command {u} V is not finite")
-                d = round(u / self.supply[j] * rc.DUTY_FULL)
-                duty[j] = max(-rc.DUTY_FULL, min(rc.DUTY_FULL, d))
+        for j in range(self.n_axes):
+            u = float(command[j])
+            if not math.isfinite(u):
+                raise LinkError(f"joint {j + 1}: command {u} V is not finite")
+            d = round(u / self.supply[j] * rc.DUTY_FULL)
+            duty[j] = max(-rc.DUTY_FULL, min(rc.DUTY_FULL, d))
+        self._send_duties(duty)
+
+    def _write_stopped(self) -> None:
+        """Zero duty to every motor, whatever the command (the drives stay fed)."""
+        self._send_duties([0] * self.n_axes)
+
+    def _send_duties(self, duty: list) -> None:
+        """One duty (or speed) exchange per controller within ``budget``; LinkTimeout when
+        none was acknowledged for ``lost_after`` s."""
         deadline = perf_counter() + self.budget
         failed = None
         for address, row in self.controllers:
@@ -267,30 +254,24 @@ class SerialLink(Link):
                               f"(link.timeout = {self.lost_after} s); last error: "
                               f"{self.last_error}")
 
-    def safe_stop(self) -> None:
-        """Zero every motor's duty and block further commands. Never raises.
+    def _safe_stop(self) -> None:
+        """Zero every motor's duty (later writes send zero duty: ``_write_stopped``).
 
         Each controller gets ``(retries + 1) * timeout`` s for its zero-duty exchange.
         """
-        self._stopped = True
-        if self._serial is None:
-            return
         zero = [0] * self.n_axes
         for address, row in self.controllers:
             try:
                 self._send_duty(address, row, zero,
                                 perf_counter() + (self.retries + 1) * self.timeout)
-            except Exception as exc:  # noqa: BLE001 - a safe stop must not raise
+            except Exception as exc:  # noqa: BLE001 - the next controllers still get theirs
                 self.last_error = f"safe stop: {exc}"
 
-    def close(self) -> None:
-        if self._serial is not None:
-            try:
-                self._serial.close()
-            except Exception:  # noqa: BLE001 - close must not raise
-                pass
-        self._serial, self._fd = None, -1
-        self._active = False
+    def _close(self) -> None:
+        """Close the port (if configure got as far)."""
+        port, self._serial, self._fd = self._serial, None, -1
+        if port is not None:
+            port.close()
 
     # -- one exchange -------------------------------------------------------------
 

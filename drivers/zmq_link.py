@@ -7,7 +7,8 @@ sends STATEs but holds its safe zero input until the first COMMAND, which
 the newest STATE (free mode: whatever arrived since the last tick, never
 waiting; lockstep: waits for the answer to the last COMMAND, up to
 ``link.timeout``); ``write`` sends a COMMAND; ``safe_stop`` sends BYE, so the
-emulator puts its plant in the safe state, and blocks further writes.
+emulator puts its plant in the safe state; later writes send nothing (the base,
+drivers.link, keeps the lifecycle).
 """
 from __future__ import annotations
 
@@ -19,14 +20,7 @@ import zmq
 from hilrig.controllers.factory import command_unit
 from hilrig.drivers import curve
 from hilrig.drivers import endpoint as endpoints
-from hilrig.drivers.link import (
-    Link,
-    LinkError,
-    LinkTimeout,
-    Measurement,
-    not_active,
-    not_configured,
-)
+from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import (
     ERROR_BUSY, ERROR_TEXT, MessageType, WireError, decode, encode)
 from hilrig.plant.factory import actuated_joints
@@ -72,8 +66,6 @@ class ZmqLink(Link):
         self.command_unit = "V"
         self.seq = 0
         self.state_seq = -1
-        self.active = False
-        self.stopped = False
         self.commands_dropped = 0      # COMMANDs the full send queue refused (write)
         self.expected = {MessageType.STATE: 1 + 3 * n_axes, MessageType.ERROR: 1,
                          MessageType.WELCOME: 4}
@@ -84,30 +76,26 @@ class ZmqLink(Link):
         link.command_unit = command_unit(cfg)     # confirmed by WELCOME at configure
         return link
 
-    def configure(self) -> None:
+    def describe(self) -> str:
+        return f"emulator link {self.endpoint}"
+
+    def _configure(self) -> None:
         """HELLO, then WELCOME within max(timeout, 1 s): mode, axes and command unit.
 
-        Sends no COMMAND: the emulator's plant stays at zero input. On failure the socket
-        is closed and LinkError (LinkTimeout when nobody answers) raised.
+        Sends no COMMAND: the emulator's plant stays at zero input. Raises LinkError
+        (LinkTimeout when nobody answers); the base then closes the socket.
         """
-        self.active = False
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, LINGER_MS)
-        try:
-            mode, n_axes, _, voltage = self._hello()
-        except BaseException:
-            self.close()
-            raise
+        mode, n_axes, _, voltage = self._hello()
         if self.n_axes == 0:     # asked for the plant's size (HELLO [0])
             self.n_axes = int(n_axes)
             self.expected[MessageType.STATE] = 1 + 3 * self.n_axes
         elif int(n_axes) != self.n_axes:
-            self.close()
             raise LinkError(f"emulator plant has {int(n_axes)} axes, the controller "
                             f"{self.n_axes}: are both started with the same config?")
         self.lockstep = int(mode) == 1
         self.command_unit = "V" if voltage else "N m"
-        self.stopped = False
 
     def _hello(self) -> np.ndarray:
         """Say HELLO until WELCOME; the WELCOME's values [mode, n_axes, dt, voltage].
@@ -151,13 +139,6 @@ class ZmqLink(Link):
             return False
         return kind == MessageType.ERROR and int(values[0]) == ERROR_BUSY
 
-    def activate(self) -> None:
-        """Accept commands: the first ``write`` takes the plant out of its safe state."""
-        if self.socket is None:
-            raise not_configured(f"emulator link {self.endpoint}")
-        self.active = True
-        self.enabled_at_ns = time.monotonic_ns()
-
     def _decode(self, frame: bytes):
         try:
             kind, seq, t, values = decode(frame, self.expected)
@@ -168,7 +149,7 @@ class ZmqLink(Link):
                             f"{ERROR_TEXT.get(int(values[0]), 'unknown error')}")
         return kind, seq, t, values
 
-    def read(self, meas: Measurement) -> bool:
+    def _read(self, meas: Measurement) -> bool:
         fresh = False
         if self.lockstep and not self.socket.poll(self.timeout_ms):
             raise LinkTimeout(f"emulator at {self.endpoint} did not answer within "
@@ -186,12 +167,8 @@ class ZmqLink(Link):
                 if self.lockstep:
                     return True
 
-    def write(self, command: np.ndarray) -> None:
-        """One COMMAND; nothing after ``safe_stop``."""
-        if not self.active:
-            raise not_active(f"emulator link {self.endpoint}")
-        if self.stopped:
-            return
+    def _write(self, command: np.ndarray) -> None:
+        """One COMMAND (the first takes the plant out of its safe state)."""
         self.seq += 1
         try:
             self.socket.send(encode(MessageType.COMMAND, self.seq, 0.0, command),
@@ -205,17 +182,16 @@ class ZmqLink(Link):
                             "full): dropping commands until it does", self.endpoint)
             self.commands_dropped += 1
 
-    def safe_stop(self) -> None:
-        if self.socket is not None and not self.stopped:
-            try:
-                self.socket.send(encode(MessageType.BYE, self.seq, 0.0), flags=zmq.NOBLOCK)
-            except zmq.ZMQError as exc:
-                log.warning("BYE not sent to %s: %s", self.endpoint, exc)
-        self.stopped = True
+    def _safe_stop(self) -> None:
+        """BYE: the emulator puts its plant in the safe state."""
+        try:
+            self.socket.send(encode(MessageType.BYE, self.seq, 0.0), flags=zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            log.warning("BYE not sent to %s: %s", self.endpoint, exc)
 
-    def close(self) -> None:
-        """Close the socket, giving queued frames up to LINGER_MS to leave."""
+    def _close(self) -> None:
+        """Close the socket (if configure got as far), giving queued frames up to
+        LINGER_MS to leave."""
         if self.socket is not None:
             self.socket.close()
             self.socket = None
-        self.active = False

@@ -14,7 +14,7 @@ The client speaks the ZeroMQ wire format (docs/WIRE.md) through the same link th
 from __future__ import annotations
 
 import numpy as np
-from hilrig.drivers.link import LinkError, LinkTimeout, Measurement
+from hilrig.drivers.link import LinkError, LinkState, LinkTimeout, Measurement
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.remote.fault import FaultAck, send_fault
 
@@ -62,7 +62,7 @@ class EmulatorClient:
             raise ValueError(f"command: expected {self.n_axes} values, got {u.size}")
         if not np.all(np.isfinite(u)):
             raise ValueError(f"command: not finite: {u}")
-        if self._link.stopped:
+        if self._link.lifecycle is LinkState.STOPPED:
             raise LinkError("e-stopped: this client sends no more commands")
         self._link.write(u)
 

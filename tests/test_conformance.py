@@ -4,6 +4,7 @@ drives on python-can's virtual bus, emulated RoboClaw drives on a pty); and each
 catches a deliberately broken part, written here as a small law, plant or link."""
 import dataclasses
 import importlib
+import io
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from hilrig.devices.cia402_drive import EmulatedDrives
 from hilrig.devices.roboclaw_drive import RoboClawEmulator
 from hilrig.drivers.canopen_link import CanopenLink
 from hilrig.drivers.inprocess import PlantLink
-from hilrig.drivers.link import LinkError
+from hilrig.drivers.link import LinkError, LinkState
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.plant.builtin_models import arm_params
@@ -295,34 +296,70 @@ def test_the_serial_link_passes_against_emulated_roboclaws():
 
 
 # -- links: broken ones are caught ----------------------------------------------------------
+# A link on the base (drivers.link) has its lifecycle from the base; these override the
+# public methods as links written before the base did (which warns), and break it.
 
-class FragileStopLink(PlantLink):
-    """Its safe_stop releases a brake handle that the second call finds gone."""
+with pytest.deprecated_call():
+    class FragileStopLink(PlantLink):
+        """Its safe_stop releases a brake handle that the second call finds gone."""
 
-    def safe_stop(self) -> None:
-        if self.stopped:
-            raise RuntimeError("brake handle already released")
-        super().safe_stop()
+        def safe_stop(self) -> None:
+            if self.lifecycle is LinkState.STOPPED:
+                raise RuntimeError("brake handle already released")
+            super().safe_stop()
+
+    class HalfOpenLink(PlantLink):
+        """Its configure fails (no device) after taking half of its resources; its close
+        then trips over the half that is missing."""
+
+        def configure(self) -> None:
+            self.port = None
+            raise LinkError("no device answered")
+
+        def close(self) -> None:
+            self.port.close()
+
+    class HalfConfiguredLink(PlantLink):
+        """Its configure raises after the first half worked, and leaves that half open."""
+
+        def configure(self) -> None:
+            super().configure()
+            raise LinkError("the second drive did not answer")
+
+    class EagerLink(PlantLink):
+        """Enables the drives as soon as it is configured: it never waits for activate."""
+
+        def configure(self) -> None:
+            super().configure()
+            super().activate()
+
+    class ZombieLink(PlantLink):
+        """Its close releases nothing: after it, the plant still takes commands."""
+
+        def close(self) -> None:
+            self.safe_stop()
+
+    class PortLink(PlantLink):
+        """Its close releases a port that only configure opens: one never configured trips."""
+
+        def configure(self) -> None:
+            super().configure()
+            self.port = io.BytesIO()
+
+        def close(self) -> None:
+            self.port.close()
+            super().close()
 
 
-class HalfOpenLink(PlantLink):
-    """Its configure fails (no device) after taking half of its resources; its close
-    then trips over the half that is missing."""
+class HalfOpenHooksLink(PlantLink):
+    """HalfOpenLink written as hooks: the base survives its _close and logs what it raised."""
 
-    def configure(self) -> None:
+    def _configure(self) -> None:
         self.port = None
         raise LinkError("no device answered")
 
-    def close(self) -> None:
+    def _close(self) -> None:
         self.port.close()
-
-
-class EagerLink(PlantLink):
-    """Accepts commands as soon as it is configured: it never waits for activate."""
-
-    def configure(self) -> None:
-        super().configure()
-        self.active = True
 
 
 def in_process(link_class):
@@ -335,13 +372,27 @@ def in_process(link_class):
      r"link FragileStopLink: second safe_stop raised RuntimeError: brake handle already released"),
     (PlantLink, HalfOpenLink,
      r"link HalfOpenLink: close after a failed configure raised AttributeError"),
+    (PlantLink, HalfConfiguredLink,
+     r"link HalfConfiguredLink: read after a failed configure did not raise LinkError"),
     (EagerLink, None,
      r"link EagerLink: write after configure, before activate did not raise LinkError"),
-], ids=["safe_stop_twice", "close_after_failed_configure", "write_before_activate"])
+    (ZombieLink, None, r"link ZombieLink: write after close did not raise LinkError"),
+    (PortLink, None,
+     r"link PortLink \(never configured\): close raised AttributeError: 'PortLink' object "
+     r"has no attribute 'port'"),
+], ids=["safe_stop_twice", "close_after_failed_configure", "half_configured",
+        "write_before_activate", "write_after_close", "close_never_configured"])
 def test_a_broken_link_is_caught_with_the_step_that_fails(link_class, failing_class, message):
     failing = in_process(failing_class) if failing_class is not None else None
     with pytest.raises(ConformanceError, match=message):
         check_link(in_process(link_class), failing_factory=failing)
+
+
+def test_a_link_on_the_base_survives_a_close_hook_that_raises_and_logs_it(caplog):
+    check_link(in_process(PlantLink), failing_factory=in_process(HalfOpenHooksLink))
+    assert [r.getMessage() for r in caplog.records if r.name == "hil.link"] == [
+        "in-process plant: close after the failed configure raised AttributeError: "
+        "'NoneType' object has no attribute 'close'"]
 
 
 def test_a_link_that_configures_when_pointed_at_nothing_is_caught():

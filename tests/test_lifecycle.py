@@ -82,7 +82,7 @@ def test_canopen_activate_before_configure_raises_and_close_after_a_failed_confi
         link.configure()
     link.safe_stop()
     link.close()
-    with pytest.raises(LinkError, match=r"activate\(\) before configure\(\)"):
+    with pytest.raises(LinkError, match=r"activate\(\) after close\(\)"):
         link.activate()
 
 
