@@ -19,7 +19,8 @@
     hil analyze modes CONFIG [--set key=value ...] [--json]
     hil analyze stiffness CONFIG [--set ...] [--json] [--map] [--out maps.png]
     hil analyze flex CONFIG [--set ...] [--json] [--out report.png]
-    hil campaign SPEC.toml [--scheduler ADDRESS] [--workers N] [--out DIR] [--resume]
+    hil campaign SPEC.toml [--scheduler tls://HOST:PORT [--tls-ca-file PEM --tls-cert PEM
+                 --tls-key PEM]] [--workers N] [--out DIR] [--resume | --force]
 
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 A mistake in what was asked (a config, an option) is one line on stderr and exit code
@@ -197,6 +198,20 @@ def main(argv: list[str] | None = None) -> int:
                           help="output directory (default runs/campaigns/<spec name>)")
     campaign.add_argument("--resume", action="store_true",
                           help="run only the scenarios not yet in --out")
+    campaign.add_argument("--force", action="store_true",
+                          help="replace the campaign files --out holds (results, summary)")
+    campaign.add_argument("--tls-ca-file", metavar="PEM",
+                          help="--scheduler's certificate authority (default: Dask's config "
+                               "distributed.comm.tls.ca-file)")
+    campaign.add_argument("--tls-cert", metavar="PEM",
+                          help="this client's certificate for --scheduler (default: "
+                               "distributed.comm.tls.client.cert)")
+    campaign.add_argument("--tls-key", metavar="PEM",
+                          help="its private key (default: distributed.comm.tls.client.key, "
+                               "or in the certificate's file)")
+    campaign.add_argument("--insecure", action="store_true",
+                          help="accept a tcp:// --scheduler (no TLS: anyone who reaches it "
+                               "runs code on its workers)")
     campaign.set_defaults(handler=_campaign)
 
     args = parser.parse_args(argv)
@@ -610,10 +625,12 @@ def _configs(args) -> int:
 
 
 def _campaign(args) -> int:
-    from hilrig.rt.campaign import CampaignError, command
+    from hilrig.rt.campaign import CampaignError, TlsFiles, command
 
     try:
-        return command(args.spec, args.scheduler, args.workers, args.out, args.resume)
+        return command(args.spec, args.scheduler, args.workers, args.out, args.resume,
+                       args.force, TlsFiles(args.tls_ca_file, args.tls_cert, args.tls_key),
+                       args.insecure)
     except CampaignError as exc:
         print(f"hil: {exc}", file=sys.stderr)
         return 2
