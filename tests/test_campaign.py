@@ -410,6 +410,27 @@ def test_the_shipped_campaigns_hold_their_criteria(tmp_path, client, name):
         assert len(paper) == 2 and all(1.9 < row["reach_time"] < 2.2 for row in paper)
 
 
+def test_the_example_campaign_of_a_users_law_runs_on_workers_that_lack_it(
+        tmp_path, client, monkeypatch):
+    """examples/user_controller/my_pd_campaign.toml names the user's law by a module
+    beside it (my_laws.py), which the client finds in its current folder and the workers,
+    elsewhere, do not have: the campaign sends it (rt.campaign_code) and every row is
+    the run of that law."""
+    folder = ROOT / "examples" / "user_controller"
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "path", list(sys.path))     # the client's import from here
+    assert str(folder) not in client.run(os.getcwd).values()
+    spec = load_spec("my_pd_campaign.toml")
+    run = run_campaign(spec, tmp_path / "out", client)
+    rows = run.table.to_pylist()
+    assert len(rows) == 6 and all(row["status"] == "ok" and row["passed"] for row in rows)
+    assert not any(client.run(lambda: "my_laws" in sys.modules).values())   # removed after
+    cfg = spec.config(spec.scenario(0))
+    alone = measure(simulate(cfg).arrays, cfg, spec.settings)
+    assert rows[0]["q_end"] == alone["q_end"] and rows[0]["peak_command"] == \
+        alone["peak_command"]
+
+
 # -- the 3RRR's metrics from the rows ----------------------------------------------------
 
 def test_a_3rrr_scenario_in_a_campaign_has_the_metrics_of_its_single_run():
