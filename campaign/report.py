@@ -1,9 +1,11 @@
-"""A campaign's summary: printed (counts, criteria, metrics, worst cases, the ``hil sim``
-line of every failing scenario) and drawn (pass/fail over two axes, metric histograms,
-the worst cases)."""
+"""A campaign's summary: printed (counts, criteria, metrics, worst cases, how to rerun a
+failing scenario alone) and drawn (pass/fail over two axes, metric histograms, the worst
+cases). The printed lines fit a terminal of WIDTH columns, but for the one ``hil sim``
+line of the worst failing scenario; every failing scenario's line is in failing.txt."""
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ from hilrig.campaign.spec import CampaignSpec, Scenario
 from hilrig.settings.config import resolve
 
 WORST = 5                  # worst cases listed per criterion
-PRINTED_LINES = 20         # failing scenarios' hil sim lines printed (all go to the file)
+WIDTH = 100                # columns of the printed summary
 
 
 def sim_line(spec: CampaignSpec, row: dict, out: Path) -> str:
@@ -46,15 +48,16 @@ def _ratio(value: float, bound: float) -> float:
 
 
 def summary(table, spec: CampaignSpec, out: Path) -> tuple[str, list[str]]:
-    """The summary text (to print) and every failing scenario's ``hil sim`` line."""
+    """The summary text (to print) and every failing scenario's ``hil sim`` line (for
+    failing.txt), by id."""
     n = len(table)
     passed = int(np.count_nonzero(table["passed"].to_numpy(zero_copy_only=False)))
     lines = [f"{spec.name}: {n} scenarios, {passed} passed, {n - passed} failed "
              f"({100.0 * passed / max(n, 1):.1f} % pass)"]
     statuses = table["status"].to_pylist()
     for status in sorted(set(statuses) - {"ok"}):
-        lines.append(f"  {statuses.count(status)} {status}: "
-                     f"{table['error'][statuses.index(status)].as_py()}")
+        lines += _wrapped(f"  {statuses.count(status)} {status}, e.g.: "
+                          f"{table['error'][statuses.index(status)].as_py()}")
     failed = [item for text in table["failed"].to_pylist() for item in text.split(",") if item]
     for name, bound in spec.criteria.items():
         lines.append(f"  {name} <= {bound:g} {_unit(name, spec)}: failed by {failed.count(name)}")
@@ -63,24 +66,31 @@ def summary(table, spec: CampaignSpec, out: Path) -> tuple[str, list[str]]:
         values = table[name].to_numpy(zero_copy_only=False)
         finite = values[np.isfinite(values)]
         if len(finite):
-            lines.append(f"  {name:<28}{finite.min():<11.4g}{np.median(finite):<11.4g}"
-                         f"{finite.max():<11.4g}" + ("" if len(finite) == n else
-                                                      f" ({n - len(finite)} not finite)"))
+            lines.append((f"  {name:<28}{finite.min():<11.4g}{np.median(finite):<11.4g}"
+                          f"{finite.max():<11.4g}" + ("" if len(finite) == n else
+                                                       f" ({n - len(finite)} not finite)"))
+                         .rstrip())
     lines += _pass_map(table, spec)
     worst = worst_cases(table, spec)
     if worst:
         lines.append("worst cases (metric / bound):")
         for name, row, ratio in worst:
             values = ", ".join(f"{axis.key}={_short(row[axis.key])}" for axis in spec.axes)
-            lines.append(f"  {name} {_times(ratio)}: scenario {row['id']} ({values})")
-    failing = [sim_line(spec, row, out) for row in table.to_pylist() if not row["passed"]]
+            lines += _wrapped(f"  {name} {_times(ratio)}: scenario {row['id']} ({values})")
+    failing = [row for row in table.to_pylist() if not row["passed"]]
     if failing:
-        lines.append("failing scenarios, each alone (its row equals this run bit for bit):")
-        lines += [f"  {line}" for line in failing[:PRINTED_LINES]]
-        if len(failing) > PRINTED_LINES:
-            lines.append(f"  ... and {len(failing) - PRINTED_LINES} more in "
-                         f"{out / 'failing.txt'}")
-    return "\n".join(lines), failing
+        example = worst[0][1] if worst else failing[0]
+        lines += _wrapped(f"the {len(failing)} failing scenarios, each alone by its `hil sim` "
+                          f"line (its row equals that run bit for bit): {out / 'failing.txt'};"
+                          f" {'the worst' if worst else 'the first'}, scenario {example['id']}:")
+        lines.append(f"  {sim_line(spec, example, out)}")
+    return "\n".join(lines), [sim_line(spec, row, out) for row in failing]
+
+
+def _wrapped(text: str) -> list[str]:
+    """``text`` in lines of at most WIDTH columns, the later ones indented further."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="      ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _times(ratio: float) -> str:
@@ -103,23 +113,31 @@ def _short(value) -> str:
 
 
 def _pass_map(table, spec: CampaignSpec) -> list[str]:
-    """Pass rate per value pair of the two plot axes, when both take few values."""
+    """Pass rate (%) per value pair of the two plot axes, when it fits in WIDTH columns
+    (the axis of more values across, or else down)."""
     if len(spec.plot) != 2:
         return []
-    x, y = (table[key].to_pylist() for key in spec.plot)
-    xs, ys = _levels(x), _levels(y)
-    if len(xs) > 12 or len(ys) > 12:
-        return []
+    values = {key: table[key].to_pylist() for key in spec.plot}
     passed = table["passed"].to_pylist()
-    width = max(map(len, ys))
-    lines = [f"pass rate, {spec.plot[1]} (rows) x {spec.plot[0]} (columns):",
-             " " * (width + 2) + "".join(f"{v:>10}" for v in xs)]
-    for yv in ys:
-        cells = []
-        for xv in xs:
-            hits = [p for p, a, b in zip(passed, x, y) if _short(a) == xv and _short(b) == yv]
-            cells.append(f"{100.0 * sum(hits) / len(hits):9.0f}%" if hits else " " * 10)
-        lines.append(f"  {yv:>{width}}" + "".join(cells))
+    for across, down in (spec.plot, spec.plot[::-1]):
+        xs, ys = _levels(values[across]), _levels(values[down])
+        label = max(map(len, ys))
+        column = max(5, *(len(x) + 1 for x in xs))
+        if len(ys) <= 40 and 2 + label + column * len(xs) <= WIDTH:
+            break
+    else:
+        return [f"pass rate over {spec.plot[0]} and {spec.plot[1]}: too many values to print "
+                "(summary.png draws them)"]
+    cells = {}
+    for p, a, b in zip(passed, values[across], values[down]):
+        cells.setdefault((_short(a), _short(b)), []).append(p)
+    lines = [f"pass rate (%), {down} (rows) x {across} (columns):",
+             " " * (label + 2) + "".join(f"{x:>{column}}" for x in xs)]
+    for y in ys:
+        row = [cells.get((x, y)) for x in xs]
+        lines.append(f"  {y:>{label}}" + "".join(
+            f"{100.0 * sum(hits) / len(hits):>{column}.0f}" if hits else " " * column
+            for hits in row))
     return lines
 
 

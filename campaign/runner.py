@@ -3,7 +3,9 @@
 The client (this process) checks the spec (campaign.spec), runs its first scenario
 here (a check that it runs, which also fills the kernel cache that local workers load),
 then hands batches of scenarios to the cluster: without ``--scheduler`` a LocalCluster
-of one single-threaded worker process per core, with it the cluster at that address.
+of one single-threaded worker process per core, with it the cluster at that address,
+both over TLS (campaign.cluster). Before any batch, the user's code the configs name
+goes to every worker and every worker shows it can run the campaign (campaign.code).
 A task runs one batch (campaign.batch.run_batch) and returns its rows; the client
 writes each batch's rows as one Parquet part as it comes back (campaign.results), so
 what is on disk is always whole batches. A worker that dies takes its tasks with it and
@@ -17,32 +19,31 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 import time
 import uuid
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from hilrig.campaign.batch import BatchJob, run_batch
+from hilrig.campaign.cluster import CampaignError, TlsFiles, open_client
 from hilrig.campaign.spec import CampaignSpec
 
-INSTALL_HINT = ('hil campaign needs Dask and pyarrow: pip install "hilrig[campaign]" '
-                '(or pip install "dask[distributed]" pyarrow)')
+INSTALL_HINT = ('hil campaign needs Dask, pyarrow and cryptography: pip install '
+                '"hilrig[campaign]" (or pip install "dask[distributed]" pyarrow cryptography)')
 TASK_SECONDS = 2.0            # aim of a task's length: Dask's per-task cost stays far below it
 TASKS_PER_WORKER = 4          # at least this many tasks per worker, to share the load
 SMALLEST_SHARE = 8            # the last tasks shrink down to 1/8 of a batch (batches())
 WINDOW_PER_WORKER = 3         # tasks in flight per worker thread (results come back as they end)
 
 
-class CampaignError(RuntimeError):
-    """The campaign cannot run: its dependencies, or its cluster (printed as one line)."""
-
-
 def require_dependencies() -> None:
-    """CampaignError with the install line if Dask (distributed) or pyarrow is missing."""
+    """CampaignError with the install line if Dask (distributed), pyarrow or cryptography
+    (the local cluster's TLS certificates) is missing."""
     try:
+        import cryptography  # noqa: F401
         import distributed  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError as exc:
@@ -63,25 +64,6 @@ class CampaignRun:
     batch: int = 0
 
 
-def open_client(scheduler: str | None = None, workers: int | None = None):
-    """A Dask client: of the cluster at ``scheduler``, or of a new LocalCluster of
-    ``workers`` single-threaded processes (default: one per core this process may use),
-    on the loopback interface (its dashboard, if bokeh is installed, on a free port).
-    Returns (client, cluster or None)."""
-    from dask.distributed import Client, LocalCluster
-
-    logging.getLogger("distributed").setLevel(logging.WARNING)   # not each worker's start
-    if scheduler is not None:
-        try:
-            return Client(scheduler, timeout=10), None
-        except OSError as exc:
-            raise CampaignError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
-    count = workers or len(os.sched_getaffinity(0))
-    cluster = LocalCluster(n_workers=count, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address="127.0.0.1:0")
-    return Client(cluster), cluster
-
-
 def environment() -> tuple:
     """What must match between the client and every worker for a worker's rows to equal
     ``hil sim`` here: hilrig's sources (their fingerprint) and numpy's and numba's versions."""
@@ -96,7 +78,11 @@ def check_workers(client) -> int:
     """The cluster's worker threads; CampaignError if it has none or a worker runs other
     hilrig sources or numpy/numba versions than this process."""
     here = environment()
-    found = client.run(environment)
+    try:
+        found = client.run(environment)
+    except Exception as exc:     # noqa: BLE001 -- raised in a worker: hilrig missing there
+        raise CampaignError(f"the workers cannot run hilrig: {type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())}") from None
     if not found:
         raise CampaignError("the cluster has no workers (start some: dask worker ADDRESS)")
     for address, theirs in found.items():
@@ -106,6 +92,39 @@ def check_workers(client) -> int:
                 f"{theirs[2]}; this process hilrig {here[0]}, numpy {here[1]}, numba "
                 f"{here[2]}: install the same on every worker")
     return sum(client.nthreads().values())
+
+
+@contextmanager
+def code_on_workers(client, spec: CampaignSpec):
+    """Within: the user's packages the campaign names are on every worker (a Dask worker
+    plugin, campaign.code) and every worker has shown it builds the campaign's
+    scenario 0 from them; CampaignError naming the first worker that cannot, before any
+    scenario runs. At the end the packages are removed from the workers."""
+    from hilrig.campaign import code
+
+    packages = code.user_packages(spec)
+    plugin = code.ShipCode(packages)
+    if plugin.packages:
+        client.register_plugin(plugin)
+    try:
+        job = job_of(spec)
+        values = tuple(spec.scenario(0).values.items())
+        digests = {package.name: package.digest for package in packages}
+        token = uuid.uuid4().hex[:8]
+        checks = {address: client.submit(code.check_worker, job.base_raw, values,
+                                         code.references(spec), digests, workers=[address],
+                                         allow_other_workers=False, pure=False,
+                                         key=f"hilrig-check-{index}-{token}")
+                  for index, address in enumerate(client.nthreads())}
+        for address, check in checks.items():
+            reason = check.result()
+            if reason is not None:
+                raise CampaignError(f"worker {address} cannot run the campaign: {reason}")
+        yield
+    finally:
+        if plugin.packages:
+            with suppress(Exception):    # a cluster gone takes the packages with it
+                client.unregister_worker_plugin(plugin.name)
 
 
 def probe(spec: CampaignSpec) -> float:
@@ -151,22 +170,41 @@ def batches(ids: list, size: int, threads: int, taper: bool = True) -> list:
 
 def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
                  batch: int | None = None, progress: Callable | None = None,
-                 batch_done: Callable | None = None) -> CampaignRun:
+                 batch_done: Callable | None = None, force: bool = False) -> CampaignRun:
     """Run the spec's scenarios not yet in ``out`` on ``client``'s cluster and merge the
-    table. ``batch``: scenarios per task (default ``batch_size``, the last tasks tapered:
-    ``batches``); ``progress(done, total, seconds)`` after each batch; ``batch_done(ids)``
-    too (tests use it to kill a worker or interrupt). Ctrl-C stops it, keeping the batches
-    written."""
-    from dask.distributed import as_completed
-    from hilrig.campaign import results as results   # pyarrow
+    table. ``resume``, ``force``: as campaign.results.claim takes them. ``batch``:
+    scenarios per task (default ``batch_size``, the last tasks tapered: ``batches``);
+    ``progress(done, total, seconds)`` after each batch; ``batch_done(ids)`` too (tests
+    use it to kill a worker or interrupt). The workers get the user's code and are checked
+    first (``code_on_workers``). Ctrl-C stops it, keeping the batches written."""
+    from hilrig.rt import campaign_results as results   # pyarrow
 
     out = Path(out)
-    done = results.claim(out, spec, resume)
+    done = results.claim(out, spec, resume, force)
     pending = [sid for sid in range(spec.count) if sid not in done]
-    threads = check_workers(client)
-    size = batch or batch_size(spec, len(pending), threads, probe(spec) if pending else 0.0)
-    tasks = iter(batches(pending, size, threads, taper=batch is None and spec.batch is None))
-    run = CampaignRun(ran=[], skipped=len(done), batch=size)
+    run = CampaignRun(ran=[], skipped=len(done))
+    if pending:
+        threads = check_workers(client)
+        seconds = probe(spec)     # here first: it fills the kernel cache local workers load
+        with code_on_workers(client, spec):
+            run.batch = batch or batch_size(spec, len(pending), threads, seconds)
+            tasks = batches(pending, run.batch, threads,
+                            taper=batch is None and spec.batch is None)
+            _run_tasks(spec, out, client, tasks, threads, run, progress, batch_done)
+    if not run.interrupted:
+        run.table = results.merge(out, spec)
+    return run
+
+
+def _run_tasks(spec: CampaignSpec, out: Path, client, tasks: list, threads: int,
+               run: CampaignRun, progress: Callable | None, batch_done: Callable | None):
+    """Submit the tasks (lists of ids), a few per worker thread at a time, and write each
+    one's part as it comes back; ``run`` records what ran (run_campaign)."""
+    from dask.distributed import as_completed
+    from hilrig.campaign import results
+
+    total = sum(map(len, tasks))
+    tasks = iter(tasks)
     job = job_of(spec)      # a few kB, sent with each task: nothing a dead worker can lose
     token = uuid.uuid4().hex[:8]
     in_flight = as_completed()
@@ -196,16 +234,13 @@ def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
             run.ran += [s.id for s in scenarios]
             run.seconds = time.perf_counter() - started
             if progress is not None:
-                progress(len(run.ran), len(pending), run.seconds)
+                progress(len(run.ran), total, run.seconds)
             if batch_done is not None:
                 batch_done([s.id for s in scenarios])
             submit()
     except KeyboardInterrupt:
         run.interrupted = True
         client.cancel(list(in_flight.futures))
-        return run
-    run.table = results.merge(out, spec)
-    return run
 
 
 class ProgressLine:
@@ -239,11 +274,13 @@ def _clock(seconds: float) -> str:
 
 
 def command(spec_path: str, scheduler: str | None, workers: int | None, out: str | None,
-            resume: bool) -> int:
+            resume: bool, force: bool = False, tls: TlsFiles = TlsFiles(),
+            insecure: bool = False) -> int:
     """``hil campaign``: 0 when every scenario passed, 1 when some failed, 130 when
     interrupted (its batches kept for --resume). A mistake in the spec or the options is a
     ConfigError, a missing dependency or an unusable cluster a CampaignError, both before
-    any task runs."""
+    any scenario runs. ``tls``, ``insecure``: how to join ``scheduler``
+    (campaign.cluster)."""
     from hilrig.errors import ConfigError
     from hilrig.campaign.spec import load_spec
 
@@ -253,21 +290,23 @@ def command(spec_path: str, scheduler: str | None, workers: int | None, out: str
     if scheduler is not None and workers is not None:
         raise ConfigError("--workers sizes the local cluster; a cluster given by --scheduler "
                           "has its own workers")
+    if scheduler is None and (insecure or any(vars(tls).values())):
+        raise ConfigError("--tls-* and --insecure are for a cluster given by --scheduler; "
+                          "the local cluster makes its own certificates")
     spec = load_spec(spec_path)
     out_dir = Path(out) if out else Path("runs") / "campaigns" / spec.name
-    if len(results.claim(out_dir, spec, resume)) == spec.count:
+    if len(results.check_out(out_dir, spec, resume, force)) == spec.count:
         print(f"campaign {spec.name}: all {spec.count} scenarios are in {out_dir}")
         return _report(spec, out_dir, CampaignRun(table=results.merge(out_dir, spec),
                                                   skipped=spec.count))
-    client, cluster = open_client(scheduler, workers)
+    client, cluster = open_client(scheduler, workers, tls, insecure)
     try:
         threads = check_workers(client)
         where = scheduler or f"a local cluster of {threads} worker processes"
-        print(f"campaign {spec.name}: {spec.count} scenarios of {spec.duration:g} s on {where}"
-              f"; results in {out_dir}", flush=True)
-        if client.dashboard_link:
-            print(f"Dask dashboard: {client.dashboard_link}", flush=True)
-        run = run_campaign(spec, out_dir, client, resume, progress=ProgressLine())
+        print(f"campaign {spec.name}: {spec.count} scenarios of {spec.duration:g} s on {where}",
+              flush=True)
+        print(f"results in {out_dir}", flush=True)
+        run = run_campaign(spec, out_dir, client, resume, progress=ProgressLine(), force=force)
     except KeyboardInterrupt:
         run = CampaignRun(interrupted=True)
     finally:
@@ -292,8 +331,9 @@ def _report(spec: CampaignSpec, out_dir: Path, run: CampaignRun) -> int:
     ran = set(run.ran)
     simulated = sum(s for sid, s in zip(run.table["id"].to_pylist(),
                                         run.table["simulated_s"].to_pylist()) if sid in ran)
-    print(f"ran {len(run.ran)} scenarios ({run.skipped} done before) in {run.seconds:.1f} s, "
-          f"batches of {run.batch}: {len(run.ran) / max(run.seconds, 1e-9):.1f} scenarios/s, "
+    before = f" ({run.skipped} done before)" if run.skipped else ""
+    print(f"ran {len(run.ran)} scenarios{before} in {run.seconds:.1f} s, batches of "
+          f"{run.batch}: {len(run.ran) / max(run.seconds, 1e-9):.1f}/s, "
           f"{simulated / max(run.seconds, 1e-9):.0f} simulated s per s")
     text, failing = report.summary(run.table, spec, out_dir)
     print(text)
@@ -301,6 +341,5 @@ def _report(spec: CampaignSpec, out_dir: Path, run: CampaignRun) -> int:
     (out_dir / "failing.txt").write_text("".join(line + "\n" for line in failing),
                                          encoding="utf-8")
     report.draw(run.table, spec, out_dir / "summary.png")
-    print(f"wrote {out_dir / results.RESULTS}, {out_dir / 'summary.txt'}, "
-          f"{out_dir / 'summary.png'}")
+    print(f"wrote {results.RESULTS}, summary.txt, failing.txt, summary.png in {out_dir}")
     return 1 if failing else 0

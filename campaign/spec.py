@@ -31,6 +31,7 @@ from hilrig.errors import ConfigError
 from hilrig.settings import builtin_configs
 from hilrig.campaign.metrics import METRICS, MetricSettings, unavailable
 from hilrig.settings.config import apply_override, resolve
+from hilrig.campaign.scenarios import ScenarioConfigs
 from hilrig.schema import Config
 
 if sys.version_info >= (3, 11):
@@ -44,6 +45,9 @@ CAMPAIGN_KEYS = ("base", "duration", "samples", "seed", "batch", "plot")
 GRID_KINDS = ("values", "linspace")            # enumerated: their product is the grid
 RANDOM_KINDS = ("uniform", "relative", "choice")   # drawn per scenario
 METRIC_KEYS = ("settle_time", "reach_tolerance")
+MAX_SCENARIOS = 2_000_000      # per campaign: the client holds their ids (split a bigger one)
+MAX_AXIS_VALUES = 10_000       # per grid axis or choice: each is checked before anything runs
+MAX_SPEC_BYTES = 2**20         # a spec or base config file: a few kB is usual
 
 
 @dataclass(frozen=True)
@@ -177,16 +181,31 @@ def load_spec(path: str | Path) -> CampaignSpec:
     mistake, before anything runs."""
     path = locate_spec(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path)
         raw = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     try:
         return _checked(path, text, raw)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def read_bounded(path: Path) -> str:
+    """The text of a regular file of at most MAX_SPEC_BYTES; ConfigError (without the
+    path) otherwise."""
+    if not Path(path).is_file():          # not a device, a pipe or a folder
+        raise ConfigError("not a regular file")
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_SPEC_BYTES + 1)
+        if len(data) > MAX_SPEC_BYTES:
+            raise ConfigError(f"larger than {MAX_SPEC_BYTES // 2**20} MB: not a spec")
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}") from None
 
 
 def locate_spec(spec: str | Path) -> Path:
@@ -226,7 +245,7 @@ def _checked(path: Path, text: str, raw: dict) -> CampaignSpec:
         base_cfg = resolve(base_raw)
     except ConfigError as exc:
         raise ConfigError(f"the base config with [set]: {exc}") from None
-    samples = _integer(campaign, "samples", 1, minimum=1)
+    samples = _integer(campaign, "samples", 1, minimum=1, maximum=MAX_SCENARIOS)
     seed = _integer(campaign, "seed", 0, minimum=0)
     batch = _integer(campaign, "batch", None, minimum=1)
     axes = _axes(raw.get("axis", []), base_cfg)
@@ -245,6 +264,11 @@ def _checked(path: Path, text: str, raw: dict) -> CampaignSpec:
     criteria = _criteria(_table(raw, "criteria"))
     plot = _plot(campaign.get("plot"), axes)
     grid_shape = tuple(len(axis.values) for axis in axes if not axis.random)
+    count = math.prod(grid_shape) * samples
+    if count > MAX_SCENARIOS:
+        shape = " x ".join(map(str, (*grid_shape, samples)))
+        raise ConfigError(f"{count:,} scenarios ({shape}); a campaign runs at most "
+                          f"{MAX_SCENARIOS:,}: split it into several specs")
     digest = hashlib.sha256(json.dumps([text, base_text], sort_keys=True).encode()).hexdigest()
     spec = CampaignSpec(path, base, base_raw, tuple(fixed), tuple(axes), samples, seed, batch,
                         plot, settings, criteria, digest, duration, grid_shape)
@@ -272,7 +296,10 @@ def _base(spec_path: Path, base: str) -> tuple[str, str]:
     """The base as ``hil sim`` takes it (a path from here, or a built-in name) and its text."""
     beside = spec_path.parent / base
     if beside.is_file():
-        return str(beside), beside.read_text(encoding="utf-8")
+        try:
+            return str(beside), read_bounded(beside)
+        except ConfigError as exc:
+            raise ConfigError(f"campaign.base: {beside}: {exc}") from None
     found = builtin_configs.find(base)
     if found is None:
         raise ConfigError(f"campaign.base: {base} is neither a file beside the spec nor a "
@@ -304,12 +331,15 @@ def _number(table: dict, key: str, prefix: str, default: float | None = None,
     return float(value)
 
 
-def _integer(table: dict, key: str, default: int | None, minimum: int) -> int | None:
+def _integer(table: dict, key: str, default: int | None, minimum: int,
+             maximum: int | None = None) -> int | None:
     if key not in table:
         return default
     value = table[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"campaign.{key}: expected an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"campaign.{key}: at most {maximum:,}, got {value:,}")
     return value
 
 
@@ -347,6 +377,9 @@ def _axis(key: str, kind: str, spec: Any, name: str, base_cfg: Config) -> Axis:
             raise ConfigError(f"{name}: {kind}: expected a list of values, got {spec!r}")
         if not spec:
             raise ConfigError(f"{name}: {kind} is empty (an axis needs at least one value)")
+        if len(spec) > MAX_AXIS_VALUES:
+            raise ConfigError(f"{name}: {len(spec):,} values; at most {MAX_AXIS_VALUES:,} "
+                              "per axis (a random axis, 'uniform', samples a range)")
         kinds = {_kind_of(value) for value in spec}
         if len(kinds) > 1:
             raise ConfigError(f"{name}: {kind} mixes {' and '.join(sorted(kinds))}: one "
@@ -360,6 +393,10 @@ def _axis(key: str, kind: str, spec: Any, name: str, base_cfg: Config) -> Axis:
         if spec[2] < 1:
             raise ConfigError(f"{name}: linspace is empty (count {spec[2]}; an axis needs at "
                               "least one value)")
+        if spec[2] > MAX_AXIS_VALUES:
+            raise ConfigError(f"{name}: linspace of {spec[2]:,} values; at most "
+                              f"{MAX_AXIS_VALUES:,} per axis (a random axis, 'uniform', "
+                              "samples a range)")
         values = np.linspace(float(spec[0]), float(spec[1]), spec[2])
         return Axis(key, kind, values=tuple(float(v) for v in values))
     if kind == "uniform":
@@ -444,7 +481,9 @@ def _check_scenarios(spec: CampaignSpec) -> None:
     """Resolve every value each axis takes (every grid value and choice, both ends of a
     uniform range, a relative perturbation of either sign) on the base config alone,
     then with the other axes at scenario 0's values; each criterion's metric must be
-    measurable on each of these scenarios."""
+    measurable on each of these scenarios. The configs are resolved as the workers
+    resolve them (campaign.scenarios: resolve's configs and messages, faster)."""
+    configs = ScenarioConfigs(spec.base_raw)
     first = spec.scenario(0)
     probes = [(None, None)]
     for axis in spec.axes:
@@ -458,19 +497,17 @@ def _check_scenarios(spec: CampaignSpec) -> None:
         else:
             extremes = (axis.base * (1 - axis.spread), axis.base * (1 + axis.spread))
         for value in extremes:
-            alone = Scenario(0, {axis.key: value}, (f"{axis.key}={toml_value(value)}",))
             try:
-                spec.config(alone)
+                configs.config([(axis.key, value)])
             except ConfigError as exc:
                 raise ConfigError(f"axis {axis.key!r} = {toml_value(value)}: {exc}") from None
             probes.append((axis.key, value))
     for key, value in probes:
         values = dict(first.values) if key is None else {**first.values, key: value}
-        scenario = Scenario(0, values, tuple(f"{k}={toml_value(v)}" for k, v in values.items()))
         where = "scenario 0" if key is None else \
             f"scenario 0 with {key} = {toml_value(value)}"
         try:
-            cfg = spec.config(scenario)
+            cfg = configs.config(values.items())
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         if abs(cfg.sim.duration - spec.duration) > 1e-12:

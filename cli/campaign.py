@@ -21,10 +21,25 @@ def _declare(parser) -> None:
                         help="output directory (default runs/campaigns/<spec name>)")
     parser.add_argument("--resume", action="store_true",
                         help="run only the scenarios not yet in --out")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the campaign files --out holds (results, summary)")
+    parser.add_argument("--tls-ca-file", metavar="PEM",
+                        help="--scheduler's certificate authority (default: Dask's config "
+                             "distributed.comm.tls.ca-file)")
+    parser.add_argument("--tls-cert", metavar="PEM",
+                        help="this client's certificate for --scheduler (default: "
+                             "distributed.comm.tls.client.cert)")
+    parser.add_argument("--tls-key", metavar="PEM",
+                        help="its private key (default: distributed.comm.tls.client.key, "
+                             "or in the certificate's file)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="accept a tcp:// --scheduler (no TLS: anyone who reaches it "
+                             "runs code on its workers)")
     parser.set_defaults(handler=_campaign)
 
 
 def _campaign(args) -> int:
-    from hilrig.campaign.runner import command
+    from hilrig.campaign.runner import TlsFiles, command
 
-    return command(args.spec, args.scheduler, args.workers, args.out, args.resume)
+    return command(args.spec, args.scheduler, args.workers, args.out, args.resume, args.force,
+                   TlsFiles(args.tls_ca_file, args.tls_cert, args.tls_key), args.insecure)

@@ -30,7 +30,7 @@ ERRORS: dict[str, Exit] = {
     # a log that is missing or not a hilrig log (hil plot, hil log)
     "hilrig.telemetry.logfile.LogError": Exit(2),
     # a campaign that cannot start (no Dask, no scheduler, no workers)
-    "hilrig.campaign.runner.CampaignError": Exit(2),
+    "hilrig.campaign.cluster.CampaignError": Exit(2),
     # the plant state became invalid (hil sim still writes the rows up to then)
     "hilrig.rt.sim.SimulationError": Exit(1),
     # the log could not be written
