@@ -377,11 +377,11 @@ def _emulate(args) -> int:
         for hook in hooks:
             hook.stop()
         summary = emulator.close(reason)
-    print(f"emulator stopped at tick {emulator.tick}: {reason}")
+    print(f"emulator stopped at tick {emulator.tick}: {summary['reason']}")
     if "ticks_run" in summary:
         print(format_summary(summary))
     print(f"overruns {emulator.overruns}, rejected frames {emulator.rejected}")
-    return 1 if emulator.failed else 0
+    return 1 if emulator.failed or summary.get("lost_rows") else 0
 
 
 def _emulate_drives(cfg: Config, duration: float | None, log_path: str | None) -> int:
