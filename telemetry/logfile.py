@@ -137,7 +137,7 @@ def describe_gaps(arrays: dict, sequences: np.ndarray, events: list, summary: di
         parts.append(f"{events_lost} loop events lost (event ring overflow)")
     if not parts:
         return None
-    span = f" of a run of t = {t[0]:g} .. {t[-1]:g} s" if len(t) else ""
+    span = f"; read {len(t)} rows, t = {t[0]:g} .. {t[-1]:g} s" if len(t) else ""
     return "; ".join(parts) + span
 
 

@@ -151,7 +151,7 @@ def test_export_names_the_rows_a_lapped_ring_lost(tmp_path):
     assert proc.returncode == 0
     assert stderr_lines(proc.stderr) == [
         f"hil: warning: {path}: 937 rows lost (ring overrun: the log's writer fell behind "
-        "the loop; rows 0..936) of a run of t = 0.937 .. 0.999 s"], proc.stderr
+        "the loop; rows 0..936); read 63 rows, t = 0.937 .. 0.999 s"], proc.stderr
     assert "63 rows" in proc.stdout
 
 
@@ -170,8 +170,8 @@ def test_missing_ticks_are_named_unless_an_overrun_skipped_them(tmp_path):
         tel.close({})
         gaps = _gap_warnings(path)
         assert gaps == ([] if explained else
-                        [f"{path}: 50 ticks have no row (ticks 100..149) of a run of "
-                         "t = 0 .. 0.199 s"])
+                        [f"{path}: 50 ticks have no row (ticks 100..149); read 150 "
+                         "rows, t = 0 .. 0.199 s"])
 
 
 def test_lockstep_controller_and_emulator_wait_for_their_writers(tmp_path):
