@@ -228,11 +228,11 @@ def _emulate(args) -> int:
         for hook in hooks:
             hook.stop()
         summary = emulator.close(reason)
-    print(f"emulator stopped at tick {emulator.tick}: {reason}")
+    print(f"emulator stopped at tick {emulator.tick}: {summary['reason']}")
     if "ticks_run" in summary:
         print(format_summary(summary))
     print(f"overruns {emulator.overruns}, rejected frames {emulator.rejected}")
-    return run_exit_code("error" if emulator.failed else "ok")
+    return run_exit_code("error" if emulator.failed or summary.get("lost_rows") else "ok")
 
 
 def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:

@@ -78,6 +78,7 @@ from hilrig.plant.factory import (
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import apply_schedule
 from hilrig.schema import Config
+from hilrig.telemetry.recorder import TelemetryError
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +231,7 @@ class EmulatedDrives:
         self.max_torque = can_cfg.max_torque
         self.heartbeat_ms, self.event_timer_ms = heartbeat_ms(cfg), event_timer_ms(cfg)
         self.plant_log = PlantLog(cfg, log_path, self.plant) if log_path else None
+        self.log_loss: str | None = None   # after stop: the rows the log lost, named
         self.free_steps = 0         # plant steps of the free-running clock (no SYNC in use)
         self.u = np.zeros(n)
         self.lock = threading.RLock()
@@ -292,7 +294,7 @@ class EmulatedDrives:
                 setattr(self, name, None)
         if self.plant_log is not None:
             with self.lock:
-                self.plant_log.close(reason)
+                self.log_loss = self.plant_log.close(reason)
                 self.plant_log = None
         if self.network is not None:
             for drive in self.axes:
@@ -661,6 +663,9 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
         log_path: telemetry of the plant (.mcap), flushed on every way out.
     Returns:
         why it stopped: "duration reached", "stopped" or "interrupted".
+    Raises:
+        TelemetryError naming the count if the plant log lost rows (after stopping the
+        drives, at once or at the end, as ``telemetry.on_overrun`` says).
     """
     logging.getLogger("canopen").setLevel(logging.WARNING)   # not a line per SDO transfer
     drives = EmulatedDrives(cfg, bus_config, log_path)
@@ -677,10 +682,15 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
             if left <= 0.0:
                 reason = "duration reached"
                 break
+            if drives.plant_log is not None and drives.plant_log.lost():
+                reason = "telemetry ring overrun"      # the log names the count
+                break
             stop_event.wait(left)
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
         drives.stop(reason)
+    if drives.log_loss is not None:
+        raise TelemetryError(drives.log_loss)
     return reason
 

@@ -73,6 +73,7 @@ from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, motor_params, plant_from_config
 from hilrig.plant.model import METHODS
 from hilrig.schema import Config
+from hilrig.telemetry.recorder import TelemetryError
 
 PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
@@ -221,7 +222,9 @@ class RoboClawEmulator:
         self._master = master_fd
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.plant_log = PlantLog(cfg, log_path, self.plant) if log_path else None
+        self.plant_log = PlantLog(cfg, log_path, self.plant, wait=self.lockstep) \
+            if log_path else None
+        self.log_loss: str | None = None   # after close: the rows the log lost, named
 
     @staticmethod
     def _plant(cfg: Config) -> PlantLink:
@@ -261,7 +264,7 @@ class RoboClawEmulator:
     def close(self, reason: str = "stopped") -> None:
         """Close the pty if the emulator opened it, and the plant log. Idempotent."""
         if self.plant_log is not None:
-            self.plant_log.close(reason)
+            self.log_loss = self.plant_log.close(reason)
             self.plant_log = None
         for fd in (self._master if self._owns_master else -1, self._slave):
             if fd >= 0:
@@ -297,6 +300,8 @@ class RoboClawEmulator:
             now = monotonic()
             if now >= end:
                 return "duration reached"
+            if self.plant_log is not None and self.plant_log.lost():
+                return "telemetry ring overrun"          # the log names the count
             wait = POLL
             if not self.lockstep:
                 wait = min(wait, self._next_step - now)
@@ -574,6 +579,7 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
         stop_event: threading.Event or multiprocessing.Event.
         duration: wall-clock limit, s (None: none).
         log_path: telemetry of the plant (.mcap), flushed on every way out.
+    Raises TelemetryError naming the count if the plant log lost rows (after closing it).
     """
     if isinstance(port, int):
         emulator = RoboClawEmulator(cfg, master_fd=port, log_path=log_path)
@@ -594,4 +600,6 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
                 and os.readlink(link_path) == emulator.port:
             os.unlink(link_path)
         emulator.close(reason)
+    if emulator.log_loss is not None:
+        raise TelemetryError(emulator.log_loss)
     return reason

@@ -22,7 +22,11 @@ time. Every frame that breaks the wire format is rejected while the emulator kee
 running, at a bounded cost (devices.rejects): per reason and second one logged line
 and event, ERROR replies rate-limited, at most DRAIN_BUDGET of a period spent receiving
 per tick, RCVHWM frames queued per peer. Late ticks are counted as overruns, as in
-``hil run``. Telemetry (the full plant state, every event) goes to ``--log`` if given.
+``hil run``. Telemetry (the full plant state, every event) goes to ``--log`` if given:
+in lockstep each step waits for room in the telemetry ring, so no row is lost; in free
+mode rows lost to a ring overrun stop the emulator or are reported, as
+``telemetry.on_overrun`` says (telemetry.recorder.RowLoss), and the summary and exit
+code name the count.
 """
 from __future__ import annotations
 
@@ -57,7 +61,7 @@ from hilrig.plant.motor import currents
 from hilrig.plant.stepping import apply_schedule
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
-from hilrig.telemetry.recorder import Telemetry, run_groups
+from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from hilrig.timing.signals import deferred_signals
@@ -125,14 +129,16 @@ class Emulator:
             raise
         self.endpoint = endpoint
         self.telemetry = None
+        self.row_loss = None
         self.timings = np.full((max(1, int(60.0 / self.h)), 5), np.nan)  # the last minute of ticks
         if log_path is not None:
             groups = run_groups(plant_model(cfg.plant.model).diagnostics, plant.nq, self.nact,
                                 cfg.plant.drive)
-            self.telemetry = Telemetry(log_path, groups, cfg.to_dict(),
-                                       capacity=max(4096, int(4 / self.h)))
+            capacity = ring_capacity(self.h, cfg.telemetry.ring_rows)
+            self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
             self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
             self.cols = row_columns(self.telemetry.columns)
+            self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self._measure()
         self._warm_up()
 
@@ -178,6 +184,8 @@ class Emulator:
             np.clip(self.requested, self.slew_bounds[0], self.slew_bounds[1], out=self.command)
         tel = self.telemetry
         if tel is not None:
+            if self.mode == "lockstep":      # no deadline: wait for the writer, lose no row
+                tel.wait_for_room()
             currents(self.plant.params, self.plant.x, self.command, self.meas.current)
             fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
                           self.plant.x, self.plant.nq, self.command, self.meas.current)
@@ -411,6 +419,9 @@ class Emulator:
                     self._event("overrun", tick=self.tick - 1, missed=int(late // period + 1),
                                 lateness=late * 1e-9)
                 self._report_rejects()
+                if self.row_loss is not None and self.row_loss.check():
+                    reason = "telemetry ring overrun"     # close() gives the count
+                    break
             else:
                 reason = "duration reached"
         except KeyboardInterrupt:
@@ -432,13 +443,21 @@ class Emulator:
         return summary
 
     def close(self, reason: str = "closed") -> dict:
-        """Release the endpoint and finish the log; returns the summary."""
+        """Release the endpoint and finish the log; returns the summary (its ``reason``
+        names the rows the log lost, if any: one error line too)."""
         self._report_rejects(force=True)
         self.socket.disable_monitor()
         self.monitor.close(0)
         endpoints.close(self.socket, self.endpoint)
+        if self.row_loss is not None and self.telemetry.failure is None:
+            lost = self.row_loss.settle(reason)
+            if lost is not None:
+                reason = lost
+                log.error("%s", reason)
         summary = self.summary(reason)
         if self.telemetry is not None:
+            if self.telemetry.lost_rows:
+                summary["lost_rows"] = self.telemetry.lost_rows
             with deferred_signals():
                 self.telemetry.close(summary)
         return summary

@@ -8,8 +8,10 @@ written), every PERIOD s, computes what the loop does not record (live.signals) 
 logs one message per row and channel to the channels a client subscribed to. It never
 touches the loop: a slow or stuck client makes the SDK drop that client's oldest
 messages (its queue holds BACKLOG of them), and if the publisher falls
-behind by more than half the ring it skips to the newest rows. Events (faults, overruns,
-live changes, the stop and its reason) come from the telemetry's event listeners.
+behind by more than half the ring it skips to the newest rows (counted in ``skipped``,
+said in one line when the view stops). The view is not the record: the log keeps every
+row. Events (faults, overruns, live changes, the stop and its reason) come from the
+telemetry's event listeners.
 
 With live parameters (live.params) the server has the Parameters capability: the
 live keys are parameters named as in the config (``controller.kp``, ...), a set is
@@ -109,6 +111,7 @@ class LiveView:
         self.live = live
         self.server = None
         self.published = 0          # rows published
+        self.skipped = 0            # rows the publisher skipped, behind (never published)
         self._events = collections.deque()
         self._params_changed = False
         self._stop = threading.Event()
@@ -161,6 +164,9 @@ class LiveView:
         self._publish()                 # the last rows and the stop event
         self.server.stop()
         self._thread = None
+        if self.skipped:
+            log.info("live view: %d rows were not shown (its publisher fell behind; the "
+                     "log has them)", self.skipped)
 
     # -- any thread ---------------------------------------------------------------
     def _event(self, kind: str, fields: dict) -> None:
@@ -201,9 +207,11 @@ class LiveView:
     def _publish(self) -> None:
         tel = self.telemetry
         head = int(tel.head[0])
-        if head - self._seen > min(MAX_ROWS, tel.capacity // 2):
-            self._seen = head - min(MAX_ROWS, tel.capacity // 2)
         subscribed = [(ch, names) for ch, names in self.channels.values() if ch.has_sinks()]
+        if head - self._seen > min(MAX_ROWS, tel.capacity // 2):
+            if subscribed:                  # (rows nobody watches are not missed)
+                self.skipped += head - min(MAX_ROWS, tel.capacity // 2) - self._seen
+            self._seen = head - min(MAX_ROWS, tel.capacity // 2)
         if subscribed and head > self._seen:
             first = self._seen
             index = np.arange(first, head) % tel.capacity
@@ -211,6 +219,7 @@ class LiveView:
             if int(tel.head[0]) - tel.capacity >= first:      # lapped while copying
                 keep = int(tel.head[0]) - tel.capacity - first + 1
                 rows = rows[keep:]
+                self.skipped += keep
             self._send(rows, subscribed)
         self._seen = head
         if self._params_changed:

@@ -15,8 +15,10 @@ safely when no fresh measurement came for ``safety.watchdog_ticks`` ticks; until
 the link's first valid measurement the command is held at zero and the run waits at
 most ``link.first_measurement_timeout`` for it (then stops, naming the link); a
 telemetry write error (``log_errors``), a link error, a non-finite command, too many overruns, Ctrl-C or ``hil estop`` (the
-e-stops) do the same. Whatever the cause, the drives get ``safe_stop``, further writes are
-blocked, and the log is closed complete with the timing summary.
+e-stops) do the same, and so do rows the telemetry lost (``telemetry.on_overrun`` = "stop";
+a lockstep loop, with no deadline, waits for its writer instead). Whatever the cause, the
+drives get ``safe_stop``, further writes are blocked, and the log is closed complete with
+the timing summary. A run of sim.duration T has ticks at t = 0, h, ..., T.
 """
 from __future__ import annotations
 
@@ -33,9 +35,9 @@ from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
 from hilrig.rt.live_mailbox import apply_pending, new_mailbox
-from hilrig.rt.session import SessionResult, close_log, telemetry_capacity
+from hilrig.rt.session import SessionResult, close_log
 from hilrig.schema import Config
-from hilrig.telemetry.recorder import TIMING_GROUPS, Telemetry
+from hilrig.telemetry.recorder import TIMING_GROUPS, RowLoss, Telemetry, ring_capacity
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
@@ -77,7 +79,8 @@ class LinkLoop:
         self.log_errors = log_errors
         self.log_failure: str | None = None
         self.h = cfg.sim.dt
-        self.n_ticks = int(round(cfg.sim.duration / self.h))
+        self.n_steps = int(round(cfg.sim.duration / self.h))
+        self.n_ticks = self.n_steps + 1          # t = 0, h, ..., duration
         self.controller = None            # built at open: it depends on link.command_unit
         self.estop = None
         self.estop_endpoint = estop_endpoint
@@ -95,9 +98,11 @@ class LinkLoop:
         self.limits = np.full((2, nact), np.inf)     # set at configure (link.command_unit)
         self.meas = Measurement(nact)
         self.u, self.held = np.zeros(nact), np.zeros(nact)
+        capacity = ring_capacity(self.h, cfg.telemetry.ring_rows, self.n_ticks)
         self.telemetry = Telemetry(log_path, link_groups(nact, cfg.plant.drive), cfg.to_dict(),
-                                   capacity=telemetry_capacity(self.h, self.n_ticks))
+                                   capacity=capacity)
         self.telemetry.released[0] = 0   # a tick's overrun event comes after its row
+        self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
@@ -142,7 +147,7 @@ class LinkLoop:
         rtk.limit_tick(self.limits, self.h, self.u, self.held.copy())
         apply_pending(self.live_box.copy(), c.params.copy(), self.limits.copy(), 0, 0.0)
         self.u[:] = 0.0
-        ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
+        ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(2, np.int64)
         fill_row(ring, head, self.cols, 0, 0.0, self.meas.buffer[1:], self.link.n_axes,
                  self.held, self.meas.current)
         publish_row(ring, head, self.cols, np.zeros(5))
@@ -212,6 +217,8 @@ class LinkLoop:
                     t_write = now_ns(self.ts)
                     if k == 0:
                         self.first_command_ns = t_write
+                    if not paced:          # no deadline: wait for the writer, lose no row
+                        tel.wait_for_room()
                     fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
                              self.held, self.meas.current)
                     timing = self.timings[k]
@@ -224,16 +231,19 @@ class LinkLoop:
                     k += 1
                     if tel.failure is not None and self._log_failed(tel.failure):
                         break
+                    if self.row_loss.check():
+                        status = "error"     # the reason, with the final count, at the end
+                        break
                     late = now_ns(self.ts) - (start + k * period)
-                    if paced and late > 0:
+                    if paced and late > 0 and k < self.n_ticks:
                         overruns += 1
                         missed = late // period + 1
                         tel.event("overrun", t=t, tick=k - 1, missed=int(missed))
                         if policy == rtk.STOP and overruns >= loop.max_overruns:
                             reason, status = "too many overruns", "error"
                             break
-                        if policy == rtk.SKIP:
-                            k = min(k + int(missed), self.n_ticks)
+                        if policy == rtk.SKIP:     # (the last tick is never skipped)
+                            k = min(k + int(missed), self.n_steps)
                     tel.released[0] = k
         except KeyboardInterrupt:
             reason, status = "interrupted (e-stop)", "interrupted"
@@ -248,19 +258,26 @@ class LinkLoop:
             self.link.close()
             if self.estop is not None:
                 endpoints.close(self.estop, self.estop_endpoint)
-            tel.event("stop", t=k * self.h, tick=k, reason=reason)
+            tel.event("stop", t=min(k, self.n_steps) * self.h, tick=k, reason=reason)
             for hook in self.hooks:
                 hook.stop()
             if self.log_failure is None and tel.failure is not None:
                 self._log_failed(tel.failure)
             if self.log_failure is not None and self.log_errors == "stop":
                 reason, status = self.log_failure, "error"
+            elif self.log_failure is None:
+                lost = self.row_loss.settle(reason)   # every row written: the final count
+                if lost is not None:
+                    reason = lost
+                    status = "interrupted" if status == "interrupted" else "error"
             ran = self.timings[:min(k, self.n_ticks)]
             summary = summarize(ran, overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
                            policy=loop.overrun, **self.lifecycle_summary())
             if self.log_failure is not None:
                 summary["log_failure"] = self.log_failure
+            if tel.lost_rows:
+                summary["lost_rows"] = tel.lost_rows
             close_log(tel, summary)
         return SessionResult(k, reason, summary, tel.path, status)
 

@@ -4,9 +4,13 @@
 the Python boundary: per tick it waits for the absolute deadline t0 + k·period
 (sleep, then spin), applies due faults, reads the measurement, runs the
 controller and the command limits, steps the plant, and records one telemetry
-row. Python threads talk to it through two preallocated arrays read and
-written with atomics: ``mail`` (stop and fault requests, acknowledgements,
-progress) and ``events`` (fault, overrun and stop events for the telemetry).
+row. A run of n steps has n + 1 ticks and rows, at t = 0, h, ..., n h (as ``hil
+sim``'s): the last tick measures and controls but steps nothing. Python threads talk
+to it through two preallocated arrays read and written with atomics: ``mail`` (stop
+and fault requests, acknowledgements, progress) and ``events`` (fault, overrun and
+stop events for the telemetry). Unpaced (``--fast``: no deadline), a tick whose row
+would overwrite one the telemetry writer has not taken yet waits for it, so the log
+keeps every row; a paced loop never waits (telemetry.recorder.RowLoss).
 
 Telemetry row (telemetry.recorder.run_groups; ``cols`` from ``row_columns``): the
 loop writes t (plant time, s), q, qd (all coordinates), u (command, V or N m),
@@ -27,7 +31,7 @@ from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
 from hilrig.rt.live_mailbox import apply_pending
-from hilrig.telemetry.rows import fill_row, publish_row
+from hilrig.telemetry.rows import fill_row, publish_row, ring_full
 from hilrig.timing.clock import (
     atomic_load,
     atomic_store,
@@ -56,6 +60,7 @@ SKIP, CATCH_UP, STOP = 0, 1, 2
 POLICIES = {"skip": SKIP, "catch_up": CATCH_UP, "stop": STOP}
 # limits rows: max |u| (V or N m), max slew (V/s or N m/s)
 L_MAX, L_SLEW = 0, 1
+RING_WAIT_NS = 100_000   # unpaced: a full telemetry ring is polled this often, ns
 
 
 def new_mail() -> np.ndarray:
@@ -246,17 +251,19 @@ def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, 
 
 
 @allocating_kernel
-def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, correction, work,
+def run_loop(p, jams, law, params, state, schedule, x, h, n_steps, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
              period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta,
              mech=None, live=None):
-    """Run up to n_ticks ticks (plant time t = k h at tick k); returns the tick count run.
+    """Run ticks k = 0 .. n_steps (plant time t = k h at tick k), the plant stepped after
+    each but the last; returns the tick count run (n_steps + 1 for a whole run).
 
-    ``timings`` (n_ticks, 5): per tick lateness, read, control, write and whole
+    ``timings`` (n_steps + 1, 5): per tick lateness, read, control, write and whole
     tick compute time, s (NaN for skipped ticks).
     ``u`` and ``held`` (n_act): the new and the held command; ``meas``: a
     drivers.link.Measurement buffer; ``paced`` False runs as fast as it can
-    (lockstep, no waiting; the arithmetic is the same as rt.lockstep.run).
+    (lockstep, no deadline; the arithmetic is the same as rt.lockstep.run), waiting
+    only for room in the telemetry ring (``ring``, ``head``: telemetry.recorder).
     The reason the run ended is left in mail[M_REASON]. With ``handoff`` of
     length > 0 the constraint correction runs in ``correction_worker`` (pass
     correction = 0): the loop only swaps snapshots and corrections at tick
@@ -280,7 +287,10 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
     scratch_state = state.copy()
     start = now_ns(ts) + period_ns
     k = 0
-    while k < n_ticks:
+    while k <= n_steps:
+        if not paced:       # no deadline: wait for the writer rather than lap it
+            while ring_full(ring, head) and atomic_load(mail, M_STOP) == 0.0:
+                sleep_until_ns(ts, now_ns(ts) + RING_WAIT_NS)
         if atomic_load(mail, M_STOP) != 0.0:
             reason = R_STOP_REQUEST
             break
@@ -312,12 +322,16 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
             break
         t_control = now_ns(ts)
         # write: the plant steps under the command (the row holds the state before it
-        # and the currents under the new command, as rt.lockstep rows do)
+        # and the currents under the new command, as rt.lockstep rows do); not after
+        # the last tick, at t = n_steps h
         currents(p, x, held, cur)
         fill_row(ring, head, cols, k, t, x, nq, held, cur)
-        ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
-        if use_worker:
-            _request_correction(handoff, snap, x)
+        last = k == n_steps
+        ok = True
+        if not last:
+            ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
+            if use_worker:
+                _request_correction(handoff, snap, x)
         t_write = now_ns(ts)
         timing = timings[k]
         timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
@@ -331,7 +345,7 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
         if not ok:
             reason = R_INVALID_STATE
             break
-        if paced and now_ns(ts) > start + k * period_ns:
+        if paced and not last and now_ns(ts) > start + k * period_ns:
             overruns += 1
             missed = (now_ns(ts) - (start + k * period_ns)) // period_ns + 1
             atomic_store(mail, M_OVERRUNS, float(overruns))
@@ -342,7 +356,7 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
             if policy == CATCH_UP:
                 continue
             for m in range(missed):  # skip: no control, the plant goes on under the held command
-                if k >= n_ticks or not ok:
+                if k >= n_steps or not ok:      # (the last tick is never skipped)
                     break
                 t = k * h
                 _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
@@ -357,5 +371,6 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_ticks, method, corre
                 reason = R_INVALID_STATE
                 break
     mail[M_REASON] = reason
-    _event(events, mail, EV_STOP, k, k * h, float(reason), float(overruns), 0.0)
+    # the stop: at the ticks run, and the time the run got to
+    _event(events, mail, EV_STOP, k, min(k, n_steps) * h, float(reason), float(overruns), 0.0)
     return k

@@ -4,8 +4,9 @@ Builds plant, controller and telemetry from a config, warms the kernels up,
 then runs rt.realtime.run_loop in a real-time thread (nogil: the loop never
 needs the interpreter) while the main thread stays free to forward events to
 the telemetry, serve live fault requests and catch Ctrl-C. Whatever ends the
-run — its duration, Ctrl-C, an invalid plant state, too many overruns — the
-log is closed complete, with the timing summary.
+run — its duration, Ctrl-C, an invalid plant state, too many overruns, rows the
+telemetry lost (``telemetry.on_overrun``) — the log is closed complete, with the
+timing summary. A run of sim.duration T logs the ticks at t = 0, h, ..., T.
 """
 from __future__ import annotations
 
@@ -28,7 +29,13 @@ from hilrig.rt import realtime as rtk
 from hilrig.rt.live_mailbox import new_mailbox
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
-from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
+from hilrig.telemetry.recorder import (
+    RowLoss,
+    Telemetry,
+    TelemetryError,
+    ring_capacity,
+    run_groups,
+)
 from hilrig.telemetry.rows import row_columns
 from hilrig.timing.clock import spin_window_ns, timespec
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
@@ -36,6 +43,9 @@ from hilrig.timing.signals import deferred_signals
 from hilrig.timing.summary import summarize
 
 POLL_SECONDS = 0.02
+# --fast: the loop waits for the telemetry writer when its ring is full, and the writer for
+# the supervisor to release the rows (after their events): both wake this often instead
+FAST_POLL_SECONDS = 0.002
 
 log = logging.getLogger("hil.session")
 
@@ -48,11 +58,6 @@ class SessionResult:
     log: Path
     status: str = "ok"          # "ok", "interrupted" (Ctrl-C, e-stop) or "error"
     events: list = field(default_factory=list)
-
-
-def telemetry_capacity(h: float, n_ticks: int) -> int:
-    """Rows of a loop's telemetry ring: 4 s of ticks (at least 4096), no more than the run."""
-    return max(4096, min(int(4.0 / h), n_ticks + 1))
 
 
 def in_background(work: Callable[[], Any]) -> tuple[bool, Any]:
@@ -123,7 +128,8 @@ class Session:
         self.log_failure: str | None = None
         sim, loop = cfg.sim, cfg.loop
         self.h = sim.dt
-        self.n_ticks = int(round(sim.duration / self.h))
+        self.n_steps = int(round(sim.duration / self.h))
+        self.n_ticks = self.n_steps + 1          # t = 0, h, ..., duration
         if sim.integrator == "accurate":
             raise ConfigError("sim.integrator: 'accurate' is for offline runs (hil sim); "
                               "a real-time run needs 'rk4' or 'euler'")
@@ -148,8 +154,11 @@ class Session:
         self.meas = Measurement(nact)
         groups = run_groups(plant_model(cfg.plant.model).diagnostics, nq, nact,
                             cfg.plant.drive)
-        capacity = telemetry_capacity(self.h, self.n_ticks)
-        self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
+        capacity = ring_capacity(self.h, cfg.telemetry.ring_rows, self.n_ticks)
+        self.poll = FAST_POLL_SECONDS if fast else POLL_SECONDS
+        self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity,
+                                   **({"period": FAST_POLL_SECONDS} if fast else {}))
+        self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         try:
             self.telemetry.released[0] = 0      # rows wait until their events are forwarded
             interrupted, derive = in_background(lambda: Diagnostics(cfg, self.telemetry.columns))
@@ -164,17 +173,18 @@ class Session:
         self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.events_seen = 0
+        self.lost_events = 0       # loop events overwritten before they were forwarded
         self.request_seq = 0
         self.scheduling: dict = {}
         self.finished = threading.Event()
 
     # -- the loop thread -----------------------------------------------------------
-    def _call(self, plant, state, schedule, n_ticks, paced, ring, head, mail, events, timings, ts,
+    def _call(self, plant, state, schedule, n_steps, paced, ring, head, mail, events, timings, ts,
               handoff, live):
         loop = self.cfg.loop
         c = self.controller
         return rtk.run_loop(
-            plant.params, plant.jams, c.law, c.params, state, schedule, plant.x, self.h, n_ticks,
+            plant.params, plant.jams, c.law, c.params, state, schedule, plant.x, self.h, n_steps,
             self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
             self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
@@ -193,8 +203,8 @@ class Session:
         copy = p.copy()
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
-                   np.zeros(1, np.int64), rtk.new_mail(), np.zeros_like(self.events),
-                   np.zeros((2, 5)), timespec(), self.handoff.copy(), self.live_box.copy())
+                   np.zeros(2, np.int64), rtk.new_mail(), np.zeros_like(self.events),
+                   np.zeros((3, 5)), timespec(), self.handoff.copy(), self.live_box.copy())
         if self.use_worker:
             stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
             self._worker(stopped)
@@ -205,7 +215,7 @@ class Session:
         loop = self.cfg.loop
         self.scheduling = apply_thread(loop.cpu, 0 if self.fast else loop.fifo_priority)
         try:
-            self._call(self.plant, self.controller.state, self.schedule, self.n_ticks, not self.fast,
+            self._call(self.plant, self.controller.state, self.schedule, self.n_steps, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
                        self.timings, timespec(), self.handoff, self.live_box)
         finally:
@@ -238,7 +248,14 @@ class Session:
         # event of the ticks before ticks - 1 is in the array now
         ticks = int(self.mail[rtk.M_TICK])
         n = int(self.mail[rtk.M_EVENTS])
-        for i in range(self.events_seen, n):
+        first = max(self.events_seen, n - len(self.events))   # older ones were overwritten
+        if first > self.events_seen:
+            lost = first - self.events_seen
+            self.lost_events += lost
+            log.warning("the loop's event ring overflowed: %d events lost (the supervisor "
+                        "fell behind)", lost)
+            self.telemetry.event("event_overrun", lost=lost)
+        for i in range(first, n):
             kind, tick, t, a, b, c = (float(v) for v in self.events[i % len(self.events)])
             if kind == rtk.EV_JAM:
                 event = {"kind": "jam", "joint": int(a), "t1": t, "t2": t + b, "duration": b,
@@ -259,7 +276,10 @@ class Session:
         return out
 
     def _check_log(self) -> None:
-        """A telemetry write error: stop the run (one line), or note it once and go on."""
+        """A telemetry write error: stop the run (one line), or note it once and go on.
+        Rows lost to a ring overrun: what ``telemetry.on_overrun`` says (RowLoss)."""
+        if self.row_loss.check():
+            self.mail[rtk.M_STOP] = 1.0
         failure = self.telemetry.failure
         if failure is None or self.log_failure is not None:
             return
@@ -271,7 +291,8 @@ class Session:
             log.warning("%s: the run goes on unlogged (--log-errors continue)", failure)
 
     def run(self, on_tick=None) -> SessionResult:
-        """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every POLL_SECONDS."""
+        """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every ``poll`` s
+        (POLL_SECONDS; --fast: FAST_POLL_SECONDS)."""
         events, interrupted = [], False
         thread = threading.Thread(target=self._thread, name="hil-rt", daemon=True)
         worker = threading.Thread(target=self._worker, args=(self.handoff,),
@@ -290,7 +311,7 @@ class Session:
                 thread.start()
                 while not self.finished.is_set():
                     try:
-                        self.finished.wait(POLL_SECONDS)
+                        self.finished.wait(self.poll)
                         events += self.forward_events()
                         self._check_log()
                         if on_tick is not None:
@@ -320,11 +341,20 @@ class Session:
                 reason = "interrupted during warm-up"
             elif self.log_failure is not None and self.log_errors == "stop":
                 reason = self.log_failure
+            if interrupted and thread.ident is not None:
+                reason = "interrupted (Ctrl-C)"
+            # every row written, so that the count of lost ones is final
+            lost = self.row_loss.settle(reason) if self.log_failure is None else None
+            if lost is not None:
+                reason = lost
+            if self.lost_events:
+                reason += f", but {self.lost_events} loop events lost (event ring overflow)"
+            if lost is not None or self.lost_events:
+                log.error("%s", reason)
             ran = int(self.mail[rtk.M_TICK])
             summary = summarize(self.timings[:ran], int(self.mail[rtk.M_OVERRUNS]),
                                 self.scheduling)
-            summary.update(reason="interrupted (Ctrl-C)" if interrupted and thread.ident is not None
-                           else reason,
+            summary.update(reason=reason,
                            rate_hz=1.0 / self.h, fast=self.fast,
                            correction=("worker" if self.use_worker else "inline")
                            if self.correction else "none",
@@ -334,6 +364,10 @@ class Session:
                            rehearse=self.cfg.loop.rehearse)
             if self.log_failure is not None:
                 summary["log_failure"] = self.log_failure
+            if self.telemetry.lost_rows:
+                summary["lost_rows"] = self.telemetry.lost_rows
+            if self.lost_events:
+                summary["lost_events"] = self.lost_events
             close_log(self.telemetry, summary)
         status = "interrupted" if interrupted else (
             "error" if reason == self.log_failure else

@@ -131,6 +131,16 @@ SCHEMA: dict[str, Any] = {
         "worker_poll": Key("float", 1e-4, positive=True,
                            doc="the correction worker's sleep between checks, s"),
     },
+    "telemetry": {
+        "on_overrun": Key("str", "stop", choices=("stop", "warn"),
+                          doc="a paced loop whose log writer fell behind its ring lost rows: "
+                              "stop the run safely, or go on saying so on stderr; either "
+                              "way its summary and exit code (1) name the count (--fast "
+                              "and lockstep loops wait for the writer and lose none)"),
+        "ring_rows": Key("int", 0, minimum=0,
+                         doc="rows the telemetry ring holds (0: 4 s of ticks, at least "
+                             "4096; at least 16 otherwise)"),
+    },
     "safety": {
         "max_command": Key("floats", None, length="nact", scalar_ok=True, positive=True,
                            infinite_ok=True,
@@ -602,6 +612,9 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     check = controller_spec(ctrl["type"]).check
     if ctrl["law"] is None and check is not None:
         check(cfg, voltage_driven)
+    if 0 < cfg["telemetry"]["ring_rows"] < 16:
+        raise ConfigError(f"telemetry.ring_rows: at least 16 rows (0: 4 s of ticks), got "
+                          f"{cfg['telemetry']['ring_rows']}")
     if cfg["loop"]["fifo_priority"] > 99:
         raise ConfigError(f"loop.fifo_priority: SCHED_FIFO priorities are 1..99 (0: off), got "
                           f"{cfg['loop']['fifo_priority']}")

@@ -4,7 +4,9 @@
 tick messages follow one another with one fixed record size, so they are cut out
 with one numpy view (the few events interrupt them where their time falls). A log whose
 writer did not finish (process killed) is read up to its last intact chunk, with
-an ``IncompleteLogWarning``.
+an ``IncompleteLogWarning``. Rows missing from a log (a ``ring_overrun``: the loop lapped
+its writer) are named by a ``RowGapWarning``: each tick message's sequence number is its
+row index, so a gap in them, or in the ``tick`` column, is a lost row.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ _RECORD = struct.Struct("<BQ")
 _CHANNEL = struct.Struct("<H")
 _FIELD = re.compile(r"^float64(\[(\d+)\])?\s+(\w+)$")
 _IN_CHUNK = {Opcode.SCHEMA: Schema, Opcode.CHANNEL: Channel}
+_SEQUENCE = slice(11, 15)   # a message record's sequence: after opcode, length and channel
 
 
 class LogError(ValueError):
@@ -35,6 +38,10 @@ class LogError(ValueError):
 
 class IncompleteLogWarning(UserWarning):
     """The log ends early (its writer did not finish); what is intact was read."""
+
+
+class RowGapWarning(UserWarning):
+    """Rows are missing from the log (its writer lost them); what is there was read."""
 
 
 def read_log(path) -> tuple[dict, list, dict, dict]:
@@ -63,6 +70,9 @@ def read_log(path) -> tuple[dict, list, dict, dict]:
         raise LogError(f"{path}: no {TICK_TOPIC} channel: not a hilrig telemetry log"
                        + (f" (reading stopped: {cause})" if cause else ""))
     arrays = log.arrays()
+    gaps = describe_gaps(arrays, log.sequences(), log.events, log.summary)
+    if gaps:
+        warnings.warn(f"{path}: {gaps}", RowGapWarning, stacklevel=2)
     if cause or not log.finished:
         t = arrays["t"]
         until = f"t = {t[-1]:g} s" if len(t) else "no rows"
@@ -94,6 +104,65 @@ def export_npz(path, out) -> dict:
     return arrays
 
 
+def describe_gaps(arrays: dict, sequences: np.ndarray, events: list, summary: dict,
+                  listed: int = 4) -> str | None:
+    """What is missing from a log, in one sentence, or None if nothing is.
+
+    Rows: gaps in the tick messages' sequence numbers (row indices, from 0) and the
+    ``ring_overrun`` events and ``lost_rows`` of the summary that count them; ticks: gaps
+    in the ``tick`` column that no ``overrun`` event explains (a link loop's skipped
+    ticks have no row); events: ``event_overrun`` events. At most ``listed`` ranges each.
+    """
+    parts = []
+    t = arrays.get("t", np.zeros(0))
+    ranges = _missing(sequences.astype(np.int64), 0, 1 << 32)
+    counted = sum(int(e.get("lost", 0)) for e in events if e.get("kind") == "ring_overrun")
+    counted = max(counted, int(summary.get("telemetry", {}).get("lost_rows", 0)))
+    lost = max(sum(b - a + 1 for a, b in ranges), counted)
+    if lost:
+        where = _ranges(ranges, listed, "rows")
+        parts.append(f"{lost} rows lost (ring overrun: the log's writer fell behind the "
+                     f"loop{'; ' + where if where else ''})")
+    if "tick" in arrays and len(arrays["tick"]):
+        ticks = arrays["tick"].astype(np.int64)
+        skipped = {int(e["tick"]): int(e.get("missed", 0)) for e in events
+                   if e.get("kind") == "overrun" and "tick" in e}
+        unexplained = [(a, b) for a, b in _missing(ticks, int(ticks[0]))
+                       if skipped.get(a - 1, 0) < b - a + 1]
+        if unexplained and not lost:
+            count = sum(b - a + 1 for a, b in unexplained)
+            parts.append(f"{count} ticks have no row ({_ranges(unexplained, listed, 'ticks')})")
+    events_lost = sum(int(e.get("lost", 0)) for e in events if e.get("kind") == "event_overrun")
+    if events_lost:
+        parts.append(f"{events_lost} loop events lost (event ring overflow)")
+    if not parts:
+        return None
+    span = f"; read {len(t)} rows, t = {t[0]:g} .. {t[-1]:g} s" if len(t) else ""
+    return "; ".join(parts) + span
+
+
+def _missing(values: np.ndarray, first: int, modulo: int | None = None) -> list:
+    """The ranges [a, b] of integers missing from the increasing run ``values`` that
+    should count up by one from ``first`` (``modulo``: the values wrap around it)."""
+    if not len(values):
+        return []
+    steps = np.diff(values)
+    if modulo is not None:
+        steps %= modulo
+    out = [(first, int(values[0]) - 1)] if values[0] > first else []
+    for i in np.flatnonzero(steps != 1):
+        if steps[i] > 1:
+            out.append((int(values[i]) + 1, int(values[i]) + int(steps[i]) - 1))
+    return out
+
+
+def _ranges(ranges: list, listed: int, what: str) -> str:
+    """``rows 0..1905, 4000..4010`` (at most ``listed``, then how many more)."""
+    text = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in ranges[:listed])
+    more = f" and {len(ranges) - listed} more gaps" if len(ranges) > listed else ""
+    return f"{what} {text}{more}" if text else ""
+
+
 def parse_schema(text: str) -> list[tuple[str, int | tuple]]:
     """Groups of a tick schema (telemetry.recorder.schema_text): ``float64 name`` -> (name, 1),
     ``float64[n] name`` -> (name, (n,))."""
@@ -116,6 +185,7 @@ class _Log:
         self.record_size = 0
         self.prefix = None  # the first bytes of every tick record
         self.parts: list[np.ndarray] = []
+        self.sequence_parts: list[np.ndarray] = []   # the tick messages' sequence numbers
         self.events: list[dict] = []
         self.meta: dict = {}
         self.summary: dict = {}
@@ -171,7 +241,14 @@ class _Log:
         ok = (grid[:, :len(self.prefix)] == self.prefix).all(axis=1)
         run = count if ok.all() else int(np.argmin(ok))
         self.parts.append(grid[:run, MESSAGE_HEADER:])
+        self.sequence_parts.append(np.ascontiguousarray(grid[:run, _SEQUENCE])
+                                   .view("<u4").reshape(-1))
         return run * size
+
+    def sequences(self) -> np.ndarray:
+        """The tick messages' sequence numbers (uint32), in file order."""
+        return np.concatenate(self.sequence_parts) if self.sequence_parts else \
+            np.zeros(0, np.uint32)
 
     def arrays(self) -> dict:
         rows = np.concatenate(self.parts) if self.parts else \

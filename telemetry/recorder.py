@@ -13,9 +13,17 @@ numba kernels alike)::
 A writer thread wakes every ``period`` seconds; once ``CHUNK_ROWS`` rows are
 waiting, or ``CHUNK_PERIOD`` seconds have passed, it copies them out of the ring
 and writes them as MCAP chunks built with numpy (telemetry.mcap_writer), a few numpy
-calls per chunk, so that it never keeps the GIL from the loop for long. If the
-loop laps the writer (overwrites rows not yet written) the lost rows are counted
-and a ``ring_overrun`` event says how many; the loop is never blocked.
+calls per chunk, so that it never keeps the GIL from the loop for long. It counts
+the rows it has taken out of the ring in ``head[TAKEN]``.
+
+A full ring (``head[0] - head[TAKEN] == capacity - 1``: the writer counts a row lost
+once the loop may be writing over it, so one slot stays spare): a loop with no deadline
+(``hil run --fast``, a lockstep link or emulator) waits for the writer before its next
+row (telemetry.rows.ring_full in a kernel, ``wait_for_room`` in Python), so it loses
+nothing. A paced loop never waits: if it laps the writer (overwrites rows not yet
+written) the lost rows are counted in ``lost_rows`` and a ``ring_overrun`` event says
+how many, and the loop applies ``telemetry.on_overrun`` (``RowLoss``): stop the run,
+or go on saying so; either way its summary and exit code say how many rows were lost.
 
 The file is MCAP (see docs/TELEMETRY.md): channel ``/hil/tick`` carries one
 ros1msg message per row whose bytes are the row itself (little-endian float64;
@@ -37,6 +45,7 @@ from __future__ import annotations
 import atexit
 import collections
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -57,6 +66,10 @@ EVENT_JSON_SCHEMA = {
 CHUNK_PERIOD = 0.5     # s between chunks: what a killed writer loses at most
 CHUNK_ROWS = 256       # rows per chunk at most: bounds what one chunk holds the GIL for
 COMPRESSION = "zstd"   # chunk compression (see docs/TELEMETRY.md for the measurements)
+TAKEN = 1              # head[TAKEN]: rows the writer has taken out of the ring
+WAIT_SECONDS = 2e-4    # a loop without a deadline polls a full ring this often (wait_for_room)
+RING_SECONDS = 4.0     # a loop's ring holds this long of its ticks by default (ring_capacity)
+MIN_RING_ROWS = 4096   # ... and at least this many rows
 
 # the timing arrays of a real-time run, all in s except ``tick`` (the tick index)
 TIMING_GROUPS = [("tick", 1), ("lateness", 1), ("compute_read", 1), ("compute_control", 1),
@@ -70,6 +83,16 @@ def to_json(cfg: dict) -> str:
 
 class TelemetryError(RuntimeError):
     """The telemetry file could not be written; names the cause."""
+
+
+def ring_capacity(h: float, configured: int = 0, rows: int | None = None) -> int:
+    """Rows of a loop's telemetry ring: ``configured`` (``telemetry.ring_rows``) if set,
+    else RING_SECONDS of ticks of ``h`` s, at least MIN_RING_ROWS, no more than the
+    run's ``rows`` if it is known."""
+    if configured:
+        return int(configured)
+    seconds = int(RING_SECONDS / h)
+    return max(MIN_RING_ROWS, seconds if rows is None else min(seconds, rows))
 
 
 def run_groups(diagnostics: tuple, nq: int, nact: int,
@@ -117,8 +140,10 @@ class Telemetry:
 
     Attributes:
         ring: (capacity, width) float64; row k of the run goes to ``ring[k % capacity]``.
-        head: int64[1], the number of rows ever written; the loop increments it
-            after writing a row.
+        head: int64[2]: ``head[0]`` the number of rows ever written (the loop increments
+            it after writing a row), ``head[TAKEN]`` the rows the writer has taken out of
+            the ring (copied, or counted lost); a failed or closed writer sets it far
+            beyond ``head[0]``, so that a loop waiting for room never waits for it.
         columns: group name -> column index (scalar groups) or slice (vector groups).
         width: float64 columns per row.
         lost_rows: rows overwritten before the writer copied them.
@@ -141,7 +166,7 @@ class Telemetry:
         self.width = col
         self.capacity = int(capacity)
         self.ring = np.zeros((self.capacity, self.width))
-        self.head = np.zeros(1, dtype=np.int64)
+        self.head = np.zeros(2, dtype=np.int64)
         self.period = float(period)
         self.derive = derive
         self.copied = 0            # rows written to the file, or counted lost
@@ -150,6 +175,7 @@ class Telemetry:
         self._events = collections.deque()
         self.listeners = []        # listener(kind, fields) for every event (the live view)
         self._closed = False
+        self._flushed = False      # flush_rows: every row written, the writer thread stopped
         self._close_lock = threading.Lock()
         self._stop = threading.Event()
         self._failure: BaseException | None = None
@@ -211,22 +237,48 @@ class Telemetry:
         for listener in self.listeners:
             listener(kind, fields)
 
+    def wait_for_room(self) -> None:
+        """Return once the ring has room for the next row: what a loop without a deadline
+        (lockstep, ``--fast``) calls before writing one, so that it never laps the writer.
+        Polls every WAIT_SECONDS; returns at once if the writer has failed or stopped."""
+        while self.head[0] - self.head[TAKEN] >= self.capacity - 1:   # (rows.ring_full)
+            time.sleep(WAIT_SECONDS)
+
+    def flush_rows(self) -> int:
+        """Stop the writer thread and write every row the loop has published; returns
+        ``lost_rows``, now final. Call it after the loop has stopped writing rows, to know
+        the count before the summary is made; ``close`` then adds the events and the
+        summary. A write error is kept for ``close`` to raise (``failure`` names it)."""
+        with self._close_lock:
+            if self._flushed:
+                return self.lost_rows
+            self._flushed = True
+            self._stop.set()
+            self._thread.join()
+            if self._failure is None:
+                try:
+                    self._drain(final=True)
+                except Exception as exc:  # noqa: BLE001 -- raised by close(), in its turn
+                    self._failure = exc
+            self.head[TAKEN] = np.iinfo(np.int64).max // 2     # no loop waits for it now
+            return self.lost_rows
+
     def close(self, summary: dict | None = None) -> None:
         """Write every row and event, then ``summary`` (JSON), and finish the file. Idempotent.
 
         Call it after the loop has stopped writing rows. Raises TelemetryError if the
         writer failed (the file is then finished as far as possible).
         """
+        self.flush_rows()
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
             atexit.unregister(self.close)
-            self._stop.set()
-            self._thread.join()
             try:
                 if self._failure is None:
-                    self._drain(final=True)
+                    self._drain(final=True)       # the events that came after flush_rows
+                    self.head[TAKEN] = np.iinfo(np.int64).max // 2
                 stats = {"rows": self.copied - self.lost_rows, "lost_rows": self.lost_rows,
                          "events": self.events_written}
                 self._mcap.add_metadata("summary", {"json": json.dumps(
@@ -262,6 +314,7 @@ class Telemetry:
                     next_chunk = time.monotonic() + CHUNK_PERIOD
         except Exception as exc:  # noqa: BLE001 -- re-raised by close() in the caller's thread
             self._failure = exc
+            self.head[TAKEN] = np.iinfo(np.int64).max // 2     # no loop waits for it now
 
     def _drain(self, final: bool = False) -> None:
         """Write the rows [copied, head) (before ``released`` unless ``final``) and the
@@ -275,6 +328,7 @@ class Telemetry:
         cap = self.capacity
         while True:
             self.copied += self._lost(self.copied, end)
+            self.head[TAKEN] = self.copied
             first = self.copied
             start = first % cap
             n = min(end - first, CHUNK_ROWS, cap - start)
@@ -298,10 +352,11 @@ class Telemetry:
                                self.events_written & 0xFFFFFFFF,
                                json.dumps({"kind": kind, **fields}, default=_plain).encode()))
                 self.events_written += 1
+            self.copied = first + n
+            self.head[TAKEN] = self.copied       # their slots are free for the loop again
             self._mcap.add_chunk(self._tick_channel, _stamps(rows[lost:, self.columns["t"]]),
                                  rows[lost:], np.arange(first + lost, first + n) & 0xFFFFFFFF,
                                  events)
-            self.copied = first + n
             if self.copied >= end:
                 break
             time.sleep(0)  # between chunks, let a waiting loop thread take the GIL
@@ -317,6 +372,58 @@ class Telemetry:
         self.lost_rows += lost
         self.event("ring_overrun", lost=lost, first_row=first)
         return lost
+
+
+ON_OVERRUN = ("stop", "warn")     # telemetry.on_overrun
+
+
+class RowLoss:
+    """``telemetry.on_overrun`` for a loop that never waits for its writer (a paced loop):
+    what it does once the writer has lost rows (``Telemetry.lost_rows``).
+
+    ``check()``, now and then (each tick, or each supervisor poll): on the first lost
+    rows, "stop" returns True (the caller stops the run safely), "warn" logs one line on
+    stderr (with ``log``) and returns False. ``settle(reason)`` after the loop: every row
+    written (``Telemetry.flush_rows``), the reason the run ends with, naming the count,
+    or None if no row was lost.
+    """
+
+    def __init__(self, telemetry: Telemetry, policy: str, log: logging.Logger):
+        if policy not in ON_OVERRUN:
+            raise ValueError(f"telemetry.on_overrun: {policy!r} (one of {ON_OVERRUN})")
+        self.telemetry = telemetry
+        self.policy = policy
+        self.log = log
+        self.noticed = False      # the first loss was acted on
+        self.stopped = False      # ... by stopping the run
+
+    def describe(self, lost: int) -> str:
+        """The loss, for a reason or a warning line."""
+        return (f"telemetry ring overrun: {lost} rows lost (the log writer fell behind the "
+                f"loop's ring of {self.telemetry.capacity} rows)")
+
+    def check(self) -> bool:
+        """True once, when rows were lost and the policy is "stop"; "warn": one line."""
+        lost = self.telemetry.lost_rows
+        if not lost or self.noticed:
+            return False
+        self.noticed = True
+        if self.policy == "stop":
+            self.stopped = True
+            return True
+        self.log.warning("%s so far: the run goes on (telemetry.on_overrun = 'warn'); its "
+                         "summary gives the total", self.describe(lost))
+        return False
+
+    def settle(self, reason: str) -> str | None:
+        """After the loop: write every row; the reason the run ends with if rows were
+        lost (``reason`` with the final count), else None."""
+        lost = self.telemetry.flush_rows()
+        if not lost:
+            return None
+        if self.stopped:
+            return f"{self.describe(lost)}: stopped the run (telemetry.on_overrun = 'stop')"
+        return f"{reason}, but {self.describe(lost)}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -3,11 +3,13 @@
 A loop fills a row in place (``fill_row``: t, tick, q, qd, u, i), adds its five
 timing columns and publishes it (``publish_row``: the row becomes visible to the
 writer thread, telemetry.recorder, when ``head`` advances). ``row_columns``
-tells a loop where each group starts in a row of a given layout.
+tells a loop where each group starts in a row of a given layout. A loop without a
+deadline checks ``ring_full`` before a row and waits while it is (the writer has not
+taken the row that the next one would overwrite).
 """
 import numpy as np
 from hilrig.jit.kernel import kernel
-from hilrig.timing.clock import atomic_store
+from hilrig.timing.clock import atomic_load, atomic_store
 
 # cols: where each group starts in a telemetry row
 COL_Q, COL_QD, COL_U, COL_I, COL_TICK, COL_TIMING = range(6)
@@ -54,3 +56,14 @@ def publish_row(ring, head, cols, timing):
     for k in range(5):
         ring[slot, cols[COL_TIMING] + k] = timing[k]
     atomic_store(head, 0, head[0] + 1)
+
+
+@kernel
+def ring_full(ring, head):
+    """True while the ring has no room for the next row (``head``:
+    telemetry.recorder.Telemetry.head, [rows published, rows taken]).
+
+    One slot stays spare: the writer counts a row lost once the loop may be writing
+    over it (head = its index + capacity), so a loop that waits stops one row short.
+    """
+    return head[0] - atomic_load(head, 1) >= ring.shape[0] - 1

@@ -213,7 +213,7 @@ def test_an_installed_wheel_runs_a_built_in_config_by_name(wheel, tmp_path):
                            "--duration", "0.05", "--no-plot"],
                           capture_output=True, text=True, env=env, cwd=work, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "rrr3: 50 ticks" in proc.stdout
+    assert "rrr3: 51 ticks" in proc.stdout
     assert (work / "runs" / "rrr3_pd.mcap").is_file()
     listing = subprocess.run([str(venv / "bin" / "hil"), "configs"], capture_output=True,
                              text=True, env=env, cwd=work, check=True)

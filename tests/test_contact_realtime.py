@@ -8,9 +8,9 @@ import subprocess
 
 import numpy as np
 import pytest
-from hilrig.plant.flex_chain import integrators as ci
-from hilrig.plant.flex_chain import chain as fc
-from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
+from hilrig.plant.flex_chain.chain import integrators as ci
+from hilrig.plant.flex_chain.chain import chain as fc
+from hilrig.plant.flex_chain.chain.model import paper_chain, paper_initial_state
 from rt_helpers import env_for_subprocess, hil, read_complete
 
 DURATION = 0.6
@@ -42,7 +42,7 @@ def test_the_logged_rows_are_the_offline_fixed_step_ticks(logged):
 
     offline = simulate(load("chain_drop_ss_rt", [f"sim.duration={DURATION}"])).arrays
     rows = len(logged["t"])
-    assert rows == round(DURATION / DT)
+    assert rows == round(DURATION / DT) + 1        # t = 0 .. DURATION
     np.testing.assert_allclose(logged["t"], np.arange(rows) * DT, rtol=0.0, atol=1e-12)
     np.testing.assert_allclose(logged["q"], offline["q"][:rows], rtol=0.0, atol=1e-12)
     np.testing.assert_allclose(logged["qd"], offline["qd"][:rows], rtol=0.0, atol=1e-12)

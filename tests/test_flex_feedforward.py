@@ -9,7 +9,7 @@ import pytest
 from conftest import CONFIGS, config
 from hilrig.controllers import flex_feedforward as ff
 from hilrig.errors import ConfigError
-from hilrig.plant.flex_rp import robot as flex_rp
+from hilrig.plant.flex_rp.robot import robot as flex_rp
 from hilrig.rt.sim import SimulationError, simulate
 from rt_helpers import hil
 from scipy.integrate import solve_ivp
@@ -125,7 +125,7 @@ def test_hil_run_drives_the_flexible_plant_in_real_time(tmp_path):
                               "--log", str(log), "--no-plot"),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    assert "500 ticks at 1000 Hz (real time)" in proc.stdout
+    assert "501 ticks at 1000 Hz (real time)" in proc.stdout
     out = tmp_path / "run.npz"
     subprocess.run(hil("log", "export", str(log), "--out", str(out)), check=True,
                    capture_output=True, timeout=120)

@@ -75,7 +75,7 @@ def test_a_full_disk_goes_on_unlogged_only_when_asked(small_disk):
     assert proc.returncode == 0, proc.stderr
     assert len(lines) == 1 and "No space left on device" in lines[0] \
         and "goes on unlogged" in lines[0], proc.stderr
-    assert "4000 ticks at 1000 Hz" in proc.stdout and "ended: done" in proc.stdout
+    assert "4001 ticks at 1000 Hz" in proc.stdout and "ended: done" in proc.stdout
 
 
 def test_events_are_written_in_log_time_order():

@@ -16,7 +16,7 @@ import pytest
 from hilrig.cli.main import main
 from hilrig.plant.factory import plant_model
 from hilrig.telemetry import recorder as telemetry
-from hilrig.telemetry.logfile import IncompleteLogWarning, LogError, read_log
+from hilrig.telemetry.logfile import IncompleteLogWarning, LogError, RowGapWarning, read_log
 from hilrig.telemetry.recorder import Telemetry, TelemetryError, run_groups
 from mcap.reader import make_reader
 from mcap.records import Footer
@@ -135,7 +135,8 @@ def test_ring_overrun_is_counted_and_logged(tmp_path, rng):
         tel.head[0] += 1
     tel.close()
     assert tel.lost_rows == 937
-    arrays, events, _, summary = read_log(path)
+    with pytest.warns(RowGapWarning, match=r"937 rows lost \(ring overrun.*rows 0\.\.936\)"):
+        arrays, events, _, summary = read_log(path)
     # the slot of the oldest row is the one the loop writes next: counted lost too
     assert same_bits(stacked(arrays, GROUPS), rows[937:])
     assert events == [{"kind": "ring_overrun", "lost": 937, "first_row": 0, "t": 0.999}]

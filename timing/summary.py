@@ -44,6 +44,12 @@ def format_summary(summary: dict) -> str:
         lines.append(f"  bring-up: warm-up {summary['warm_up_s']:.3f} s, then drives enabled, "
                      f"first command {summary['enable_to_first_command_s'] * 1e3:.3f} ms "
                      "after the enable")
+    if summary.get("lost_rows"):
+        lines.append(f"  telemetry: {summary['lost_rows']} rows lost (ring overrun): the log "
+                     "has gaps (hil log export names them)")
+    if summary.get("lost_events"):
+        lines.append(f"  telemetry: {summary['lost_events']} loop events lost (event ring "
+                     "overflow)")
     sched = summary.get("scheduling")
     if sched:
         lines.append("  scheduling: " + ", ".join(f"{k}={v}" for k, v in sched.items()))
