@@ -177,7 +177,7 @@ def run_campaign(spec: CampaignSpec, out: Path, client, resume: bool = False,
     ``progress(done, total, seconds)`` after each batch; ``batch_done(ids)`` too (tests
     use it to kill a worker or interrupt). The workers get the user's code and are checked
     first (``code_on_workers``). Ctrl-C stops it, keeping the batches written."""
-    from hilrig.rt import campaign_results as results   # pyarrow
+    from hilrig.campaign import results   # pyarrow
 
     out = Path(out)
     done = results.claim(out, spec, resume, force)

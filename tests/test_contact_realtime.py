@@ -8,9 +8,9 @@ import subprocess
 
 import numpy as np
 import pytest
-from hilrig.plant.flex_chain.chain import integrators as ci
-from hilrig.plant.flex_chain.chain import chain as fc
-from hilrig.plant.flex_chain.chain.model import paper_chain, paper_initial_state
+from hilrig.plant.flex_chain import integrators as ci
+from hilrig.plant.flex_chain import chain as fc
+from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
 from rt_helpers import env_for_subprocess, hil, read_complete
 
 DURATION = 0.6

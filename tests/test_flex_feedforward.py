@@ -9,7 +9,7 @@ import pytest
 from conftest import CONFIGS, config
 from hilrig.controllers import flex_feedforward as ff
 from hilrig.errors import ConfigError
-from hilrig.plant.flex_rp.robot import robot as flex_rp
+from hilrig.plant.flex_rp import robot as flex_rp
 from hilrig.rt.sim import SimulationError, simulate
 from rt_helpers import hil
 from scipy.integrate import solve_ivp
