@@ -32,7 +32,7 @@ ERRORS: dict[str, Exit] = {
     # a campaign that cannot start (no Dask, no scheduler, no workers)
     "hilrig.campaign.cluster.CampaignError": Exit(2),
     # the plant state became invalid (hil sim still writes the rows up to then)
-    "hilrig.rt.sim.SimulationError": Exit(1),
+    "hilrig.plant.offline.SimulationError": Exit(1),
     # the log could not be written
     "hilrig.telemetry.recorder.TelemetryError": Exit(1),
     # an emulator or a controller refused or did not answer (hil fault, hil estop)

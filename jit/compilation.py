@@ -53,12 +53,16 @@ NOT_CODE = ("configs",)     # packages of data only
 @functools.lru_cache(maxsize=None)
 def kernel_packages() -> tuple[str, ...]:
     """hilrig's code packages as folders relative to the package (``plant``,
-    ``plant/flex_chain``, ``rt``, ...): every folder with an ``__init__.py`` but data."""
-    found = []
-    for init in PACKAGE_ROOT.rglob("__init__.py"):
-        folder = init.parent.relative_to(PACKAGE_ROOT).as_posix()
-        if folder != "." and folder.split("/")[0] not in NOT_CODE and "__pycache__" not in folder:
-            found.append(folder)
+    ``plant/flex_chain``, ``rt``, ...): the folders with an ``__init__.py`` reached from
+    the package through such folders only (not a ``build/`` copy), but data."""
+    found, todo = [], [PACKAGE_ROOT]
+    while todo:
+        folder = todo.pop()
+        for child in folder.iterdir():
+            if child.is_dir() and (child / "__init__.py").is_file() \
+                    and child.name not in NOT_CODE:
+                found.append(child.relative_to(PACKAGE_ROOT).as_posix())
+                todo.append(child)
     return tuple(sorted(found))
 
 
