@@ -33,7 +33,6 @@ from pathlib import Path
 from hilrig.jit import compilation
 from hilrig.settings import builtin_configs
 from hilrig.settings.config import load
-from numba.core.dispatcher import Dispatcher
 
 STEPS = 5                     # steps of each short run
 
@@ -96,23 +95,8 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
         shutil.rmtree(scratch, ignore_errors=True)
     report.seconds = time.perf_counter() - started
     report.compiled = len(compilation.progress.compiled) - compiled_before
-    report.loaded = loaded_kernels()
+    report.loaded = compilation.loaded_kernels()
     return report
-
-
-def loaded_kernels() -> int:
-    """Kernel specialisations this process loaded from the cache: the cache hits of
-    every hilrig dispatcher in the loaded modules."""
-    seen, hits = set(), 0
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("hilrig."):
-            continue
-        for value in list(vars(module).values()):
-            if isinstance(value, Dispatcher) and compilation.is_hilrig_kernel(value) \
-                    and id(value) not in seen:
-                seen.add(id(value))
-                hits += len(value.stats.cache_hits)
-    return hits
 
 
 def prune(keep: Path) -> list[Path]:

@@ -26,6 +26,7 @@ from hilrig.plant.factory import (
     jam_schedule,
     plant_from_config,
 )
+from hilrig.plant.family import for_plant
 from hilrig.plant.flex_chain.tick import METHOD_CONTACT
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
@@ -189,7 +190,7 @@ class Session:
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
             0 if self.method == METHOD_CONTACT else int(loop.rehearse * 1e9),
             rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
-            handoff, self.snap, self.delta, plant.mechanism, live)
+            handoff, self.snap, self.delta, for_plant(plant, self.method), live)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
