@@ -15,7 +15,7 @@
     hil log repair LOG [--out fixed.mcap]
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
-    hil warmup [CONFIG ...] [--prune]
+    hil warmup [CONFIG ...] [--prune] [--list]
     hil analyze modes CONFIG [--set key=value ...] [--json]
     hil analyze stiffness CONFIG [--set ...] [--json] [--map] [--out maps.png]
     hil analyze flex CONFIG [--set ...] [--json] [--out report.png]
@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="configs, paths or built-in names (default: every built-in one)")
     warmup.add_argument("--prune", action="store_true",
                         help="remove the cached kernels of other source versions")
+    warmup.add_argument("--list", action="store_true",
+                        help="compile nothing: list what the cache holds")
     warmup.set_defaults(handler=_warmup)
 
     campaign = sub.add_parser("campaign", help="run a campaign of scenarios (docs/CAMPAIGNS.md) "
@@ -518,8 +520,11 @@ def _set(args) -> int:
 
 
 def _warmup(args) -> int:
-    from hilrig.cli.warmup import format_report, prune, warm_up
+    from hilrig.cli.warmup import format_cache, format_report, prune, warm_up
 
+    if args.list:
+        print(format_cache())
+        return 0
     report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True))
     print(format_report(report))
     if args.prune and report.cache_dir is not None:

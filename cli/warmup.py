@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -96,7 +97,62 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
     report.seconds = time.perf_counter() - started
     report.compiled = len(compilation.progress.compiled) - compiled_before
     report.loaded = compilation.loaded_kernels()
+    if report.cache_dir is not None:
+        _note_warmed(report.cache_dir, names)
     return report
+
+
+WARMED = "warmed.json"        # in a cache directory: the configs `hil warmup` ran
+
+
+def _note_warmed(directory: Path, names: list) -> None:
+    """Add ``names`` to the configs the cache directory says were warmed (WARMED)."""
+    path = directory / WARMED
+    try:
+        warmed = json.loads(path.read_text()) if path.exists() else []
+    except (OSError, ValueError):
+        warmed = []
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        scratch.write_text(json.dumps(sorted(set(warmed) | set(names))))
+        os.replace(scratch, path)
+    except OSError:
+        pass                          # a read-only cache: nothing to note
+
+
+def format_cache(directory: Path | None = None) -> str:
+    """What ``hil warmup --list`` prints: the cache directory of this source version (or
+    ``directory``), the configs `hil warmup` ran into it, then one line per kernel with
+    its compiled specialisations and size, and the directories of other versions."""
+    directory = compilation.cache_dir() if directory is None else Path(directory)
+    if directory is None:
+        return "no writable cache directory: kernels compile in every process"
+    kernels = compilation.cached_kernels(directory)
+    size = sum(k.size for k in kernels)
+    lines = [f"cache {directory}: {len(kernels)} kernels, "
+             f"{sum(k.specialisations for k in kernels)} specialisations, {size / 1e6:.1f} MB "
+             f"(the fingerprint of {len(compilation.source_files())} kernel sources)"]
+    try:
+        warmed = json.loads((directory / WARMED).read_text())
+    except (OSError, ValueError):
+        warmed = []
+    lines.append(f"warmed by hil warmup: {', '.join(warmed)}" if warmed else
+                 "not warmed: only what runs compiled (hil warmup compiles every command's)")
+    width = max((len(k.name) for k in kernels), default=0) - len("hilrig.")
+    for k in kernels:
+        lines.append(f"  {k.name.removeprefix('hilrig.'):{width}s} {k.specialisations:3d} "
+                     f"{k.size / 1e3:7.0f} kB")
+    others = [p for p in directory.parent.iterdir() if p != directory and _is_fingerprint(p)]
+    if others:
+        lines.append(f"{len(others)} directories of other source versions beside it "
+                     f"(hil warmup --prune removes them)")
+    return "\n".join(lines)
+
+
+def _is_fingerprint(path: Path) -> bool:
+    """A cache directory of some source version: named by 16 hex digits."""
+    return path.is_dir() and len(path.name) == 16 and all(c in "0123456789abcdef"
+                                                          for c in path.name)
 
 
 def prune(keep: Path) -> list[Path]:
@@ -105,9 +161,7 @@ def prune(keep: Path) -> list[Path]:
     a fingerprint (16 hex digits) are touched."""
     removed = []
     for path in keep.parent.iterdir():
-        name = path.name
-        if path != keep and path.is_dir() and len(name) == 16 \
-                and all(c in "0123456789abcdef" for c in name):
+        if path != keep and _is_fingerprint(path):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

@@ -40,10 +40,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import pickle
 import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from numba.core import caching, event
@@ -236,6 +238,39 @@ def loaded_kernels() -> int:
                 seen.add(id(value))
                 hits += len(value.stats.cache_hits)
     return hits
+
+
+@dataclass
+class CachedKernel:
+    """One kernel in a cache directory: ``name`` (module.qualname, e.g.
+    hilrig.rt.realtime.run_loop), its compiled ``specialisations`` and their bytes."""
+
+    name: str
+    specialisations: int
+    size: int
+
+
+def cached_kernels(directory: Path | None = None) -> list[CachedKernel]:
+    """What a cache directory (default: this fingerprint's, ``cache_dir()``) holds, by
+    kernel, from numba's index files (``<package>/<module>.<qualname>-<line>.py*.nbi``,
+    which numba writes and reads itself, next to one ``.nbc`` per specialisation)."""
+    directory = cache_dir() if directory is None else Path(directory)
+    if directory is None or not directory.is_dir():
+        return []
+    found = []
+    for index in sorted(directory.rglob("*.nbi")):
+        package = index.parent.relative_to(directory).as_posix().replace("/", ".")
+        name = index.name.rsplit("-", 1)[0]
+        try:
+            with index.open("rb") as f:
+                pickle.load(f)                           # numba's version
+                _, overloads = pickle.loads(f.read())    # (stamp, {key: data file})
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+            continue
+        files = [index.parent / data for data in overloads.values()]
+        found.append(CachedKernel(f"hilrig.{package}.{name}", len(overloads),
+                                  sum(f.stat().st_size for f in files if f.exists())))
+    return found
 
 
 def kernel_name(dispatcher) -> str:

@@ -3,13 +3,19 @@
 Every run is a fresh subprocess with HILRIG_CACHE_DIR in tmp_path, so the cache it
 sees is the one the test made.
 """
+import ast
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
 
+import pytest
 from hilrig.jit import compilation
+from numba.core.ccallback import CFunc
+from numba.core.dispatcher import Dispatcher
+from numba.core.extending import _Intrinsic
 from rt_helpers import ROOT, hil
 
 CALLEE = """
@@ -79,6 +85,79 @@ def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tm
     assert edited.stdout.strip() == "6.0"
     assert "hilrig.plant.wt_caller.scaled" in edited.stderr
     assert len(list(cache.iterdir())) == 2           # a new fingerprint directory
+
+
+FINGERPRINT = [sys.executable, "-c",
+               "from hilrig.jit import compilation; print(compilation.fingerprint())"]
+
+
+def test_only_an_edit_a_kernel_can_see_changes_the_fingerprint(tmp_path):
+    """The fingerprint covers the kernel sources (the modules that can define kernels and
+    what they import): an edit of the CLI, the campaign runner or a module of analysis
+    keeps the cache; an edit of a kernel's module, or of a module a kernel's module
+    imports (a layout constant), moves it to a new directory."""
+    src = tmp_path / "src" / "hilrig"
+    for path in compilation.package_modules().values():
+        target = src / path.relative_to(compilation.PACKAGE_ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    cache = tmp_path / "cache"
+    base = _run(FINGERPRINT, cache, src.parent, cwd=tmp_path).stdout.strip()
+    assert len(base) == 16
+
+    def edited(module: str) -> str:
+        path = src / module
+        original = path.read_text()
+        path.write_text(original + "\n# an edit\n")
+        try:
+            return _run(FINGERPRINT, cache, src.parent, cwd=tmp_path).stdout.strip()
+        finally:
+            path.write_text(original)
+
+    for module in ("cli/main.py", "campaign/runner.py", "analysis/plot.py", "rt/session.py"):
+        assert edited(module) == base, module
+    for module in ("plant/rrr3_scalar.py", "plant/layout.py", "rt/realtime.py",
+                   "controllers/builtin.py", "jit/kernel.py", "__init__.py"):
+        assert edited(module) != base, module
+
+
+def _imports(tree: ast.AST, modules: dict) -> set:
+    """The hilrig modules an ast imports (what the fingerprint's text scan must find)."""
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "a relative import: jit.compilation reads absolute ones"
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            found.update(".".join(parts[:end]) for end in range(1, len(parts) + 1)
+                         if ".".join(parts[:end]) in modules)
+    return found
+
+
+def test_the_import_scan_finds_every_import_the_parser_finds():
+    modules = compilation.package_modules()
+    for name, path in modules.items():
+        text = path.read_text()
+        missed = _imports(ast.parse(text), modules) - compilation.imported_modules(text, modules)
+        assert not missed, f"{name}: the fingerprint's scan misses {sorted(missed)}"
+
+
+@pytest.mark.parametrize("name", [n for n in compilation.package_modules()
+                                  if n != "hilrig.cli.__main__"])
+def test_every_module_that_defines_a_kernel_is_a_kernel_source(name):
+    """The seeds of the fingerprint (a top-level import of numba or hilrig.jit.kernel)
+    catch every module that defines a numba kernel, cfunc or intrinsic."""
+    module = importlib.import_module(name)
+    defined = [attr for attr, value in vars(module).items()
+               if isinstance(value, (Dispatcher, CFunc, _Intrinsic))
+               and getattr(getattr(value, "py_func", None) or getattr(value, "_pyfunc", None)
+                           or getattr(value, "_defn", None), "__module__", None) == name]
+    if defined:
+        assert name in compilation.kernel_modules(), (name, defined)
 
 
 def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
