@@ -1,12 +1,13 @@
 """Where a command's compile time goes: seconds per kernel on an empty cache, and the total.
 
-    python bench/bench_compile.py [CONFIG] [--command run|fast|sim|warmup] [--duration 1]
+    python bench/bench_compile.py [CONFIG|all] [--command run|fast|sim|warmup] [--duration 1]
                                   [--top 40] [--cache DIR]
 
 Runs one fresh ``python -m hilrig.cli`` process (default: ``hil run CONFIG --duration 1``,
 CONFIG default ``configs/rrr3_pd.toml``) with HILRIG_CACHE_DIR in a new temporary
 directory (or ``--cache DIR``, to see what a filled cache still compiles), its output in
-that directory too, and listens in it to numba's compile events (``numba:compile``, one
+that directory too (``--command warmup``: ``hil warmup --jobs 1 CONFIG``, every built-in
+config with ``all``), and listens in it to numba's compile events (``numba:compile``, one
 per kernel specialisation compiled, and ``numba:run_pass``, one per compiler pass). It
 prints, per compiled kernel specialisation (a kernel whose callee compiles during its
 typing counts only its own time; ``inline`` kernels are part of their callers):
@@ -105,7 +106,7 @@ def measure(config: str, command: str, duration: float, cache: Path | None,
     args = {"run": ["run", cfg, "--duration", str(duration), "--no-plot"],
             "fast": ["run", cfg, "--fast", "--duration", str(duration), "--no-plot"],
             "sim": ["sim", cfg, "--duration", str(duration), "--out", "sim.npz"],
-            "warmup": ["warmup", cfg]}[command]
+            "warmup": ["warmup", "--jobs", "1"] + ([] if config == "all" else [cfg])}[command]
     out = scratch / "compile.json"
     env = dict(os.environ, HILRIG_CACHE_DIR=str(cache or scratch / "cache"))
     started = time.time()

@@ -15,7 +15,7 @@
     hil log repair LOG [--out fixed.mcap]
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
-    hil warmup [CONFIG ...] [--prune] [--list]
+    hil warmup [CONFIG ...] [--prune] [--list] [--jobs N]
     hil analyze modes CONFIG [--set key=value ...] [--json]
     hil analyze stiffness CONFIG [--set ...] [--json] [--map] [--out maps.png]
     hil analyze flex CONFIG [--set ...] [--json] [--out report.png]
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -186,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="remove the cached kernels of other source versions")
     warmup.add_argument("--list", action="store_true",
                         help="compile nothing: list what the cache holds")
+    warmup.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes compiling at once (default: one per CPU)")
     warmup.set_defaults(handler=_warmup)
 
     campaign = sub.add_parser("campaign", help="run a campaign of scenarios (docs/CAMPAIGNS.md) "
@@ -525,7 +528,10 @@ def _warmup(args) -> int:
     if args.list:
         print(format_cache())
         return 0
-    report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True))
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True),
+                     jobs=args.jobs)
     print(format_report(report))
     if args.prune and report.cache_dir is not None:
         for path in prune(report.cache_dir):

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
 import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -49,10 +51,50 @@ class WarmupReport:
     cache_dir: Path | None = None
 
 
-def warm_up(configs=None, progress=None) -> WarmupReport:
+def warm_up(configs=None, progress=None, jobs: int = 1) -> WarmupReport:
     """Run each config (paths or built-in names; default every built-in config,
     settings.builtin_configs) for STEPS steps through every command's entry point.
-    ``progress(text)``, if given, is told each config."""
+    ``progress(text)``, if given, is told each config. ``jobs`` > 1: in that many
+    processes at once (``in_parallel``)."""
+    names = [str(c) for c in configs] if configs else builtin_configs.names()
+    if jobs > 1 and len(names) > 1:
+        return in_parallel(names, jobs, progress is not None)
+    return _warm_up(names, progress)
+
+
+def in_parallel(names: list, jobs: int, verbose: bool) -> WarmupReport:
+    """``warm_up`` of ``names`` in ``jobs`` worker processes (spawned): the configs of one
+    plant model go to one worker, so that a loop's specialisation for one family is
+    compiled once, and the workers' loads are balanced by their number of configs. The
+    kernels every family shares (telemetry, the live mailbox, ...) compile in each
+    worker; jit.compilation's lock keeps the cache whole. Returns the sum of the
+    workers' reports, with this process's wall time."""
+    started = time.perf_counter()
+    by_model: dict = {}
+    for name in names:
+        by_model.setdefault(load(name).plant.model, []).append(name)
+    shares = [[] for _ in range(min(jobs, len(by_model)))]
+    for group in sorted(by_model.values(), key=len, reverse=True):
+        min(shares, key=len).extend(group)
+    report = WarmupReport(configs=names, cache_dir=compilation.cache_dir())
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(len(shares), mp_context=context) as pool:
+        for part in pool.map(_worker, shares, [verbose] * len(shares)):
+            report.compiled += part.compiled
+            report.loaded += part.loaded
+    report.seconds = time.perf_counter() - started
+    if report.cache_dir is not None:
+        _note_warmed(report.cache_dir, names)
+    return report
+
+
+def _worker(names: list, verbose: bool) -> WarmupReport:
+    """One of ``in_parallel``'s processes."""
+    return _warm_up(names, (lambda text: print(text, flush=True)) if verbose else None)
+
+
+def _warm_up(names: list, progress) -> WarmupReport:
+    """``warm_up`` in this process."""
     from hilrig.devices.zmq_plant import Emulator
     from hilrig.drivers.inprocess import PlantLink
     from hilrig.campaign.batch import BatchJob, run_batch
@@ -65,7 +107,6 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
     from hilrig.rt.sim import SimulationError, simulate
     from hilrig.live.watch import Watch
 
-    names = [str(c) for c in configs] if configs else builtin_configs.names()
     report = WarmupReport(configs=names, cache_dir=compilation.cache_dir())
     compiled_before = len(compilation.progress.compiled)
     started = time.perf_counter()

@@ -32,11 +32,18 @@ Directories of older fingerprints stay until ``hil warmup --prune`` removes them
 (about 10 MB each). The kernels of other code (user kernels, tests, bench) keep numba's
 default locators and stamps; ``NUMBA_CACHE_DIR`` does not move hilrig's kernels.
 
+**Processes at once.** numba saves a specialisation by reading the kernel's index,
+naming a data file and writing both; hilrig makes that one step under a file lock
+(``LockedIndexDataCacheFile``), so that processes compiling into one cache at the same
+time (a test and the `hil` it started, campaign workers) keep every entry with its own
+machine code.
+
 **Progress.** When a hilrig kernel compiles (a cache miss), one line goes to stderr
 per compiled kernel, after a one-line header; loading from the cache prints nothing.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
@@ -144,10 +151,22 @@ def source_files() -> list[Path]:
 
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """16 hex digits of the SHA-256 over (relative path, size, contents) of every
-    ``source_files()`` entry."""
+    """The cache key: 16 hex digits of the SHA-256 over (relative path, size, contents)
+    of every ``source_files()`` entry."""
+    return _digest(source_files())
+
+
+@functools.lru_cache(maxsize=None)
+def package_fingerprint() -> str:
+    """The same over every module of hilrig (``package_modules``), kernel source or not:
+    what two processes compare to know they run the same hilrig (campaign.runner)."""
+    return _digest(sorted(package_modules().values(),
+                          key=lambda path: path.relative_to(PACKAGE_ROOT).as_posix()))
+
+
+def _digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    for path in source_files():
+    for path in paths:
         data = path.read_bytes()
         digest.update(f"{path.relative_to(PACKAGE_ROOT).as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
@@ -311,9 +330,25 @@ class CompileProgress(event.Listener):
 progress = CompileProgress()
 
 
+class LockedIndexDataCacheFile(caching.IndexDataCacheFile):
+    """numba's index and data files of one kernel's cache, saved under an exclusive lock
+    (``fcntl.flock`` of ``<index>.lock``). numba saves a specialisation by reading the
+    index, naming a data file and writing both: two processes that compile two
+    specialisations of one kernel at once (a test and the `hil` process it started,
+    campaign workers, `hil warmup --jobs`) could otherwise drop each other's entry, or
+    give both one data file, so that a later process loads the other's machine code."""
+
+    def save(self, key, data):
+        with open(self._index_path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            super().save(key, data)
+
+
 def install() -> None:
-    """Put FingerprintLocator first among numba's locators and listen for compilations
-    (idempotent; done by jit.kernel before any kernel is defined)."""
+    """Put FingerprintLocator first among numba's locators, save every cache entry under
+    a lock (LockedIndexDataCacheFile) and listen for compilations (idempotent; done by
+    jit.kernel before any kernel is defined)."""
     if FingerprintLocator not in _CACHE_IMPL._locator_classes:
         _CACHE_IMPL._locator_classes.insert(0, FingerprintLocator)
+        caching.IndexDataCacheFile = LockedIndexDataCacheFile
         event.register("numba:compile", progress)

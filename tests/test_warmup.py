@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from hilrig.jit import compilation
@@ -60,6 +61,7 @@ def _package_copy(tmp_path, gain):
     return src
 
 
+@pytest.mark.system
 def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tmp_path):
     src = _package_copy(tmp_path, gain=2.0)
     cache = tmp_path / "cache"
@@ -91,6 +93,7 @@ FINGERPRINT = [sys.executable, "-c",
                "from hilrig.jit import compilation; print(compilation.fingerprint())"]
 
 
+@pytest.mark.system
 def test_only_an_edit_a_kernel_can_see_changes_the_fingerprint(tmp_path):
     """The fingerprint covers the kernel sources (the modules that can define kernels and
     what they import): an edit of the CLI, the campaign runner or a module of analysis
@@ -160,6 +163,49 @@ def test_every_module_that_defines_a_kernel_is_a_kernel_source(name):
         assert name in compilation.kernel_modules(), (name, defined)
 
 
+# One process of test_processes_saving_specialisations_of_one_kernel_at_once_lose_none: saves SAVES specialisations of one kernel.
+SAVER = """
+import os, sys, time
+import hilrig.jit.kernel                   # installs hilrig's cache plumbing
+from numba.core import caching
+folder, tag = sys.argv[1], sys.argv[2]
+cache = caching.IndexDataCacheFile(folder, "kernel.f-1", "stamp")
+open(os.path.join(folder, "ready-" + tag), "w").close()
+while not os.path.exists(os.path.join(folder, "go")):
+    time.sleep(0.01)
+for i in range({saves}):
+    cache.save((tag, i), (tag, i))
+"""
+SAVES = 300
+
+
+@pytest.mark.system
+def test_processes_saving_specialisations_of_one_kernel_at_once_lose_none(tmp_path):
+    """numba saves a specialisation by reading the kernel's index, naming a data file and
+    writing both: jit.compilation locks that, so that two processes compiling into one
+    cache (a test and its `hil` subprocess, campaign workers) keep every entry, each
+    with its own data."""
+    code = SAVER.format(saves=SAVES)
+    savers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag])
+              for tag in ("a", "b")]
+    try:
+        deadline = time.monotonic() + 300
+        while not all((tmp_path / f"ready-{tag}").exists() for tag in ("a", "b")):
+            assert all(p.poll() is None for p in savers), "a saver failed to start"
+            assert time.monotonic() < deadline, "the savers never got ready"
+            time.sleep(0.01)
+        (tmp_path / "go").touch()        # both save at once from here
+        assert [p.wait(timeout=300) for p in savers] == [0, 0]
+    finally:
+        for p in savers:
+            p.kill()
+    from numba.core import caching
+    cache = caching.IndexDataCacheFile(str(tmp_path), "kernel.f-1", "stamp")
+    for tag in ("a", "b"):
+        assert [cache.load((tag, i)) for i in range(SAVES)] == [(tag, i) for i in range(SAVES)]
+
+
+@pytest.mark.system
 def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
     (tmp_path / "user_kernels.py").write_text(textwrap.dedent("""
         import hilrig.jit.kernel
@@ -180,6 +226,7 @@ def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
     assert not list(cache.rglob("user_kernels*"))
 
 
+@pytest.mark.system
 def test_after_hil_warmup_the_commands_compile_nothing(tmp_path):
     """`hil warmup` into an empty directory beside the current one: it starts from a
     copy of the current cache (so the test does not pay the whole compilation when the
