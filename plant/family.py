@@ -78,8 +78,8 @@ def holds(mech_type, model: int) -> bool:
         mech_type = types.none if mech_type.value is None else mech_type
     if isinstance(mech_type, types.NoneType):
         return model in BUILT_IN
-    if isinstance(mech_type, types.IntegerLiteral):
-        return mech_type.literal_value == model
+    if isinstance(mech_type, types.IntegerLiteral):   # (a chain's code needs its mechanism)
+        return mech_type.literal_value == model and model != MODEL_CHAIN
     return model == MODEL_CHAIN           # a user's chain's mechanism
 
 
