@@ -81,6 +81,7 @@ def apply_schedule(p, jams, schedule, t, x, tol):
 
 @kernel
 def _rrr3_diagnostics(p, x, out, scratch):
+    """The 3RRR's diagnostics into out[0:3] (module docstring); ``scratch``: work rows."""
     out[0] = rrr3.residual(p, x, scratch)
     out[1] = rrr3.det_phi_theta(p, x)
     out[2] = rrr3.det_phi_x(p, x, scratch)
@@ -88,6 +89,8 @@ def _rrr3_diagnostics(p, x, out, scratch):
 
 @kernel
 def _serial_arm_potential(p, x, mass, bias, scratch, centre):
+    """A serial arm's potential energy (J); M(q) and the bias into ``mass`` and ``bias``,
+    the centre of mass (x_C, y_C, m) into ``centre``."""
     nq = int(p[H_NQ])
     serial_arm.mass_and_bias(p, x[:nq], x[nq:2 * nq], mass, bias, scratch)
     potential = serial_arm.potential_energy(p, x)
