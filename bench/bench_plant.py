@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from hilrig.plant import rrr3, rrr3_scalar  # noqa: E402
 from hilrig.plant.factory import plant_from_config  # noqa: E402
+from hilrig.plant.family import for_plant  # noqa: E402
 from hilrig.plant.integrators import METHOD_RK4, _rk4, state_size, step  # noqa: E402
 from hilrig.plant.packed import PackedStep, advance_packed  # noqa: E402
 from hilrig.plant.rk4_arm3 import rk4_arm3  # noqa: E402
@@ -50,36 +51,36 @@ BATCH = 1000
 
 
 @njit(cache=True)
-def _stepped(p, jams, x, u, h, work, stages, n):
+def _stepped(p, jams, x, u, h, work, stages, n, mech):
     t = 0.0
     for _ in range(n):
-        step(p, jams, t, x, u, h, work, stages, METHOD_RK4)
+        step(p, jams, t, x, u, h, work, stages, METHOD_RK4, mech)
         t += h
 
 
 @njit(cache=True)
-def _stepped_fused(p, jams, x, u, h, work, stages, n):
+def _stepped_fused(p, jams, x, u, h, work, stages, n, mech):
     """The fused arm step itself (plant.rk4_arm3), without step()'s dispatch."""
     for _ in range(n):
         rk4_arm3(p, jams, x, u, h)
 
 
 @njit(cache=True)
-def _stepped_generic(p, jams, x, u, h, work, stages, n):
+def _stepped_generic(p, jams, x, u, h, work, stages, n, mech):
     """The generic RK4 (plant.integrators._rk4 over plant.dynamics.derivative)."""
     t = 0.0
     nx = state_size(p)
     for _ in range(n):
-        _rk4(p, jams, t, x, u, h, work, stages, nx)
+        _rk4(p, jams, t, x, u, h, work, stages, nx, mech)
         t += h
 
 
 @njit(cache=True)
-def _advanced(p, jams, x, u, h, work, stages, n):
+def _advanced(p, jams, x, u, h, work, stages, n, mech):
     """plant.stepping.advance with the projection: the 3RRR's step and projection fused."""
     t = 0.0
     for _ in range(n):
-        advance(p, jams, t, x, u, h, METHOD_RK4, CORRECTION_PROJECTION, work, stages)
+        advance(p, jams, t, x, u, h, METHOD_RK4, CORRECTION_PROJECTION, work, stages, mech)
         t += h
 
 
@@ -111,14 +112,16 @@ def stats(samples_ns) -> str:
 
 
 def inside_numba(plant, u, batches=300, kernel=_stepped) -> np.ndarray:
-    """Per-step time of each batch of BATCH steps stepped inside one numba call."""
+    """Per-step time of each batch of BATCH steps stepped inside one numba call, compiled
+    for the plant's family as the loops are (plant.family)."""
     u = np.asarray(u, float)
-    kernel(plant.params, plant.jams, plant.x.copy(), u, 1e-3, plant.work, plant.stages, 10)
+    mech = for_plant(plant)
+    kernel(plant.params, plant.jams, plant.x.copy(), u, 1e-3, plant.work, plant.stages, 10, mech)
     out = np.empty(batches)
     for b in range(batches):
         x0 = plant.x.copy()
         start = time.perf_counter_ns()
-        kernel(plant.params, plant.jams, x0, u, 1e-3, plant.work, plant.stages, BATCH)
+        kernel(plant.params, plant.jams, x0, u, 1e-3, plant.work, plant.stages, BATCH, mech)
         out[b] = (time.perf_counter_ns() - start) / BATCH
     return out
 

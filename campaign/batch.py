@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import plant_model
+from hilrig.plant.family import for_plant
 from hilrig.campaign.kernel import R_FOUND, R_MEASURING, R_ROWS, R_STEPPING, Group, \
     group_capacity, group_key
 from hilrig.campaign.metrics import FOUND, METRICS, MetricSettings, judge, measure, \
@@ -90,7 +91,7 @@ def _prepare(job: BatchJob, configs: ScenarioConfigs, sid: int, values, groups: 
         return _refused(sid, exc, started)
     alike = groups.setdefault(group_key(run), [])
     if not alike or len(alike[-1].ids) >= alike[-1].capacity:
-        alike.append(Group(law_of(run.controller), run.plant.mechanism, run.method,
+        alike.append(Group(law_of(run.controller), for_plant(run.plant, run.method), run.method,
                            run.correction, run.n_steps, capacity=group_capacity(run)))
     target = target_of(cfg)
     alike[-1].add(sid, run, np.zeros(run.plant.nact) if target is None else target,

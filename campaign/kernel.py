@@ -21,6 +21,7 @@ import numpy as np
 from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.stepping import ROW_SCRATCH
+from hilrig.plant.family import for_plant
 from hilrig.campaign.metrics import FOUND, measure_rows
 from hilrig.rt.lockstep import law_of
 from hilrig.rt.lockstep import run as lockstep_run
@@ -89,13 +90,16 @@ def run_arrays(run: OfflineRun) -> tuple:
 def group_key(run: OfflineRun) -> tuple:
     """What the scenarios of one Group share: law, mechanism, integrator, correction, row
     count and the shape of every stacked array."""
-    return (_address(law_of(run.controller)), _address(run.plant.mechanism), run.method,
+    return (_address(law_of(run.controller)), _address(for_plant(run.plant, run.method)),
+            run.method,
             run.correction, run.n_steps, tuple(a.shape for a in run_arrays(run)))
 
 
 def _address(function) -> int:
     """The compiled function's entry point (a law or mechanism built twice is one function),
-    or the object's id (None: no mechanism)."""
+    a plant family's id (plant.family), or the object's id (None)."""
+    if isinstance(function, int):
+        return int(function)
     return getattr(function, "address", id(function))
 
 

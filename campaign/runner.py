@@ -69,9 +69,9 @@ def environment() -> tuple:
     ``hil sim`` here: hilrig's sources (their fingerprint) and numpy's and numba's versions."""
     import numba
     import numpy
-    from hilrig.jit.compilation import fingerprint
+    from hilrig.jit.compilation import package_fingerprint
 
-    return fingerprint(), numpy.__version__, numba.__version__
+    return package_fingerprint(), numpy.__version__, numba.__version__
 
 
 def check_workers(client) -> int:

@@ -4,6 +4,7 @@ endpoints require), ``hil canopen eds`` (the EDS file of an emulated CiA 402 dri
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,10 @@ def _declare_warmup(parser) -> None:
                         help="configs, paths or built-in names (default: every built-in one)")
     parser.add_argument("--prune", action="store_true",
                         help="remove the cached kernels of other source versions")
+    parser.add_argument("--list", action="store_true",
+                        help="compile nothing: list what the cache holds")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes compiling at once (default: one per CPU)")
     parser.set_defaults(handler=_warmup)
 
 
@@ -65,9 +70,16 @@ def _configs(args) -> int:
 
 
 def _warmup(args) -> int:
-    from hilrig.cli.warmup import format_report, prune, warm_up
+    from hilrig.cli.warmup import format_cache, format_report, prune, warm_up
+    from hilrig.errors import ConfigError
 
-    report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True))
+    if args.list:
+        print(format_cache())
+        return 0
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs: must be at least 1, got {args.jobs}")
+    report = warm_up(args.configs or None, progress=lambda text: print(text, flush=True),
+                     jobs=args.jobs)
     print(format_report(report))
     if args.prune and report.cache_dir is not None:
         for path in prune(report.cache_dir):

@@ -13,7 +13,7 @@
     hil log repair LOG [--out fixed.mcap]
     hil plot LOG [--out run.png]
     hil configs [--show NAME]
-    hil warmup [CONFIG ...] [--prune]
+    hil warmup [CONFIG ...] [--prune] [--list] [--jobs N]
     hil keys [--force]
     hil canopen eds --node N [CONFIG] [-o FILE]
     hil analyze modes CONFIG [--set key=value ...] [--json]

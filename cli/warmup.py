@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
+import os
 import shutil
-import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hilrig.jit import compilation
 from hilrig.settings import builtin_configs
 from hilrig.settings.config import load
-from numba.core.dispatcher import Dispatcher
 
 STEPS = 5                     # steps of each short run
 
@@ -49,10 +50,50 @@ class WarmupReport:
     cache_dir: Path | None = None
 
 
-def warm_up(configs=None, progress=None) -> WarmupReport:
+def warm_up(configs=None, progress=None, jobs: int = 1) -> WarmupReport:
     """Run each config (paths or built-in names; default every built-in config,
     settings.builtin_configs) for STEPS steps through every command's entry point.
-    ``progress(text)``, if given, is told each config."""
+    ``progress(text)``, if given, is told each config. ``jobs`` > 1: in that many
+    processes at once (``in_parallel``)."""
+    names = [str(c) for c in configs] if configs else builtin_configs.names()
+    if jobs > 1 and len(names) > 1:
+        return in_parallel(names, jobs, progress is not None)
+    return _warm_up(names, progress)
+
+
+def in_parallel(names: list, jobs: int, verbose: bool) -> WarmupReport:
+    """``warm_up`` of ``names`` in ``jobs`` worker processes (spawned): the configs of one
+    plant model go to one worker, so that a loop's specialisation for one family is
+    compiled once, and the workers' loads are balanced by their number of configs. The
+    kernels every family shares (telemetry, the live mailbox, ...) compile in each
+    worker; jit.compilation's lock keeps the cache whole. Returns the sum of the
+    workers' reports, with this process's wall time."""
+    started = time.perf_counter()
+    by_model: dict = {}
+    for name in names:
+        by_model.setdefault(load(name).plant.model, []).append(name)
+    shares = [[] for _ in range(min(jobs, len(by_model)))]
+    for group in sorted(by_model.values(), key=len, reverse=True):
+        min(shares, key=len).extend(group)
+    report = WarmupReport(configs=names, cache_dir=compilation.cache_dir())
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(len(shares), mp_context=context) as pool:
+        for part in pool.map(_worker, shares, [verbose] * len(shares)):
+            report.compiled += part.compiled
+            report.loaded += part.loaded
+    report.seconds = time.perf_counter() - started
+    if report.cache_dir is not None:
+        _note_warmed(report.cache_dir, names)
+    return report
+
+
+def _worker(names: list, verbose: bool) -> WarmupReport:
+    """One of ``in_parallel``'s processes."""
+    return _warm_up(names, (lambda text: print(text, flush=True)) if verbose else None)
+
+
+def _warm_up(names: list, progress) -> WarmupReport:
+    """``warm_up`` in this process."""
     from hilrig.devices.zmq_plant import Emulator
     from hilrig.drivers.inprocess import PlantLink
     from hilrig.campaign.batch import BatchJob, run_batch
@@ -65,7 +106,6 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
     from hilrig.rt.sim import SimulationError, simulate
     from hilrig.live.watch import Watch
 
-    names = [str(c) for c in configs] if configs else builtin_configs.names()
     report = WarmupReport(configs=names, cache_dir=compilation.cache_dir())
     compiled_before = len(compilation.progress.compiled)
     started = time.perf_counter()
@@ -96,23 +136,63 @@ def warm_up(configs=None, progress=None) -> WarmupReport:
         shutil.rmtree(scratch, ignore_errors=True)
     report.seconds = time.perf_counter() - started
     report.compiled = len(compilation.progress.compiled) - compiled_before
-    report.loaded = loaded_kernels()
+    report.loaded = compilation.loaded_kernels()
+    if report.cache_dir is not None:
+        _note_warmed(report.cache_dir, names)
     return report
 
 
-def loaded_kernels() -> int:
-    """Kernel specialisations this process loaded from the cache: the cache hits of
-    every hilrig dispatcher in the loaded modules."""
-    seen, hits = set(), 0
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("hilrig."):
-            continue
-        for value in list(vars(module).values()):
-            if isinstance(value, Dispatcher) and compilation.is_hilrig_kernel(value) \
-                    and id(value) not in seen:
-                seen.add(id(value))
-                hits += len(value.stats.cache_hits)
-    return hits
+WARMED = "warmed.json"        # in a cache directory: the configs `hil warmup` ran
+
+
+def _note_warmed(directory: Path, names: list) -> None:
+    """Add ``names`` to the configs the cache directory says were warmed (WARMED)."""
+    path = directory / WARMED
+    try:
+        warmed = json.loads(path.read_text()) if path.exists() else []
+    except (OSError, ValueError):
+        warmed = []
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        scratch.write_text(json.dumps(sorted(set(warmed) | set(names))))
+        os.replace(scratch, path)
+    except OSError:
+        pass                          # a read-only cache: nothing to note
+
+
+def format_cache(directory: Path | None = None) -> str:
+    """What ``hil warmup --list`` prints: the cache directory of this source version (or
+    ``directory``), the configs `hil warmup` ran into it, then one line per kernel with
+    its compiled specialisations and size, and the directories of other versions."""
+    directory = compilation.cache_dir() if directory is None else Path(directory)
+    if directory is None:
+        return "no writable cache directory: kernels compile in every process"
+    kernels = compilation.cached_kernels(directory)
+    size = sum(k.size for k in kernels)
+    lines = [f"cache {directory}: {len(kernels)} kernels, "
+             f"{sum(k.specialisations for k in kernels)} specialisations, {size / 1e6:.1f} MB "
+             f"(the fingerprint of {len(compilation.source_files())} kernel sources)"]
+    try:
+        warmed = json.loads((directory / WARMED).read_text())
+    except (OSError, ValueError):
+        warmed = []
+    lines.append(f"warmed by hil warmup: {', '.join(warmed)}" if warmed else
+                 "not warmed: only what runs compiled (hil warmup compiles every command's)")
+    width = max((len(k.name) for k in kernels), default=0) - len("hilrig.")
+    for k in kernels:
+        lines.append(f"  {k.name.removeprefix('hilrig.'):{width}s} {k.specialisations:3d} "
+                     f"{k.size / 1e3:7.0f} kB")
+    others = [p for p in directory.parent.iterdir() if p != directory and _is_fingerprint(p)]
+    if others:
+        lines.append(f"{len(others)} directories of other source versions beside it "
+                     f"(hil warmup --prune removes them)")
+    return "\n".join(lines)
+
+
+def _is_fingerprint(path: Path) -> bool:
+    """A cache directory of some source version: named by 16 hex digits."""
+    return path.is_dir() and len(path.name) == 16 and all(c in "0123456789abcdef"
+                                                          for c in path.name)
 
 
 def prune(keep: Path) -> list[Path]:
@@ -121,9 +201,7 @@ def prune(keep: Path) -> list[Path]:
     a fingerprint (16 hex digits) are touched."""
     removed = []
     for path in keep.parent.iterdir():
-        name = path.name
-        if path != keep and path.is_dir() and len(name) == 16 \
-                and all(c in "0123456789abcdef" for c in name):
+        if path != keep and _is_fingerprint(path):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

@@ -5,13 +5,19 @@ compilation prints.
 file that defines it, so a kernel that calls or inlines a kernel from another file
 keeps its cached machine code after that other file changes (and computes with the
 old physics). hilrig's kernels are instead keyed by one *fingerprint*: the SHA-256 of
-every ``.py`` file of hilrig's code packages (``kernel_packages``: every folder with
-an ``__init__.py`` but the configs) and of the package's ``__init__.py``, each with its path relative to the package, in sorted
-order. A kernel can only depend on code in those files (and on numba, Python and the
-CPU, which numba's index already checks), so any edit that could change a compiled
-kernel changes the fingerprint, and the kernels are looked up in a directory of their
-own for it: an edit makes them compile afresh, never load stale code. Reading and
-hashing the ~130 files costs ~2 ms, once per process, at ``import hilrig.plant``.
+the *kernel sources* (``source_files``), each with its path relative to the package,
+in sorted order. The kernel sources are the modules that can define a kernel (every
+module of hilrig that imports ``numba`` or ``hilrig.jit.kernel`` at its top level: a
+kernel is a function under one of their decorators), and every hilrig module they import, at
+any depth and also inside functions, with the ``__init__.py`` of each package on the
+way (found by reading the import statements: ``kernel_modules``). A compiled kernel
+can only depend on code in those files (and on numba, Python and the CPU, which
+numba's index already checks), so any edit that could change a compiled kernel
+changes the fingerprint, and the kernels are looked up in a directory of their own for
+it: such an edit makes them compile afresh, never load stale code. An edit elsewhere
+(the CLI, the campaign runner, analysis, docs) keeps the cache. Reading and scanning
+the ~130 files costs a few ms, once per process, at the first kernel compiled or
+loaded.
 
 **The cache directory**, ``<root>/<fingerprint>/<package>/`` (``<package>``: ``plant``,
 ``plant/flex_chain``, ``rt``, ...), with ``<root>`` the first that is writable of:
@@ -26,21 +32,32 @@ Directories of older fingerprints stay until ``hil warmup --prune`` removes them
 (about 10 MB each). The kernels of other code (user kernels, tests, bench) keep numba's
 default locators and stamps; ``NUMBA_CACHE_DIR`` does not move hilrig's kernels.
 
+**Processes at once.** numba saves a specialisation by reading the kernel's index,
+naming a data file and writing both; hilrig makes that one step under a file lock
+(``LockedIndexDataCacheFile``), so that processes compiling into one cache at the same
+time (a test and the `hil` it started, campaign workers) keep every entry with its own
+machine code.
+
 **Progress.** When a hilrig kernel compiles (a cache miss), one line goes to stderr
 per compiled kernel, after a one-line header; loading from the cache prints nothing.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
+import pickle
+import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from numba.core import caching, event
 from numba.core.caching import _CacheLocator
+from numba.core.dispatcher import Dispatcher
 
 # Older numba releases name it _CacheImpl.
 _CACHE_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
@@ -66,20 +83,94 @@ def kernel_packages() -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def package_modules() -> dict[str, Path]:
+    """Every module of hilrig by dotted name (``hilrig.plant.rrr3``; a package by its
+    ``__init__.py``): the top-level modules and those of ``kernel_packages``."""
+    modules = {}
+    for folder in ("",) + kernel_packages():
+        prefix = "hilrig" + ("." + folder.replace("/", ".") if folder else "")
+        for path in sorted((PACKAGE_ROOT / folder).glob("*.py")):
+            name = prefix if path.name == "__init__.py" else f"{prefix}.{path.stem}"
+            modules[name] = path
+    return modules
+
+
+# A top-level (unindented) import of numba or of hilrig.jit.kernel (the decorators): the
+# module can define kernels.
+_DEFINES_KERNELS = re.compile(r"^(?:(?:from|import)[ \t]+(?:numba|hilrig\.jit\.kernel)\b"
+                              r"|from[ \t]+hilrig\.jit[ \t]+import[ \t]+[(\w ,]*\bkernel\b)", re.M)
+# Every import statement, also indented (inside a function), spanning lines in brackets or
+# after a backslash.
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|(?:[^\n\\]|\\[\s\S])*)"
+                     r"|import[ \t]+((?:[^\n\\]|\\[\s\S])*))", re.M)
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+def imported_modules(text: str, modules: dict[str, Path]) -> set[str]:
+    """The hilrig modules (keys of ``modules``) that the source ``text`` imports, with the
+    packages they are in (importing hilrig.a.b runs hilrig/__init__.py and
+    hilrig/a/__init__.py). Read from the import statements' text: a statement in a
+    string or a comment counts too, which can only add modules."""
+    found = set()
+    for match in _IMPORT.finditer(text):
+        source, names, plain = match.groups()
+        items = _COMMENT.sub("", plain if plain is not None else names)
+        items = [item.split()[0] for item in items.strip().strip("()").replace("\\", " ")
+                 .split(",") if item.split()]
+        targets = items if plain is not None else [source] + [f"{source}.{i}" for i in items]
+        for target in targets:
+            parts = target.split(".")
+            for end in range(1, len(parts) + 1):
+                name = ".".join(parts[:end])
+                if name in modules:
+                    found.add(name)
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_modules() -> tuple[str, ...]:
+    """The kernel sources by module name (module docstring): the modules that can
+    define a kernel, and the transitive closure of their hilrig imports."""
+    modules = package_modules()
+    texts = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
+    todo = [name for name, text in texts.items() if _DEFINES_KERNELS.search(text)]
+    closure = set(todo)
+    while todo:
+        for name in imported_modules(texts[todo.pop()], modules):
+            if name not in closure:
+                closure.add(name)
+                todo.append(name)
+    for name in list(closure):            # the packages they are in run on import too
+        parts = name.split(".")
+        closure.update(".".join(parts[:end]) for end in range(1, len(parts)))
+    return tuple(sorted(closure))
+
+
 def source_files() -> list[Path]:
-    """The files the fingerprint covers, in hashing order."""
-    files = [PACKAGE_ROOT / "__init__.py"]
-    for package in kernel_packages():
-        files += sorted((PACKAGE_ROOT / package).glob("*.py"))
-    return files
+    """The files the fingerprint covers (the kernel sources), in hashing order."""
+    modules = package_modules()
+    return sorted((modules[name] for name in kernel_modules()),
+                  key=lambda path: path.relative_to(PACKAGE_ROOT).as_posix())
 
 
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """16 hex digits of the SHA-256 over (relative path, size, contents) of every
-    ``source_files()`` entry."""
+    """The cache key: 16 hex digits of the SHA-256 over (relative path, size, contents)
+    of every ``source_files()`` entry."""
+    return _digest(source_files())
+
+
+@functools.lru_cache(maxsize=None)
+def package_fingerprint() -> str:
+    """The same over every module of hilrig (``package_modules``), kernel source or not:
+    what two processes compare to know they run the same hilrig (campaign.runner)."""
+    return _digest(sorted(package_modules().values(),
+                          key=lambda path: path.relative_to(PACKAGE_ROOT).as_posix()))
+
+
+def _digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    for path in source_files():
+    for path in paths:
         data = path.read_bytes()
         digest.update(f"{path.relative_to(PACKAGE_ROOT).as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
@@ -158,6 +249,53 @@ def is_hilrig_kernel(dispatcher) -> bool:
     return len(parts) > 2 and parts[0] == "hilrig" and "/".join(parts[1:-1]) in kernel_packages()
 
 
+def loaded_kernels() -> int:
+    """Kernel specialisations this process loaded from the cache: the cache hits of
+    every hilrig dispatcher in the loaded modules."""
+    seen, hits = set(), 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("hilrig."):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, Dispatcher) and is_hilrig_kernel(value) and id(value) not in seen:
+                seen.add(id(value))
+                hits += len(value.stats.cache_hits)
+    return hits
+
+
+@dataclass
+class CachedKernel:
+    """One kernel in a cache directory: ``name`` (module.qualname, e.g.
+    hilrig.rt.realtime.run_loop), its compiled ``specialisations`` and their bytes."""
+
+    name: str
+    specialisations: int
+    size: int
+
+
+def cached_kernels(directory: Path | None = None) -> list[CachedKernel]:
+    """What a cache directory (default: this fingerprint's, ``cache_dir()``) holds, by
+    kernel, from numba's index files (``<package>/<module>.<qualname>-<line>.py*.nbi``,
+    which numba writes and reads itself, next to one ``.nbc`` per specialisation)."""
+    directory = cache_dir() if directory is None else Path(directory)
+    if directory is None or not directory.is_dir():
+        return []
+    found = []
+    for index in sorted(directory.rglob("*.nbi")):
+        package = index.parent.relative_to(directory).as_posix().replace("/", ".")
+        name = index.name.rsplit("-", 1)[0]
+        try:
+            with index.open("rb") as f:
+                pickle.load(f)                           # numba's version
+                _, overloads = pickle.loads(f.read())    # (stamp, {key: data file})
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+            continue
+        files = [index.parent / data for data in overloads.values()]
+        found.append(CachedKernel(f"hilrig.{package}.{name}", len(overloads),
+                                  sum(f.stat().st_size for f in files if f.exists())))
+    return found
+
+
 def kernel_name(dispatcher) -> str:
     """``module.qualname`` of a dispatcher's function, e.g. hilrig.rt.realtime.run_loop."""
     return f"{dispatcher.py_func.__module__}.{dispatcher.py_func.__qualname__}"
@@ -196,9 +334,25 @@ class CompileProgress(event.Listener):
 progress = CompileProgress()
 
 
+class LockedIndexDataCacheFile(caching.IndexDataCacheFile):
+    """numba's index and data files of one kernel's cache, saved under an exclusive lock
+    (``fcntl.flock`` of ``<index>.lock``). numba saves a specialisation by reading the
+    index, naming a data file and writing both: two processes that compile two
+    specialisations of one kernel at once (a test and the `hil` process it started,
+    campaign workers, `hil warmup --jobs`) could otherwise drop each other's entry, or
+    give both one data file, so that a later process loads the other's machine code."""
+
+    def save(self, key, data):
+        with open(self._index_path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            super().save(key, data)
+
+
 def install() -> None:
-    """Put FingerprintLocator first among numba's locators and listen for compilations
-    (idempotent; done by jit.kernel before any kernel is defined)."""
+    """Put FingerprintLocator first among numba's locators, save every cache entry under
+    a lock (LockedIndexDataCacheFile) and listen for compilations (idempotent; done by
+    jit.kernel before any kernel is defined)."""
     if FingerprintLocator not in _CACHE_IMPL._locator_classes:
         _CACHE_IMPL._locator_classes.insert(0, FingerprintLocator)
+        caching.IndexDataCacheFile = LockedIndexDataCacheFile
         event.register("numba:compile", progress)

@@ -27,11 +27,13 @@ import json
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.live.params import LiveError, LiveParameters
-from hilrig.live.signals import RowSignals
+
+if TYPE_CHECKING:
+    from hilrig.live.params import LiveParameters
 
 DEFAULT_ADDRESS = "127.0.0.1:8765"
 PERIOD = 0.02             # s between the publisher's wake-ups
@@ -120,6 +122,7 @@ class LiveView:
     def start(self, run) -> None:
         import foxglove        # here: a command without --live never loads the SDK
         from foxglove.websocket import Capability
+        from hilrig.live.signals import RowSignals   # (kernels: here, not at `hil --help`)
 
         self.telemetry = run.telemetry
         controller = getattr(run, "controller", None)
@@ -253,6 +256,7 @@ def _listener(view: LiveView):
     """The SDK's server listener of ``view``: get and set of the live parameters."""
     from foxglove import StatusLevel
     from foxglove.websocket import ServerListener
+    from hilrig.live.params import LiveError
 
     class Listener(ServerListener):
         def on_get_parameters(self, client, param_names, request_id=None):

@@ -13,6 +13,7 @@ tests/test_fast_paths.py checks against the generic path.
 import numpy as np
 from hilrig.plant import jam, motor, rrr3, serial_arm
 from hilrig.jit.kernel import kernel
+from hilrig.plant.family import CHAINS, compiled
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_BODY,
@@ -45,8 +46,9 @@ def chain_mechanism(p, q, qd, mass, bias, mech):
 @kernel
 def derivative(p, jams, t, x, u, dx, work, mech=None):
     """dx/dt at time t (s) for input u (N m or V). ``work``: plant.layout.work_shape(nq).
-    ``mech``: a user's chain's mechanism (plant.interface; None for the built-in models:
-    numba then compiles the chain branch out).
+    ``mech``: what the kernel is compiled for (plant.family: a user's chain's mechanism,
+    a built-in family, or None for every built-in model; numba compiles the chain branch
+    out where it is not a mechanism).
 
     Returns a health figure: the smallest Cholesky pivot of the free joints'
     mass matrix (serial chains, a user's chain) or the rank of Phi M^-1 Phi^T (3RRR);
@@ -57,7 +59,7 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
     if is_arm3(p):
         for k in range(3):
             dx[k] = x[3 + k]
-        return serial_arm.accel3(p, x, u, dx[3:6], jams)
+        return compiled(mech, MODEL_SERIAL_ARM, serial_arm.accel3, (p, x, u, dx[3:6], jams), -1.0)
     mass = work[:nq, :nq]
     bias = work[nq, :nq]
     force = work[nq + 1, :nq]
@@ -67,16 +69,20 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
     qdd = dx[nq:2 * nq]
     dcurrent = dx[2 * nq:]
     if model == MODEL_SERIAL_ARM:
-        serial_arm.mass_and_bias(p, q, qd, mass, bias, scratch)
+        compiled(mech, MODEL_SERIAL_ARM, serial_arm.mass_and_bias,
+                 (p, q, qd, mass, bias, scratch), None)
     elif model == MODEL_RRR3:
-        rrr3.mass_and_bias(p, q, qd, mass, bias)
-    elif np.isnan(chain_mechanism(p, q, qd, mass, bias, mech)):
+        compiled(mech, MODEL_RRR3, rrr3.mass_and_bias, (p, q, qd, mass, bias), None)
+    elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, (p, q, qd, mass, bias, mech),
+                           np.nan)):
         return -1.0     # a chain without its mechanism, or one that gave NaN
     motor.apply_drive(p, x, u, mass, bias, force, dcurrent)
     if model == MODEL_SERIAL_ARM or model == MODEL_CHAIN:
-        health = jam.restructured_accel(mass, bias, force, jams, qdd, scratch)
+        health = compiled(mech, CHAINS, jam.restructured_accel,
+                          (mass, bias, force, jams, qdd, scratch), -1.0)
     elif model == MODEL_RRR3:
-        health = float(rrr3.constrained_accel(p, q, qd, mass, bias, force, qdd, scratch))
+        health = float(compiled(mech, MODEL_RRR3, rrr3.constrained_accel,
+                                (p, q, qd, mass, bias, force, qdd, scratch), -1.0))
     else:
         health = -1.0
     for k in range(nq):

@@ -16,6 +16,7 @@ Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 """
 from hilrig.plant import rosenbrock, rrr3_scalar
 from hilrig.plant.dynamics import derivative, is_arm3
+from hilrig.plant.family import CHAINS, compiled
 from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import (
@@ -25,6 +26,7 @@ from hilrig.plant.layout import (
     H_NACT,
     H_NQ,
     MODEL_RRR3,
+    MODEL_SERIAL_ARM,
 )
 from hilrig.plant.rk4_arm3 import rk4_arm3
 
@@ -95,9 +97,11 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
 
     Inlined into its callers: the arm's RK4 step outside a jamming phase, the common
     case, is then one call with four arrays (each array argument of a compiled call is
-    copied field by field: passing this step's ten cost tens of ns a tick)."""
+    copied field by field: passing this step's ten cost tens of ns a tick). ``mech``:
+    what the kernel is compiled for (plant.family)."""
     if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams):
-        return rk4_arm3(p, jams, x, u, h)   # no jamming phase can end inside the step
+        # no jamming phase can end inside the step
+        return compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, (p, jams, x, u, h), -1.0)
     return split_step(p, jams, t, x, u, h, work, stages, method, mech)
 
 
@@ -117,11 +121,13 @@ def split_step(p, jams, t, x, u, h, work, stages, method, mech=None):
         # rrr3_scalar.rk4 leaves x untouched where S is singular (returns -1): the
         # generic step, with its pseudo-inverse, takes that step
         if fused_arm3:
-            sub = rk4_arm3(p, jams, x, u, tn - ts)
-        elif fused_rrr3 and rrr3_scalar.rk4(p, x, u, tn - ts, work, False) > 0.0:
+            sub = compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, (p, jams, x, u, tn - ts), -1.0)
+        elif fused_rrr3 and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4,
+                                     (p, x, u, tn - ts, work, 0.0), -1.0) > 0.0:
             sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
-        elif method == METHOD_ROSENBROCK:
-            sub = rosenbrock.ros2(p, jams, x, u, tn - ts, work, stages, mech)
+        elif method == METHOD_ROSENBROCK:   # serial arms and chains (plant.rosenbrock)
+            sub = compiled(mech, CHAINS, rosenbrock.ros2,
+                           (p, jams, x, u, tn - ts, work, stages, mech), -1.0)
         elif method == METHOD_RK4:
             sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx, mech)
         else:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from hilrig.plant import jam, rrr3
 from hilrig.plant.dynamics import derivative
+from hilrig.plant.family import for_plant
 from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4, METHOD_ROSENBROCK, step
 from hilrig.plant.layout import (
     DRIVE_TORQUE,
@@ -164,13 +165,13 @@ class Plant:
         u = np.zeros(self.nact) if u is None else np.asarray(u, dtype=float)
         dx = np.zeros(len(x))
         derivative(self.params, self.jams, self.t if t is None else t, x, u, dx, self.work,
-                   self.mechanism)
+                   for_plant(self))
         return dx
 
     def step(self, u, h: float, method: str = "rk4") -> None:
         """Advance by h seconds with input u held (N m or V); raises PlantError on NaN."""
         health = step(self.params, self.jams, self.t, self.x, np.asarray(u, dtype=float), h,
-                      self.work, self.stages, METHODS[method], self.mechanism)
+                      self.work, self.stages, METHODS[method], for_plant(self))
         self.t += h
         if not (health > 0.0) or not np.all(np.isfinite(self.x)):
             raise PlantError(f"plant state invalid at t = {self.t:.6f} s "

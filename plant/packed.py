@@ -5,10 +5,11 @@ unboxes every argument, ~100-150 ns per array (plant.stepping.advance takes 10
 arguments, 6 of them arrays). ``PackedStep`` puts the plant's arrays, the held
 input, the time, the step and the method ids into one float64 block; its
 kernel ``advance_packed`` takes that block alone and rebuilds the arrays as
-views inside numba (``vector_view``, ``matrix_view``). ``PackedStep.step`` then calls the compiled kernel
-through its entry point for the one signature it can have (a 1-D C-contiguous
-float64 array), which skips numba's type dispatch as well (bench/bench_plant.py
-prints each variant's cost). The 2-D views are built by ``matrix_view``: numba's
+views inside numba (``vector_view``, ``matrix_view``). ``PackedStep.step`` calls
+``advance_packed_for``, compiled for the plant's family (plant.family), through its
+entry point for the one signature it can have (the family, a 1-D C-contiguous float64
+array), which skips numba's type dispatch as well (bench/bench_plant.py prints each
+variant's cost). The 2-D views are built by ``matrix_view``: numba's
 reshape goes through a general routine that cost ~25 ns per view here.
 
 Block layout (float64): a header of HEADER entries, then params, jams (nq x 3),
@@ -20,9 +21,10 @@ import functools
 
 import numpy as np
 from hilrig.jit.kernel import kernel
+from hilrig.plant.family import Family, for_plant
 from hilrig.plant.model import Plant
 from hilrig.plant.stepping import advance
-from numba import types
+from numba import typeof, types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
@@ -89,13 +91,13 @@ def matrix_view(typingctx, block, start, rows, cols):
 def advance_packed(block):
     """plant.stepping.advance on the arrays packed in ``block`` (see module docstring);
     advances block[P_T] by h. Returns False if the state became invalid."""
-    return advance_packed_chain(block, None)
+    return advance_packed_for(None, block)
 
 
 @kernel
-def advance_packed_chain(block, mech):
-    """advance_packed for a user's chain, with its mechanism (plant.interface); the
-    built-in models pass None."""
+def advance_packed_for(mech, block):
+    """advance_packed in a kernel compiled for ``mech`` (plant.family: a built-in family,
+    a user's chain's mechanism)."""
     op, n_p = int(block[P_PARAMS]), int(block[P_PARAMS + 1])
     oj, nq = int(block[P_JAMS]), int(block[P_JAMS + 1])
     ox, nx = int(block[P_X]), int(block[P_X + 1])
@@ -151,11 +153,13 @@ class PackedStep:
         header[P_STAGES] = offsets[5]
         self.plant = plant
         self.h = float(h)
-        if plant.mechanism is None:
-            advance_packed.compile(SIGNATURE)
-            self.call = advance_packed.get_overload(SIGNATURE)
+        mech = for_plant(plant, method)
+        if isinstance(mech, Family):     # its entry point: no type dispatch per call
+            signature = (typeof(mech), *SIGNATURE)
+            advance_packed_for.compile(signature)
+            self.call = functools.partial(advance_packed_for.get_overload(signature), mech)
         else:   # a user's chain: its mechanism goes with every call
-            self.call = functools.partial(advance_packed_chain, mech=plant.mechanism)
+            self.call = functools.partial(advance_packed_for, mech)
 
     def step(self) -> bool:
         """One step from plant.t with ``u`` held. Returns False (the state is then

@@ -53,6 +53,7 @@ import math
 import numpy as np
 from hilrig.plant import jam, motor, serial_arm
 from hilrig.plant.dynamics import chain_mechanism
+from hilrig.plant.family import compiled
 from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import (
     BLOCKED,
@@ -89,8 +90,10 @@ def generalised_force(p, x, u, work, g, mech):
     q = x[:nq]
     qd = x[nq:2 * nq]
     if int(p[H_MODEL]) == MODEL_SERIAL_ARM:
-        serial_arm.mass_and_bias(p, q, qd, mass, bias, work[nq + 2:])
-    elif np.isnan(chain_mechanism(p, q, qd, mass, bias, mech)):
+        compiled(mech, MODEL_SERIAL_ARM, serial_arm.mass_and_bias,
+                 (p, q, qd, mass, bias, work[nq + 2:]), None)
+    elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, (p, q, qd, mass, bias, mech),
+                           np.nan)):
         return False
     motor.apply_drive(p, x, u, mass, bias, force, g)   # no current states: g untouched
     for i in range(nq):

@@ -2,7 +2,7 @@
 
 plant.integrators.step takes ``rk4`` for a 3RRR without current states,
 plant.stepping's projection correction takes ``project``, and plant.stepping.advance
-takes the two fused (``rk4(..., projected=True)``), where the projection starts
+takes the two fused (``rk4(..., projected=1.0)``), where the projection starts
 from the step's own sines and cosines. They compute what the generic kernels
 compute (rrr3.constrained_accel through plant.dynamics.derivative,
 rrr3.project), to rounding (tests/test_fast_paths.py), in scalars: constants
@@ -203,11 +203,14 @@ def _accel(const, trig, xc, yc, qd):
 @fused_kernel
 def rk4(p, x, u, h, work, projected):
     """Advance x = [q, qd] of the 3RRR by h (s) with input u (N m or V) held: the RK4
-    step of plant.integrators over rrr3.constrained_accel; if ``projected``, then
-    the projection (``project``), started from the sines and cosines of the new
-    angles moved from the step's own (plant.trig) instead of calling sin and cos
+    step of plant.integrators over rrr3.constrained_accel; if ``projected`` (1.0; 0.0:
+    not), then the projection (``project``), started from the sines and cosines of the
+    new angles moved from the step's own (plant.trig) instead of calling sin and cos
     again. ``work``: a plant's work array (``project``'s fallback). Returns the
-    rank of S (3.0), or -1.0 with x untouched where S is singular at a stage."""
+    rank of S (3.0), or -1.0 with x untouched where S is singular at a stage.
+
+    ``projected`` is a float: numba compiles a kernel once for each literal int or bool
+    its callers pass (True and False: twice, 7 s each), a float is never a literal."""
     const = _step_constants(p, u)
     q = (x[0], x[1], x[2], x[3], x[4], x[5])
     w = (x[6], x[7], x[8], x[9], x[10], x[11])

@@ -13,10 +13,11 @@ import numpy as np
 from hilrig.plant import rrr3, rrr3_scalar, serial_arm
 from hilrig.plant.flex_chain.tick import METHOD_CONTACT, contact_step
 from hilrig.plant.dynamics import chain_mechanism
+from hilrig.plant.family import FAMILY_CONTACT, compiled
 from hilrig.plant.integrators import is_fused_rrr3, step
 from hilrig.plant.jam import start_jam
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_RRR3, MODEL_SERIAL_ARM
+from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_CHAIN, MODEL_RRR3, MODEL_SERIAL_ARM
 from hilrig.plant.motor import currents
 
 CORRECTION_NONE = 0
@@ -46,19 +47,20 @@ def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     on a 3RRR, so nothing of plant.integrators.step's jam handling is skipped).
 
     Returns False (x then holds the invalid state) if the state became invalid:
-    NaN or a singular mass matrix. ``mech``: a user's chain's mechanism (plant.interface;
-    None for the built-in models). ``method = METHOD_CONTACT``: the flexible chain on the
-    ground (plant.flex_chain.tick: RK4 substeps with contact state, no jams, no correction).
+    NaN or a singular mass matrix. ``mech``: what the kernel is compiled for
+    (plant.family: None, a built-in family, a user's chain's mechanism).
+    ``method = METHOD_CONTACT``: the flexible chain on the ground (plant.flex_chain.tick:
+    RK4 substeps with contact state, no jams, no correction).
     """
     if method == METHOD_CONTACT:
-        return contact_step(p, t, x, u, h, work)
+        return compiled(mech, FAMILY_CONTACT, contact_step, (p, t, x, u, h, work), False)
     if correction == CORRECTION_PROJECTION and is_fused_rrr3(p, method) \
-            and rrr3_scalar.rk4(p, x, u, h, work, True) > 0.0:
+            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, (p, x, u, h, work, 1.0), -1.0) > 0.0:
         health = 3.0   # the rank of S, as plant.integrators.step reports it
     else:
         health = step(p, jams, t, x, u, h, work, stages, method, mech)
-        if correction != CORRECTION_NONE:
-            correct(p, x, correction, work)
+        if correction != CORRECTION_NONE:   # a 3RRR's (plant.factory.correction_id)
+            compiled(mech, MODEL_RRR3, correct, (p, x, correction, work), None)
     if not health > 0.0:
         return False
     for i in range(x.shape[0]):
@@ -78,27 +80,45 @@ def apply_schedule(p, jams, schedule, t, x, tol):
 
 
 @kernel
+def _rrr3_diagnostics(p, x, out, scratch):
+    """The 3RRR's diagnostics into out[0:3] (module docstring); ``scratch``: work rows."""
+    out[0] = rrr3.residual(p, x, scratch)
+    out[1] = rrr3.det_phi_theta(p, x)
+    out[2] = rrr3.det_phi_x(p, x, scratch)
+
+
+@kernel
+def _serial_arm_potential(p, x, mass, bias, scratch, centre):
+    """A serial arm's potential energy (J); M(q) and the bias into ``mass`` and ``bias``,
+    the centre of mass (x_C, y_C, m) into ``centre``."""
+    nq = int(p[H_NQ])
+    serial_arm.mass_and_bias(p, x[:nq], x[nq:2 * nq], mass, bias, scratch)
+    potential = serial_arm.potential_energy(p, x)
+    serial_arm.centre_of_mass(p, x, centre)
+    return potential
+
+
+@kernel
 def diagnostics(p, x, out, work, mech=None):
     """Fill out[0:3] with the model's diagnostics (see module docstring).
 
     ``work``: a plant's work array (its matrix and scratch rows are overwritten).
+    ``mech``: what the kernel is compiled for (plant.family).
     """
     nq = int(p[H_NQ])
     model = int(p[H_MODEL])
     scratch = work[nq + 2:]
     if model == MODEL_RRR3:
-        out[0] = rrr3.residual(p, x, scratch)
-        out[1] = rrr3.det_phi_theta(p, x)
-        out[2] = rrr3.det_phi_x(p, x, scratch)
+        compiled(mech, MODEL_RRR3, _rrr3_diagnostics, (p, x, out, scratch), None)
     else:
         mass = work[:nq, :nq]
         bias = work[nq, :nq]
         if model == MODEL_SERIAL_ARM:
-            serial_arm.mass_and_bias(p, x[:nq], x[nq:2 * nq], mass, bias, scratch)
-            potential = serial_arm.potential_energy(p, x)
-            serial_arm.centre_of_mass(p, x, out[1:3])
+            potential = compiled(mech, MODEL_SERIAL_ARM, _serial_arm_potential,
+                                 (p, x, mass, bias, scratch, out[1:3]), np.nan)
         else:   # a user's chain: its mechanism's potential energy, no centre of mass
-            potential = chain_mechanism(p, x[:nq], x[nq:2 * nq], mass, bias, mech)
+            potential = compiled(mech, MODEL_CHAIN, chain_mechanism,
+                                 (p, x[:nq], x[nq:2 * nq], mass, bias, mech), np.nan)
             out[1] = np.nan
             out[2] = np.nan
         kinetic = 0.0

@@ -15,6 +15,7 @@ import numpy as np
 from hilrig.controllers.factory import Controller
 from hilrig.drivers.link import Measurement
 from hilrig.plant.dynamics import derivative
+from hilrig.plant.family import for_plant
 from hilrig.plant.jam import finish_jams, start_jam
 from hilrig.plant.layout import JAM_PHASE, JAM_T_END, JAMMING
 from hilrig.plant.model import Plant
@@ -31,6 +32,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
     p, jams, x = plant.params, plant.jams, plant.x.copy()
     nq, nact, nx = plant.nq, plant.nact, len(plant.x)
     work = plant.work
+    model = for_plant(plant)
     u = np.zeros(nact)
     c = controller
     feedback = c.feedback
@@ -53,7 +55,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
         dx = np.zeros(nx)
         if continuous:
             control(t, state, u)
-        derivative(p, jams, t, state, u, dx, work, plant.mechanism)
+        derivative(p, jams, t, state, u, dx, work, model)
         return dx
 
     def record(k, state):

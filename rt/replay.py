@@ -27,6 +27,7 @@ from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
 from hilrig.plant.factory import actuated_joints, correction_id, jam_schedule, plant_from_config
+from hilrig.plant.family import for_plant
 from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.model import METHODS
@@ -137,7 +138,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
         p, s, x, jams, sched, lim, prm, mh, uu, hh, rt_, rx, ru = arrays
         return replay_ticks(p, jams, c.law, prm, s, sched, x, h, k0, k1, n_steps, method,
                             correction, plant.work, plant.stages, lim, mh, uu, hh, ticks,
-                            change_params, change_limits, rt_, rx, ru, plant.mechanism)
+                            change_params, change_limits, rt_, rx, ru, for_plant(plant, method))
 
     started = time.perf_counter()
     scratch = plant.copy()
@@ -164,7 +165,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
             progress(done / (n_steps + 1), (done - 1) * h)
     out.stepping_seconds = time.perf_counter() - started
     stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
-                           rec["diag"][:rows], plant.work, plant.mechanism)
+                           rec["diag"][:rows], plant.work, for_plant(plant))
     out.arrays = _named(cfg, plant, rec, rows, schedule)
     out.arrays["param_ticks"] = ticks
     if rows < n_steps + 1:

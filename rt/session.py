@@ -23,6 +23,7 @@ from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
+from hilrig.plant.family import for_plant
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
@@ -190,7 +191,7 @@ class Session:
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
             int(loop.rehearse * 1e9) if self.rehearse else 0,
             rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
-            handoff, self.snap, self.delta, plant.mechanism, live)
+            handoff, self.snap, self.delta, for_plant(plant, self.method), live)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,

@@ -20,6 +20,7 @@ from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
+from hilrig.plant.family import for_plant
 from hilrig.plant.model import METHODS
 from hilrig.plant.offline import SimRun, SimulationError
 from hilrig.rt import accurate, lockstep
@@ -104,12 +105,12 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
                             plant.work,
                             plant.stages, Measurement(nact).buffer, np.zeros(nact),
                             run.limits, rec["t"], rec["x"], rec["u"], run.noise, run.pending,
-                            plant.mechanism)
+                            for_plant(plant, run.method))
         out.stepping_seconds = time.perf_counter() - started
     if not minimal:
         stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows],
                                rec["i"][:rows], rec["diag"][:rows], plant.work,
-                               plant.mechanism)
+                               for_plant(plant))
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
     out.plant = plant
     if rows < n_steps + 1:
@@ -133,7 +134,7 @@ def _warm_up(run: OfflineRun) -> None:
                  run.correction, plant.work.copy(), plant.stages.copy(),
                  Measurement(nact).buffer, np.zeros(nact), run.limits, np.zeros(2),
                  np.zeros((2, nx)), np.zeros((2, nact)), np.zeros((0, 2 * nact)),
-                 np.zeros((0, nact)), plant.mechanism)
+                 np.zeros((0, nact)), for_plant(plant, run.method))
 
 
 def measurement_noise(sim, n_steps: int, nact: int) -> np.ndarray:

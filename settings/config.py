@@ -21,10 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from hilrig.drivers.registry import link_spec, links
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import GROUP as PLANT_MODELS
-from hilrig.plant.factory import plant_model
-from hilrig.plant.interface import PlantModel
-from hilrig.plant.jam import jam_duration_error
 from hilrig.plugins import registered
 from hilrig.settings import builtin_configs
 from hilrig.schema import Config, Key, typed
@@ -32,7 +28,12 @@ from hilrig.schema import Config, Key, typed
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-from hilrig.controllers.factory import controller_spec
+    from hilrig.plant.interface import PlantModel
+
+# The plant models' and controllers' registries (hilrig.plant.factory,
+# hilrig.controllers.factory) are imported where a config is resolved, not here: they
+# import numba, and `hil --help`, `hil configs` or `hil --version` need none of it.
+PLANT_MODELS = "hilrig.plants"      # plant.factory.GROUP, the entry-point group
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -385,6 +386,9 @@ def frame_of(raw: dict) -> Frame:
             raise ConfigError(f"plant.model: missing (one of {known}, or 'package.module:MODEL')")
         raise ConfigError(f"plant.model: must be one of {known} or 'package.module:MODEL', "
                           f"got {model!r}")
+    from hilrig.controllers.factory import controller_spec
+    from hilrig.plant.factory import plant_model
+
     spec = plant_model(model)
     # the tables this config extends are copied, the declarations (frozen Keys) shared
     schema = dict(SCHEMA, plant={**SCHEMA["plant"], **spec.keys},
@@ -557,6 +561,8 @@ def _check_range(value: float, spec: Key, name: str) -> None:
 
 
 def _check_jams(cfg: dict, sizes: dict, listed: bool, spec: PlantModel) -> None:
+    from hilrig.plant.jam import jam_duration_error
+
     for i, jam in enumerate(cfg["faults"]["jam"]):
         name = f"faults.jam[{i}]" if listed else "faults.jam"
         error = jam_duration_error(jam["duration"])
@@ -609,6 +615,9 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
                           "give input.torque or set plant.drive = 'voltage'")
     _check_controller(ctrl, voltage_driven)
+    from hilrig.controllers.factory import controller_spec
+    from hilrig.plant.factory import plant_model
+
     check = controller_spec(ctrl["type"]).check
     if ctrl["law"] is None and check is not None:
         check(cfg, voltage_driven)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from hilrig.plant.factory import plant_from_config, plant_model
+from hilrig.plant.family import for_plant
 from hilrig.jit.kernel import kernel
 from hilrig.plant.stepping import diagnostics
 from hilrig.schema import Config
@@ -27,7 +28,7 @@ class Diagnostics:
 
     def __init__(self, cfg: Config, columns: dict):
         plant = plant_from_config(cfg)
-        self.params, self.work, self.mechanism = plant.params, plant.work.copy(), plant.mechanism
+        self.params, self.work, self.mechanism = plant.params, plant.work.copy(), for_plant(plant)
         self.x = np.zeros(len(plant.x))
         self.nq = plant.nq
         self.q_col = columns["q"].start

@@ -89,6 +89,7 @@ def test_natural_frequencies_equal_an_eigen_solve_of_the_linearised_plant():
     np.testing.assert_allclose(oscillating, np.sort(s.omega), rtol=1e-6)
 
 
+@pytest.mark.system
 def test_map_equals_the_pose_figures_and_runs_in_the_cli(tmp_path):
     cfg, geo, q0 = rrr3()
     elbows = stiffness.elbow_signs(geo, q0)

@@ -43,6 +43,7 @@ def _cases(tmp):
 CASES = [case[0] for case in _cases(ROOT)]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("name", CASES)
 def test_bad_command_line_is_one_line(name, tmp_path):
     _, argv, cause = next(case for case in _cases(tmp_path) if case[0] == name)
@@ -56,6 +57,7 @@ def test_bad_command_line_is_one_line(name, tmp_path):
     assert time.monotonic() - started < 60.0
 
 
+@pytest.mark.system
 def test_ctrl_c_during_warm_up_is_one_line_and_a_finished_log(tmp_path):
     """SIGINT as soon as the log has its header (the run is building or warming up its
     kernels; a Ctrl-C while the header is written is ignored, as while it is closed):

@@ -67,6 +67,7 @@ def test_run_by_name_writes_the_log_named_after_the_config(tmp_path, monkeypatch
 
 # -- hil configs --------------------------------------------------------------------------
 
+@pytest.mark.system
 def test_hil_configs_lists_every_config_with_its_description_and_where(tmp_path):
     proc = hil("configs", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -77,12 +78,14 @@ def test_hil_configs_lists_every_config_with_its_description_and_where(tmp_path)
     assert str(builtin_configs.directory()) in lines[-1]
 
 
+@pytest.mark.system
 def test_hil_configs_show_prints_the_file(tmp_path):
     proc = hil("configs", "--show", "serial3_jam2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (CONFIGS / "serial3_jam2.toml").read_text(encoding="utf-8")
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("argv, name", [(["run", "rrr3_pdd", "--fast"], "rrr3_pdd"),
                                         (["sim", "serial3_jam", "--out", "x.npz"], "serial3_jam"),
                                         (["configs", "--show", "rrr3_p"], "rrr3_p")])
@@ -108,6 +111,7 @@ def test_a_bug_propagates_out_of_main(error, monkeypatch):
         cli.main(["configs"])
 
 
+@pytest.mark.system
 def test_a_bug_prints_its_traceback(tmp_path):
     script = ("import sys\nfrom hilrig.settings import builtin_configs\nfrom hilrig.cli import main as cli\n"
               "def broken():\n    raise ValueError('a bug in names()')\n"
@@ -119,6 +123,7 @@ def test_a_bug_prints_its_traceback(tmp_path):
     assert "in broken" in proc.stderr and "ValueError: a bug in names()" in proc.stderr
 
 
+@pytest.mark.system
 def test_a_config_error_raised_past_the_config_is_one_line(tmp_path):
     """A setting the chosen loop cannot run (checked after loading) is a user's mistake."""
     proc = hil("run", "rrr3_pd", "--set", "sim.integrator=accurate", cwd=tmp_path)
@@ -138,6 +143,7 @@ def tracked_files(*patterns: str) -> list[Path]:
     return [ROOT / name for name in proc.stdout.decode().split("\0") if name]
 
 
+@pytest.mark.system
 def test_every_cited_doc_is_in_the_repository():
     """Paths under docs/ and bare upper-case names of Markdown files (README.md,
     PROTOCOLS.md §2.1, ...) name files that exist."""
@@ -153,6 +159,7 @@ def test_every_cited_doc_is_in_the_repository():
     assert not missing
 
 
+@pytest.mark.system
 def test_no_tracked_file_points_outside_the_repository():
     outside = ("../" + "shared", "shared" + "/docs")
     offenders = [str(path.relative_to(ROOT)) for path in tracked_files()
@@ -162,6 +169,7 @@ def test_no_tracked_file_points_outside_the_repository():
 
 # -- from an installed wheel -----------------------------------------------------------------
 
+@pytest.mark.system
 def test_the_wheel_holds_the_configs(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "hilrig/configs/__init__.py" in names
@@ -186,6 +194,7 @@ def seed_numba_caches(installed: Path) -> None:
             os.utime(path, (stat.st_atime, stat.st_mtime))
 
 
+@pytest.mark.system
 def test_an_installed_wheel_runs_a_built_in_config_by_name(wheel, tmp_path):
     """In a fresh venv, no checkout on the path: the wheel's own copy finds rrr3_pd.
 

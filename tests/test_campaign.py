@@ -226,6 +226,7 @@ def test_a_batch_of_unlike_scenarios_gives_the_rows_each_gives_run_alone(tmp_pat
 
 # -- on a cluster --------------------------------------------------------------------------
 
+@pytest.mark.system
 def test_a_small_campaign_holds_every_scenario_once_with_the_metrics_of_single_runs(
         tmp_path, client):
     spec = load_spec(write_spec(tmp_path))
@@ -258,6 +259,7 @@ def test_a_small_campaign_holds_every_scenario_once_with_the_metrics_of_single_r
             assert row["tracking_error"] < 1e-4 and row["reach_time"] < 1.5
 
 
+@pytest.mark.system
 def test_a_worker_killed_mid_campaign_leaves_every_scenario_once(tmp_path, client):
     """The batch running on the killed worker is run again elsewhere (Dask), once."""
     spec = load_spec(write_spec(tmp_path, duration=10.0, extra="batch = 3"))
@@ -285,6 +287,7 @@ def test_a_worker_killed_mid_campaign_leaves_every_scenario_once(tmp_path, clien
         os.kill(killed["pid"], 0)
 
 
+@pytest.mark.system
 def test_resume_runs_only_the_scenarios_an_interrupted_campaign_missed(tmp_path, client):
     spec = load_spec(write_spec(tmp_path, extra="batch = 2"))
     out = tmp_path / "out"
@@ -326,6 +329,7 @@ def tls_options(client, folder) -> list:
     return options
 
 
+@pytest.mark.system
 def test_hil_campaign_prints_a_failing_scenarios_hil_sim_line_which_equals_its_row(
         tmp_path, client, capsys):
     """The command end to end (on the cluster's scheduler, over TLS): a summary whose
@@ -372,6 +376,7 @@ def test_hil_campaign_prints_a_failing_scenarios_hil_sim_line_which_equals_its_r
     assert (out / "summary.txt").read_bytes() == summary
 
 
+@pytest.mark.system
 def test_the_wheel_holds_the_example_specs(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     specs = sorted((ROOT / "configs" / "campaigns").glob("*.toml"))

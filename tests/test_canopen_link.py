@@ -352,6 +352,7 @@ def test_bad_canopen_configs_fail_at_load(override, message):
 
 # -- across processes -------------------------------------------------------------------------
 
+@pytest.mark.system
 def test_drives_in_another_process_over_zmq():
     channel = f"ipc:///tmp/hilrig-test-{os.getpid()}"
     cfg = rig(channel, "link.canopen.interface='hilrig_zmq'")

@@ -239,6 +239,7 @@ def _boot(net, node_id, eds=None):
     return node
 
 
+@pytest.mark.system
 def test_base_node_402_drives_a_node_from_boot_to_motion_with_default_pdos(network, eds_path):
     started = time.monotonic()
     node = _boot(network, 1, eds_path)
@@ -264,6 +265,7 @@ def test_base_node_402_drives_a_node_from_boot_to_motion_with_default_pdos(netwo
     node.nmt.state = "PRE-OPERATIONAL"
 
 
+@pytest.mark.system
 def test_sdo_conformance_sub_index_mode_and_identity(network):
     node = _boot(network, 2)
     with pytest.raises(SdoAbortedError) as abort:
@@ -284,6 +286,7 @@ def test_sdo_conformance_sub_index_mode_and_identity(network):
     assert node.sdo[0x1003][0].raw == 0
 
 
+@pytest.mark.system
 def test_block_upload_is_refused_with_the_standard_abort(network):
     node = _boot(network, 2)
     with pytest.raises(SdoAbortedError) as abort:
@@ -292,6 +295,7 @@ def test_block_upload_is_refused_with_the_standard_abort(network):
     assert node.sdo[0x1008].raw == "hilrig emulated CiA 402 drive"   # the server goes on
 
 
+@pytest.mark.system
 def test_no_sdo_in_nmt_stopped(network):
     node = _boot(network, 3)
     node.nmt.state = "STOPPED"
@@ -304,6 +308,7 @@ def test_no_sdo_in_nmt_stopped(network):
     assert node.sdo[0x1000].raw == 0x00020192
 
 
+@pytest.mark.system
 def test_a_fault_fills_the_error_objects(network):
     """The heartbeat consumer trips (0x8130): EMCY, 0x1001, 0x1003, 0x603F; 0x1003 clears."""
     node = _boot(network, 2)
@@ -327,6 +332,7 @@ def test_a_fault_fills_the_error_objects(network):
     assert node.sdo[0x1001].raw == 0
 
 
+@pytest.mark.system
 def test_python_can_logger_records_the_exchange(network, channel, tmp_path):
     log = tmp_path / "bus.log"
     logger = subprocess.Popen([sys.executable, "-u", "-m", "can.logger", "-i", "hilrig_zmq",
@@ -349,6 +355,7 @@ def test_python_can_logger_records_the_exchange(network, channel, tmp_path):
     assert ids.count(0x183) >= 3 and ids.count(0x283) >= 3       # event-driven TPDOs
 
 
+@pytest.mark.system
 def test_hil_emulate_honours_duration_and_log_on_can(tmp_path):
     channel = f"ipc:///tmp/hil-cia-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "drives.mcap"

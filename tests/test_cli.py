@@ -236,6 +236,7 @@ def test_out_is_required(capsys):
     assert "--out" in capsys.readouterr().err
 
 
+@pytest.mark.system
 def test_subprocess_unknown_key_exits_2(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[sim]\nduration = 0.1\n[plant]\nmodel = "serial_arm"\nstiffness = 3.0\n')
@@ -247,6 +248,7 @@ def test_subprocess_unknown_key_exits_2(tmp_path):
     assert not (tmp_path / "run.npz").exists()
 
 
+@pytest.mark.system
 def test_subprocess_success_says_where_the_output_went(tmp_path):
     out, png = tmp_path / "run.npz", tmp_path / "run.png"
     proc = hil(SERIAL_JAM1, "--duration", "0.5", "--out", out, "--plot", png)

@@ -46,6 +46,7 @@ def _no_emulator_left():
     EmulatorProcess.reap()
 
 
+@pytest.mark.system
 def test_the_checks_are_exported_lazily_from_the_root_package():
     """``import hilrig`` loads neither the checks nor numba; the root's functions do."""
     probe = ("import sys, hilrig; print(hilrig.__file__, 'hilrig.conformance.checks' in "
@@ -260,6 +261,7 @@ def test_the_in_process_link_passes(name):
     check_link(lambda: PlantLink.from_config(cfg))
 
 
+@pytest.mark.system
 def test_the_zeromq_link_passes_against_hil_emulate(tmp_path):
     served, nobody = endpoint(tmp_path), endpoint(tmp_path)
     EmulatorProcess("rig_zmq", served, tmp_path / "emu.mcap")

@@ -36,6 +36,7 @@ def heights(p, q_rows) -> np.ndarray:
     return np.array([fc.end_points(p, q)[:, 1] for q in q_rows])
 
 
+@pytest.mark.system
 def test_the_logged_rows_are_the_offline_fixed_step_ticks(logged):
     from hilrig.settings.config import load
     from hilrig.rt.sim import simulate
@@ -48,6 +49,7 @@ def test_the_logged_rows_are_the_offline_fixed_step_ticks(logged):
     np.testing.assert_allclose(logged["qd"], offline["qd"][:rows], rtol=0.0, atol=1e-12)
 
 
+@pytest.mark.system
 def test_the_real_time_drop_bounces_as_the_event_located_run(logged):
     p = paper_chain("ss-ss-ss").block()
     z0, zd0 = paper_initial_state()

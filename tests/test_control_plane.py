@@ -70,6 +70,7 @@ def _rss_bytes(pid: int) -> int:
 
 # -- 1. endpoints cannot be taken over --------------------------------------------------------
 
+@pytest.mark.system
 def test_a_second_emulator_on_a_live_endpoint_is_refused_and_a_dead_ones_socket_reused(tmp_path):
     """A second `hil emulate` on the same ipc endpoint replaced the first one's socket
     silently; now it is refused with one line. A SIGKILLed emulator's socket file is stale:
@@ -95,6 +96,7 @@ def test_a_second_emulator_on_a_live_endpoint_is_refused_and_a_dead_ones_socket_
     assert answer == MessageType.WELCOME
 
 
+@pytest.mark.system
 def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tmp_path,
                                                                                runtime):
     """Two `hil control` runs: each in the run list, each on an owner-only socket of its
@@ -163,6 +165,7 @@ def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tm
 
 # -- 2. who may command ---------------------------------------------------------------------
 
+@pytest.mark.system
 def test_ipc_sockets_are_owner_only_whatever_the_umask(tmp_path):
     """With umask 000 the emulator's socket was 0777: another user jammed a joint."""
     ep = endpoint(tmp_path)
@@ -171,6 +174,7 @@ def test_ipc_sockets_are_owner_only_whatever_the_umask(tmp_path):
     assert stat.S_IMODE(os.stat(ep[len("ipc://"):]).st_mode) == 0o600
 
 
+@pytest.mark.system
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                     reason="needs root (to become another user with setpriv)")
 def test_another_user_cannot_connect_to_a_runs_sockets(tmp_path, runtime):
@@ -216,6 +220,7 @@ def _rejections(events: list[dict]) -> Counter:
     return tally
 
 
+@pytest.mark.system
 def test_one_controller_at_a_time_and_a_takeover_is_explicit_and_logged(tmp_path):
     """Any peer's HELLO took the plant from a running controller. Now a second HELLO is
     refused while the first controller is connected; a TAKEOVER replaces it (logged) and
@@ -264,6 +269,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.system
 def test_tcp_needs_curve_keys_and_unauthenticated_peers_are_refused(tmp_path, monkeypatch):
     """Over tcp loopback another user jammed, e-stopped and hijacked. Now the emulator is
     a CURVE server: a peer without this user's keys gets no answer, one with them works."""
@@ -378,6 +384,7 @@ class _Controller(threading.Thread):
             self.link.context.term()
 
 
+@pytest.mark.system
 def test_a_flood_of_malformed_frames_is_counted_not_narrated_and_the_controller_keeps_its_link(
         tmp_path):
     """Seeded fuzz: 3600 messages of 18 malformed kinds (and out-of-range valid frames) from
@@ -438,6 +445,7 @@ def test_a_flood_of_malformed_frames_is_counted_not_narrated_and_the_controller_
     assert f"rejected frames {len(messages)}" in out and "overruns" in out
 
 
+@pytest.mark.system
 def test_the_emulators_own_overruns_are_counted(tmp_path):
     """Its summary said "overruns 0" while it ran seconds behind real time. A stopped
     process (SIGSTOP, 0.3 s) misses deadlines: they are counted and reported."""
@@ -459,6 +467,7 @@ def test_the_emulators_own_overruns_are_counted(tmp_path):
     assert max(e["missed"] for e in overruns) >= 100     # 0.3 s at 1 kHz, at least a third
 
 
+@pytest.mark.system
 def test_a_controller_whose_emulator_takes_no_more_commands_drops_them_without_a_traceback(
         tmp_path):
     """Under a flood the emulator drains each peer's queue a little per tick; once the

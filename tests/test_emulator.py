@@ -37,6 +37,7 @@ def _control(cfg_name, ep, log, *overrides):
     return LinkLoop(cfg, ZmqLink.from_config(cfg), log).run(), cfg
 
 
+@pytest.mark.system
 def test_lockstep_over_zeromq_is_deterministic_and_equals_hil_sim(tmp_path):
     """3RRR with PD: two lockstep sessions and hil sim agree bit for bit; PD reaches the target."""
     runs = []
@@ -60,6 +61,7 @@ def test_lockstep_over_zeromq_is_deterministic_and_equals_hil_sim(tmp_path):
     np.testing.assert_allclose(final, [0.4, 0.8, 1.0], atol=0.01)
 
 
+@pytest.mark.system
 def test_live_jam_with_hil_fault_during_a_control_session(tmp_path):
     """Free-running emulator, controller process, `hil fault jam` from a third process."""
     ep = endpoint(tmp_path)
@@ -107,6 +109,7 @@ def _answer(sock, expected=None):
     return decode(sock.recv(), expected)
 
 
+@pytest.mark.system
 def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap", "--mode", "lockstep")
@@ -144,6 +147,7 @@ def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
     assert "rejected a frame" in err
 
 
+@pytest.mark.system
 def test_silent_controller_puts_the_plant_in_its_safe_state(tmp_path):
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("rrr3_forward", ep, tmp_path / "emu.mcap", "--set",
@@ -167,6 +171,7 @@ def test_silent_controller_puts_the_plant_in_its_safe_state(tmp_path):
     assert np.all(u[ticks >= tick] == 0.0)
 
 
+@pytest.mark.system
 def test_killed_emulator_stops_the_controller_with_a_clear_error(tmp_path):
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap")
@@ -251,6 +256,7 @@ def _lockstep_states(ep, commands):
         sock.close(0)
 
 
+@pytest.mark.system
 def test_a_command_of_1e300_is_saturated_at_the_supply_voltage(tmp_path):
     """COMMAND ±1e300 V drove the plant to NaN; now it is the supply voltage, exactly."""
     runs = []
@@ -266,6 +272,7 @@ def test_a_command_of_1e300_is_saturated_at_the_supply_voltage(tmp_path):
     assert np.abs(arrays["u"]).max() == 48.0           # emulator.supply_voltage
 
 
+@pytest.mark.system
 def test_an_absurd_jam_duration_is_refused_live_and_in_the_config(tmp_path):
     """A jam of 1e-320 s made the deceleration overflow; it is refused with the reason."""
     ep = endpoint(tmp_path)
@@ -289,6 +296,7 @@ def test_an_absurd_jam_duration_is_refused_live_and_in_the_config(tmp_path):
     assert "faults.jam.duration: jam duration must be 0" in proc.stderr
 
 
+@pytest.mark.system
 def test_an_invalid_plant_state_is_a_fault_with_a_nonzero_exit(tmp_path):
     """A supply of 1e300 V lets a command drive the plant to NaN: the emulator stops on it
     with an event and a non-zero exit code (it exited 0)."""

@@ -40,6 +40,7 @@ def emulator(config: Path, where: str):
             proc.communicate()
 
 
+@pytest.mark.system
 def test_users_compiled_pd_equals_the_builtin_pd_bit_for_bit(tmp_path):
     """The user's PD (examples/user_controller/my_laws.py) with the built-in PD's gains
     gives the built-in PD's trajectory exactly: both enter the loop the same way."""
@@ -55,6 +56,7 @@ def test_users_compiled_pd_equals_the_builtin_pd_bit_for_bit(tmp_path):
     assert np.abs(a["q"][-1, :3] - [0.4, 0.8, 1.0]).max() < 0.25   # on its way (at 2.5 s)
 
 
+@pytest.mark.system
 def test_users_compiled_law_runs_in_the_real_time_loop_as_in_hil_sim(tmp_path):
     """`hil run --fast` runs the user's law in the compiled real-time loop; its log equals
     `hil sim` of the same config row for row."""
@@ -72,6 +74,7 @@ def test_users_compiled_law_runs_in_the_real_time_loop_as_in_hil_sim(tmp_path):
     assert np.array_equal(arrays["u"], sim["u"][:len(arrays["u"])])
 
 
+@pytest.mark.system
 def test_python_law_runs_under_hil_control_against_hil_emulate(tmp_path):
     """A numpy class named by controller.law drives the emulated arm to its targets through
     hil control (limits and telemetry included); its per-tick cost is in the summary."""
@@ -89,6 +92,7 @@ def test_python_law_runs_under_hil_control_against_hil_emulate(tmp_path):
     assert summary["compute_control_us"]["median"] > 0.0    # the Python law's cost per tick
 
 
+@pytest.mark.system
 def test_users_own_loop_drives_the_emulator_through_hilrig_connect(tmp_path):
     where = endpoint(tmp_path)
     with emulator(ROOT / "configs" / "rig_zmq.toml", where):
@@ -103,6 +107,7 @@ def test_users_own_loop_drives_the_emulator_through_hilrig_connect(tmp_path):
     assert abs(final[1] - 0.3) > 0.05     # joint 2 stayed where the jam caught it
 
 
+@pytest.mark.system
 def test_a_plain_python_law_in_hil_sim_is_one_clear_line(tmp_path):
     proc = run(["sim", "rig_zmq_python.toml", "--out", str(tmp_path / "x.npz")], PYTHON_LAW)
     assert proc.returncode != 0
@@ -111,6 +116,7 @@ def test_a_plain_python_law_in_hil_sim_is_one_clear_line(tmp_path):
     assert "@numba.njit" in proc.stderr
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("law, message", [
     ("nowhere_module:law", "controller.law: cannot import 'nowhere_module'"),
     ("my_laws:no_such_law", "controller.law: module 'my_laws' has no 'no_such_law'"),
@@ -160,6 +166,7 @@ DAMPER = ControllerSpec("damper", build, {"damping": Key("float", 1.0, minimum=0
 '''
 
 
+@pytest.mark.system
 def test_a_registered_controller_family_brings_its_own_keys(tmp_path):
     """A package's ControllerSpec in the hilrig.controllers entry-point group becomes a
     controller.type whose keys are validated like ours and whose law runs in hil sim."""

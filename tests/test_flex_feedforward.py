@@ -118,6 +118,7 @@ def test_rosenbrock_is_second_order():
     assert 3.0 < coarse / half < 5.5
 
 
+@pytest.mark.system
 def test_hil_run_drives_the_flexible_plant_in_real_time(tmp_path):
     """configs/flex_rp_rt.toml under `hil run` at 1 kHz: the joints track the references."""
     log = tmp_path / "flex.mcap"

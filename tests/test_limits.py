@@ -55,6 +55,7 @@ def test_limits_widen_only_on_purpose(tmp_path, caplog):
                for r in caplog.records)
 
 
+@pytest.mark.system
 def test_the_emulator_holds_the_slew_limit_per_its_own_tick(tmp_path):
     """Commands that bunch up on the wire (five per tick, each 0.05 V above the last) moved
     the plant's input by the whole step at once: the emulator now moves it by at most

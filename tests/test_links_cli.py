@@ -9,8 +9,11 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import config
 from rt_helpers import ROOT, hil, read_complete, wait_for
+
+pytestmark = pytest.mark.system     # every test here starts other processes
 
 
 def _emulate_and_control(name, sets, tmp_path, ready: Path):

@@ -204,6 +204,7 @@ def test_live_addresses_and_keys():
     assert changed_config(limited, {"safety.max_command": []}).safety.max_command is None
 
 
+@pytest.mark.system
 def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
     proc, log, endpoint = start_run(tmp_path, 60.0)      # Ctrl-C'd once changed
     try:
@@ -243,6 +244,7 @@ def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
     assert np.abs(arrays["u"][tick] - plain["u"][tick]).max() > 1e-3
 
 
+@pytest.mark.system
 def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
     port = free_port()
     proc, log, _ = start_run(tmp_path, 60.0, "--live", f"127.0.0.1:{port}")
@@ -315,6 +317,7 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
         assert m["compute_tick"] == arrays["compute_tick"][k]
 
 
+@pytest.mark.system
 def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
     """A client that subscribes to everything and never reads: the run's log is complete
     (no row lost) and its trajectory is the offline run's; the loop never waits on it."""
@@ -382,6 +385,7 @@ def test_the_shipped_layout_plots_what_the_live_view_publishes():
     assert EVENT_TOPIC == "/hil/event"
 
 
+@pytest.mark.system
 def test_watch_keeps_one_status_block_current(tmp_path):
     """On a terminal (a pty) the block is redrawn in place; its last state is the run's
     end: the plant time of the last row and the tracking error |target - q| there."""
@@ -418,6 +422,7 @@ def test_watch_keeps_one_status_block_current(tmp_path):
     assert "last event     stop at t = 1.500 s done" in last
 
 
+@pytest.mark.system
 def test_hil_set_finds_the_run_by_its_id_and_a_runs_endpoint_cannot_be_taken(
         tmp_path, monkeypatch):
     """Every run used to bind the one default `hil set` endpoint: a second run took it

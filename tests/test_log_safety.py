@@ -39,6 +39,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
+@pytest.mark.system
 def test_a_full_disk_stops_the_run_within_a_second_with_one_line(small_disk):
     """The log filling its disk went unnoticed until the end, then a traceback and no
     summary. Now: one line naming the cause, the run stops safely within a second of the
@@ -66,6 +67,7 @@ def test_a_full_disk_stops_the_run_within_a_second_with_one_line(small_disk):
     assert ticks < 20000 and took < 60
 
 
+@pytest.mark.system
 def test_a_full_disk_goes_on_unlogged_only_when_asked(small_disk):
     log = small_disk / "run.mcap"
     proc = subprocess.run(hil("run", "serial3_free", "--duration", "4", "--no-plot",
@@ -108,6 +110,7 @@ def test_events_are_written_in_log_time_order():
     assert topics.index(EVENT_TOPIC) == 101      # after rows 0..100
 
 
+@pytest.mark.system
 def test_a_killed_run_is_repaired_into_a_log_the_standard_reader_opens(tmp_path):
     """SIGKILL a real hil run mid-run: mcap's make_reader reads none of it; hil log repair
     writes a finished MCAP whose messages make_reader reads in log-time order, as many

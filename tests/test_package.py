@@ -5,6 +5,9 @@ import zipfile
 from pathlib import Path
 
 import hilrig
+import pytest
+
+pytestmark = pytest.mark.system     # every test here starts other processes
 
 ROOT = Path(__file__).resolve().parent.parent
 

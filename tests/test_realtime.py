@@ -109,6 +109,7 @@ def test_correction_worker_keeps_the_residual_low_off_the_tick(tmp_path):
     assert np.max(worker[1]) < 1e-6
 
 
+@pytest.mark.system
 def test_ctrl_c_during_hil_run_leaves_a_complete_log(tmp_path):
     log = tmp_path / "interrupted.mcap"
     proc = subprocess.Popen(hil("run", str(ROOT / "configs" / "serial3_free.toml"),

@@ -133,6 +133,7 @@ def test_an_unknown_command_is_dropped_whole(device):
     assert emu.stats["unknown"] == 1
 
 
+@pytest.mark.system
 def test_hil_emulate_serves_basicmicro_for_its_duration_and_logs(tmp_path):
     port = f"/tmp/hil-pty-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "drives.mcap"

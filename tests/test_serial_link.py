@@ -442,6 +442,7 @@ def test_the_emulator_going_away_is_a_link_error_not_a_hang(connect):
         link.read(Measurement(3))
 
 
+@pytest.mark.system
 def test_serve_runs_the_drives_in_their_own_process(tmp_path):
     path = str(tmp_path / "roboclaw")
     cfg = rig(f"link.serial.port='{path}'")

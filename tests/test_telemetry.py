@@ -177,6 +177,7 @@ def expected_rows(n: int) -> np.ndarray:
     return np.column_stack([k * 1e-3, k, 0.0 - k, 0.5 * k])  # as the child writes them
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("ending, code", [
     ("normal exit", "put(500)"),
     ("uncaught exception", "put(500)\nraise RuntimeError('link lost')"),
@@ -194,6 +195,7 @@ def test_the_log_is_complete_however_the_process_ends(tmp_path, ending, code):
     assert summary == {"telemetry": {"rows": 500, "lost_rows": 0, "events": 0}}
 
 
+@pytest.mark.system
 def test_a_killed_writer_leaves_a_log_readable_up_to_its_last_chunk(tmp_path):
     path = tmp_path / "run.mcap"
     body = """
@@ -269,6 +271,7 @@ def test_a_cut_log_is_read_up_to_its_last_complete_chunk(tmp_path, chunked_log, 
     assert ("telemetry" in summary) == (where == "inside the summary")
 
 
+@pytest.mark.system
 def test_a_failing_disk_is_reported_by_close(tmp_path):
     """A file size limit stops the writer thread's writes: close names the cause."""
     body = """
@@ -416,6 +419,7 @@ def test_an_mcap_file_of_something_else_exits_2(tmp_path, capsys):
     assert "not a hilrig telemetry log" in capsys.readouterr().err
 
 
+@pytest.mark.system
 def test_subprocess_export_of_a_cut_log_warns_and_exits_0(tmp_path, chunked_log):
     path, chunks = chunked_log
     cut = tmp_path / "cut.mcap"

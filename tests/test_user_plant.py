@@ -71,6 +71,7 @@ def test_free_swing_keeps_its_energy():
     assert np.ptp(momentum) < 1e-10
 
 
+@pytest.mark.system
 def test_hil_run_fast_runs_the_users_plant_as_hil_sim(tmp_path):
     """The compiled real-time loop steps the user's chain as `hil sim` does, bit for bit."""
     log, out = tmp_path / "run.mcap", tmp_path / "sim.npz"
@@ -117,6 +118,7 @@ def test_the_users_chain_takes_dc_motor_drives():
     assert arrays["i"][-1, 0] < arrays["i"][1, 0]
 
 
+@pytest.mark.system
 def test_a_registered_plant_is_found_by_name(tmp_path):
     """An installed package's entry point (group hilrig.plants) makes `plant.model =
     "cart_pole"` work and puts the name among the known ones in errors."""

@@ -3,13 +3,20 @@
 Every run is a fresh subprocess with HILRIG_CACHE_DIR in tmp_path, so the cache it
 sees is the one the test made.
 """
+import ast
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
+import pytest
 from hilrig.jit import compilation
+from numba.core.ccallback import CFunc
+from numba.core.dispatcher import Dispatcher
+from numba.core.extending import _Intrinsic
 from rt_helpers import ROOT, hil
 
 CALLEE = """
@@ -54,6 +61,7 @@ def _package_copy(tmp_path, gain):
     return src
 
 
+@pytest.mark.system
 def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tmp_path):
     src = _package_copy(tmp_path, gain=2.0)
     cache = tmp_path / "cache"
@@ -81,6 +89,123 @@ def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tm
     assert len(list(cache.iterdir())) == 2           # a new fingerprint directory
 
 
+FINGERPRINT = [sys.executable, "-c",
+               "from hilrig.jit import compilation; print(compilation.fingerprint())"]
+
+
+@pytest.mark.system
+def test_only_an_edit_a_kernel_can_see_changes_the_fingerprint(tmp_path):
+    """The fingerprint covers the kernel sources (the modules that can define kernels and
+    what they import): an edit of the CLI, the campaign runner or a module of analysis
+    keeps the cache; an edit of a kernel's module, or of a module a kernel's module
+    imports (a layout constant), moves it to a new directory."""
+    src = tmp_path / "src" / "hilrig"
+    for path in compilation.package_modules().values():
+        target = src / path.relative_to(compilation.PACKAGE_ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    cache = tmp_path / "cache"
+    base = _run(FINGERPRINT, cache, src.parent, cwd=tmp_path).stdout.strip()
+    assert len(base) == 16
+
+    def edited(module: str) -> str:
+        path = src / module
+        original = path.read_text()
+        path.write_text(original + "\n# an edit\n")
+        try:
+            return _run(FINGERPRINT, cache, src.parent, cwd=tmp_path).stdout.strip()
+        finally:
+            path.write_text(original)
+
+    for module in ("cli/main.py", "campaign/runner.py", "analysis/plot.py", "rt/session.py"):
+        assert edited(module) == base, module
+    for module in ("plant/rrr3_scalar.py", "plant/layout.py", "rt/realtime.py",
+                   "controllers/builtin.py", "jit/kernel.py", "__init__.py"):
+        assert edited(module) != base, module
+
+
+def _imports(tree: ast.AST, modules: dict) -> set:
+    """The hilrig modules an ast imports (what the fingerprint's text scan must find)."""
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "a relative import: jit.compilation reads absolute ones"
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            found.update(".".join(parts[:end]) for end in range(1, len(parts) + 1)
+                         if ".".join(parts[:end]) in modules)
+    return found
+
+
+def test_the_import_scan_finds_every_import_the_parser_finds():
+    modules = compilation.package_modules()
+    for name, path in modules.items():
+        text = path.read_text()
+        missed = _imports(ast.parse(text), modules) - compilation.imported_modules(text, modules)
+        assert not missed, f"{name}: the fingerprint's scan misses {sorted(missed)}"
+
+
+@pytest.mark.parametrize("name", [n for n in compilation.package_modules()
+                                  if n != "hilrig.cli.__main__"])
+def test_every_module_that_defines_a_kernel_is_a_kernel_source(name):
+    """The seeds of the fingerprint (a top-level import of numba or hilrig.jit.kernel)
+    catch every module that defines a numba kernel, cfunc or intrinsic."""
+    module = importlib.import_module(name)
+    defined = [attr for attr, value in vars(module).items()
+               if isinstance(value, (Dispatcher, CFunc, _Intrinsic))
+               and getattr(getattr(value, "py_func", None) or getattr(value, "_pyfunc", None)
+                           or getattr(value, "_defn", None), "__module__", None) == name]
+    if defined:
+        assert name in compilation.kernel_modules(), (name, defined)
+
+
+# One process of test_processes_saving_specialisations_of_one_kernel_at_once_lose_none: saves SAVES specialisations of one kernel.
+SAVER = """
+import os, sys, time
+import hilrig.jit.kernel                   # installs hilrig's cache plumbing
+from numba.core import caching
+folder, tag = sys.argv[1], sys.argv[2]
+cache = caching.IndexDataCacheFile(folder, "kernel.f-1", "stamp")
+open(os.path.join(folder, "ready-" + tag), "w").close()
+while not os.path.exists(os.path.join(folder, "go")):
+    time.sleep(0.01)
+for i in range({saves}):
+    cache.save((tag, i), (tag, i))
+"""
+SAVES = 300
+
+
+@pytest.mark.system
+def test_processes_saving_specialisations_of_one_kernel_at_once_lose_none(tmp_path):
+    """numba saves a specialisation by reading the kernel's index, naming a data file and
+    writing both: jit.compilation locks that, so that two processes compiling into one
+    cache (a test and its `hil` subprocess, campaign workers) keep every entry, each
+    with its own data."""
+    code = SAVER.format(saves=SAVES)
+    savers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), tag])
+              for tag in ("a", "b")]
+    try:
+        deadline = time.monotonic() + 300
+        while not all((tmp_path / f"ready-{tag}").exists() for tag in ("a", "b")):
+            assert all(p.poll() is None for p in savers), "a saver failed to start"
+            assert time.monotonic() < deadline, "the savers never got ready"
+            time.sleep(0.01)
+        (tmp_path / "go").touch()        # both save at once from here
+        assert [p.wait(timeout=300) for p in savers] == [0, 0]
+    finally:
+        for p in savers:
+            p.kill()
+    from numba.core import caching
+    cache = caching.IndexDataCacheFile(str(tmp_path), "kernel.f-1", "stamp")
+    for tag in ("a", "b"):
+        assert [cache.load((tag, i)) for i in range(SAVES)] == [(tag, i) for i in range(SAVES)]
+
+
+@pytest.mark.system
 def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
     (tmp_path / "user_kernels.py").write_text(textwrap.dedent("""
         import hilrig.jit.kernel
@@ -101,6 +226,7 @@ def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
     assert not list(cache.rglob("user_kernels*"))
 
 
+@pytest.mark.system
 def test_after_hil_warmup_the_commands_compile_nothing(tmp_path):
     """`hil warmup` into an empty directory beside the current one: it starts from a
     copy of the current cache (so the test does not pay the whole compilation when the
