@@ -59,7 +59,7 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
     if is_arm3(p):
         for k in range(3):
             dx[k] = x[3 + k]
-        return compiled(mech, MODEL_SERIAL_ARM, serial_arm.accel3, (p, x, u, dx[3:6], jams), -1.0)
+        return compiled(mech, MODEL_SERIAL_ARM, serial_arm.accel3, -1.0, p, x, u, dx[3:6], jams)
     mass = work[:nq, :nq]
     bias = work[nq, :nq]
     force = work[nq + 1, :nq]
@@ -69,20 +69,20 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
     qdd = dx[nq:2 * nq]
     dcurrent = dx[2 * nq:]
     if model == MODEL_SERIAL_ARM:
-        compiled(mech, MODEL_SERIAL_ARM, serial_arm.mass_and_bias,
-                 (p, q, qd, mass, bias, scratch), None)
+        compiled(mech, MODEL_SERIAL_ARM, serial_arm.mass_and_bias, None, p, q, qd, mass, bias,
+                 scratch)
     elif model == MODEL_RRR3:
-        compiled(mech, MODEL_RRR3, rrr3.mass_and_bias, (p, q, qd, mass, bias), None)
-    elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, (p, q, qd, mass, bias, mech),
-                           np.nan)):
+        compiled(mech, MODEL_RRR3, rrr3.mass_and_bias, None, p, q, qd, mass, bias)
+    elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, np.nan, p, q, qd, mass, bias,
+                           mech)):
         return -1.0     # a chain without its mechanism, or one that gave NaN
     motor.apply_drive(p, x, u, mass, bias, force, dcurrent)
     if model == MODEL_SERIAL_ARM or model == MODEL_CHAIN:
-        health = compiled(mech, CHAINS, jam.restructured_accel,
-                          (mass, bias, force, jams, qdd, scratch), -1.0)
+        health = compiled(mech, CHAINS, jam.restructured_accel, -1.0, mass, bias, force, jams,
+                          qdd, scratch)
     elif model == MODEL_RRR3:
-        health = float(compiled(mech, MODEL_RRR3, rrr3.constrained_accel,
-                                (p, q, qd, mass, bias, force, qdd, scratch), -1.0))
+        health = float(compiled(mech, MODEL_RRR3, rrr3.constrained_accel, -1.0, p, q, qd, mass,
+                                bias, force, qdd, scratch))
     else:
         health = -1.0
     for k in range(nq):

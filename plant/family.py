@@ -14,7 +14,7 @@ what it is compiled for:
 ``for_plant(plant, method)`` gives a plant's; the loops' Python callers pass it.
 
 At each model's own calls (its fused step, its mass matrix, its correction, ...) the
-stepping code calls ``compiled(mech, MODEL, kernel, args, otherwise)``: ``kernel(*args)``
+stepping code calls ``compiled(mech, MODEL, kernel, otherwise, *args)``: ``kernel(*args)``
 in a kernel compiled for ``mech`` when ``mech`` holds ``MODEL`` (a model id, or
 ``CHAINS``: the serial arms and a user's chains), else the constant ``otherwise``. numba
 resolves it while typing the caller (it is an ``@intrinsic``), so the other families'
@@ -84,29 +84,32 @@ def holds(mech_type, model: int) -> bool:
 
 
 @intrinsic(prefer_literal=True)
-def compiled(typingctx, mech, model, kernel, args, otherwise):
+def compiled(typingctx, mech, model, kernel, otherwise, *args):
     """``kernel(*args)`` where a kernel compiled for ``mech`` holds ``model``, else
-    ``otherwise`` (module docstring). ``model``: a constant; ``kernel``: a kernel;
-    ``args``: a tuple.
+    ``otherwise`` (module docstring). ``model``: a constant; ``kernel``: a kernel.
 
     Resolved while typing the caller, as numba's own calls are: the call is the same
     direct call to ``kernel`` as written out, and where ``model`` is not held, ``kernel``
-    is neither typed nor compiled."""
-    if not (isinstance(model, types.IntegerLiteral) and isinstance(kernel, types.Dispatcher)
-            and isinstance(args, types.BaseTuple)):
+    is neither typed nor compiled. The arguments come one by one, not in a tuple: a
+    tuple of arrays in a kernel with numba's runtime (rt.realtime.run_loop) counts a
+    reference to each array, twice per call (measured: 40 ns a tick of the arm)."""
+    args = args[0] if len(args) == 1 and isinstance(args[0], types.StarArgTuple) else args
+    if not (isinstance(model, types.IntegerLiteral) and isinstance(kernel, types.Dispatcher)):
         return None
     if not holds(mech, model.literal_value):
         def otherwise_codegen(context, builder, sig, llargs):
-            return context.cast(builder, llargs[4], sig.args[4], sig.return_type)
-        return signature(types.unliteral(otherwise), mech, model, kernel, args, otherwise), \
-            otherwise_codegen
+            return context.cast(builder, llargs[3], sig.args[3], sig.return_type)
+        return signature(types.unliteral(otherwise), mech, model, kernel, otherwise,
+                         types.StarArgTuple.from_types(args)), otherwise_codegen
     call = typingctx.resolve_function_type(kernel, tuple(args), {})
     if call is None:
         return None
 
     def codegen(context, builder, sig, llargs):
-        values = [context.cast(builder, builder.extract_value(llargs[3], i), args[i], to)
+        given = [builder.extract_value(llargs[4], i) for i in range(len(args))]
+        values = [context.cast(builder, given[i], args[i], to)
                   if i < len(args) else context.get_constant_generic(builder, to, to.value)
                   for i, to in enumerate(call.args)]     # then the kernel's defaults
         return context.get_function(kernel, call)(builder, values)
-    return signature(call.return_type, mech, model, kernel, args, otherwise), codegen
+    return signature(call.return_type, mech, model, kernel, otherwise,
+                     types.StarArgTuple.from_types(args)), codegen

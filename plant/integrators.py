@@ -101,7 +101,7 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     what the kernel is compiled for (plant.family)."""
     if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams):
         # no jamming phase can end inside the step
-        return compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, (p, jams, x, u, h), -1.0)
+        return compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, -1.0, p, jams, x, u, h)
     return split_step(p, jams, t, x, u, h, work, stages, method, mech)
 
 
@@ -121,13 +121,13 @@ def split_step(p, jams, t, x, u, h, work, stages, method, mech=None):
         # rrr3_scalar.rk4 leaves x untouched where S is singular (returns -1): the
         # generic step, with its pseudo-inverse, takes that step
         if fused_arm3:
-            sub = compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, (p, jams, x, u, tn - ts), -1.0)
-        elif fused_rrr3 and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4,
-                                     (p, x, u, tn - ts, work, 0.0), -1.0) > 0.0:
+            sub = compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, -1.0, p, jams, x, u, tn - ts)
+        elif fused_rrr3 and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, tn - ts,
+                                     work, 0.0) > 0.0:
             sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
         elif method == METHOD_ROSENBROCK:   # serial arms and chains (plant.rosenbrock)
-            sub = compiled(mech, CHAINS, rosenbrock.ros2,
-                           (p, jams, x, u, tn - ts, work, stages, mech), -1.0)
+            sub = compiled(mech, CHAINS, rosenbrock.ros2, -1.0, p, jams, x, u, tn - ts, work,
+                           stages, mech)
         elif method == METHOD_RK4:
             sub = _rk4(p, jams, ts, x, u, tn - ts, work, stages, nx, mech)
         else:

@@ -90,10 +90,10 @@ def generalised_force(p, x, u, work, g, mech):
     q = x[:nq]
     qd = x[nq:2 * nq]
     if int(p[H_MODEL]) == MODEL_SERIAL_ARM:
-        compiled(mech, MODEL_SERIAL_ARM, serial_arm.mass_and_bias,
-                 (p, q, qd, mass, bias, work[nq + 2:]), None)
-    elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, (p, q, qd, mass, bias, mech),
-                           np.nan)):
+        compiled(mech, MODEL_SERIAL_ARM, serial_arm.mass_and_bias, None, p, q, qd, mass, bias,
+                 work[nq + 2:])
+    elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, np.nan, p, q, qd, mass, bias,
+                           mech)):
         return False
     motor.apply_drive(p, x, u, mass, bias, force, g)   # no current states: g untouched
     for i in range(nq):

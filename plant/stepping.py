@@ -53,14 +53,14 @@ def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     RK4 substeps with contact state, no jams, no correction).
     """
     if method == METHOD_CONTACT:
-        return compiled(mech, FAMILY_CONTACT, contact_step, (p, t, x, u, h, work), False)
+        return compiled(mech, FAMILY_CONTACT, contact_step, False, p, t, x, u, h, work)
     if correction == CORRECTION_PROJECTION and is_fused_rrr3(p, method) \
-            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, (p, x, u, h, work, 1.0), -1.0) > 0.0:
+            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, h, work, 1.0) > 0.0:
         health = 3.0   # the rank of S, as plant.integrators.step reports it
     else:
         health = step(p, jams, t, x, u, h, work, stages, method, mech)
         if correction != CORRECTION_NONE:   # a 3RRR's (plant.factory.correction_id)
-            compiled(mech, MODEL_RRR3, correct, (p, x, correction, work), None)
+            compiled(mech, MODEL_RRR3, correct, None, p, x, correction, work)
     if not health > 0.0:
         return False
     for i in range(x.shape[0]):
@@ -109,16 +109,16 @@ def diagnostics(p, x, out, work, mech=None):
     model = int(p[H_MODEL])
     scratch = work[nq + 2:]
     if model == MODEL_RRR3:
-        compiled(mech, MODEL_RRR3, _rrr3_diagnostics, (p, x, out, scratch), None)
+        compiled(mech, MODEL_RRR3, _rrr3_diagnostics, None, p, x, out, scratch)
     else:
         mass = work[:nq, :nq]
         bias = work[nq, :nq]
         if model == MODEL_SERIAL_ARM:
-            potential = compiled(mech, MODEL_SERIAL_ARM, _serial_arm_potential,
-                                 (p, x, mass, bias, scratch, out[1:3]), np.nan)
+            potential = compiled(mech, MODEL_SERIAL_ARM, _serial_arm_potential, np.nan, p, x,
+                                 mass, bias, scratch, out[1:3])
         else:   # a user's chain: its mechanism's potential energy, no centre of mass
-            potential = compiled(mech, MODEL_CHAIN, chain_mechanism,
-                                 (p, x[:nq], x[nq:2 * nq], mass, bias, mech), np.nan)
+            potential = compiled(mech, MODEL_CHAIN, chain_mechanism, np.nan, p, x[:nq],
+                                 x[nq:2 * nq], mass, bias, mech)
             out[1] = np.nan
             out[2] = np.nan
         kinetic = 0.0
