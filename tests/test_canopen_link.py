@@ -202,6 +202,7 @@ def test_drive_fault_with_emcy_is_raised_with_code_and_text(bench):
     assert "over-current" in str(fault.value) and "node 2" in str(fault.value)
 
 
+@pytest.mark.slow
 def test_heartbeat_loss_times_out(bench):
     _, emu, link = bench
     emu.stop_heartbeat(3)

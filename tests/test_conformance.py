@@ -237,6 +237,7 @@ def test_a_plant_that_gains_energy_is_caught():
         check_plant(plant)
 
 
+@pytest.mark.slow
 def test_a_users_chain_passes_and_one_that_gains_energy_is_caught(monkeypatch):
     """The cart-pole of examples/user_plant passes; with negative pole damping (its
     mechanism built into a Plant by hand: the config refuses it) it gains energy."""

@@ -197,6 +197,7 @@ def test_controller_without_an_emulator_fails_clearly(tmp_path):
     read_complete(tmp_path / "ctl.mcap")
 
 
+@pytest.mark.slow
 def test_closing_the_link_delivers_the_last_command_and_bye(tmp_path):
     """The controller's last COMMAND and its BYE are queued when it closes the link;
     closing must not drop them (a lockstep emulator would miss its last step). Here

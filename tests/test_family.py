@@ -50,6 +50,7 @@ def test_the_family_of_a_plant():
     assert isinstance(for_plant(plant_from_config(arm_config())), Family)
 
 
+@pytest.mark.slow
 def test_a_step_compiled_for_another_family_is_invalid_not_silent():
     """A 3RRR stepped by the serial arm's kernel meets the family's ``otherwise``: the step
     reports an invalid state; the same step compiled for the 3RRR takes it."""

@@ -78,6 +78,7 @@ def close(fast, generic):
     return np.abs(fast - generic).max() <= TOL * max(1.0, np.abs(generic).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drive", ["torque", "voltage"])
 @pytest.mark.parametrize("jam_state", sorted(JAM_STATES))
 def test_unrolled_accelerations_equal_generic_path(drive, jam_state, rng):
@@ -100,6 +101,7 @@ def test_unrolled_accelerations_equal_generic_path(drive, jam_state, rng):
                 assert fast[k] == (jam[1] if jam[0] == JAMMING else 0.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drive", ["torque", "voltage"])
 @pytest.mark.parametrize("jam_state", sorted(JAM_STATES))
 def test_fused_rk4_step_equals_generic_rk4(drive, jam_state, rng):

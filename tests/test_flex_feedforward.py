@@ -80,6 +80,7 @@ def test_rigid_feedforward_drives_the_rigid_model_along_the_references():
     assert np.max(np.abs(result.force_flexible - result.force_rigid)) > 1e-4
 
 
+@pytest.mark.slow
 def test_rosenbrock_at_1ms_matches_the_accurate_path_on_the_papers_scenario():
     """Over the first 0.2 s (the accurate path's stiff solver is slow: LSODA in Python;
     over the whole 2 s the error is 3.9e-8 m of 5.3e-4 m, docs/FLEX.md): tip deflection

@@ -57,6 +57,7 @@ def test_element_matrices_equal_the_integrals_of_the_hermite_shapes():
     np.testing.assert_allclose(fem_beam.element_mass(0.157, 0.06)[0], printed, rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_mechanism_matches_lagrange_equations_derived_with_sympy(rng):
     """M(Q), the velocity terms and V of two elements with the tip mass and a hub inertia,
     from the kinetic energy of the points of link 2 (r = (L1, d) + R(q) (s, w)) and
@@ -168,6 +169,7 @@ def energy_run(sim, input_torque=(0.0, 0.0), **plant):
     return cfg, simulate(cfg).arrays
 
 
+@pytest.mark.slow
 def test_energy_is_conserved_without_damping_and_input():
     _, a = energy_run({}, rayleigh_alpha=0.0, rayleigh_beta=0.0)
     e = a["energy"]

@@ -33,6 +33,7 @@ def stored_energy(cfg, plant, x):
         + 0.5 * np.sum(motors.inductance * i ** 2)
 
 
+@pytest.mark.slow
 def test_power_balance_of_the_full_motor_model():
     """Electrical energy in = stored energy change + resistive and viscous losses (K_m = K_e)."""
     cfg, plant = arm_with_motors("voltage_full")

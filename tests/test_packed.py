@@ -19,6 +19,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_packed_step_equals_advance(case, rng):
     cfg, method = CASES[case]

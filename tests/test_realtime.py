@@ -52,6 +52,7 @@ def test_paced_run_with_rehearsals_equals_hil_sim_bit_for_bit(tmp_path, name, se
     assert [e["t1"] for e in events if e["kind"] == "jam"] == [pytest.approx(0.3)] * len(sets)
 
 
+@pytest.mark.slow
 def test_live_jam_takes_effect_at_the_acknowledged_tick(tmp_path):
     """A jam posted while the loop runs: joint 2's rate falls linearly to 0 over dt, then stays 0."""
     cfg = config("serial3_free", "sim.duration=2.0", "loop.spin=0.0001")
@@ -89,6 +90,7 @@ def _residuals(cfg, arrays):
     return np.array([rrr3.residual(plant.params, row, scratch) for row in x])
 
 
+@pytest.mark.slow
 def test_correction_worker_keeps_the_residual_low_off_the_tick(tmp_path):
     """Projection in a worker thread: the tick's write phase no longer contains it."""
     out = {}

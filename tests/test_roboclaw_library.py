@@ -91,6 +91,7 @@ def _settle(bm, target, channel=1, limit=4.0):
     raise AssertionError(f"speed did not settle at {target}: last {seen[-5:]}")
 
 
+@pytest.mark.slow
 def test_a_speed_command_settles_with_the_emulated_velocity_pid(device):
     _, bm = device
     target = 4000                                   # counts/s: 1.2 rad/s at joint 1
@@ -102,6 +103,7 @@ def test_a_speed_command_settles_with_the_emulated_velocity_pid(device):
     assert bm.DutyM1M2(M, 0, 0)
 
 
+@pytest.mark.slow
 def test_speed_with_acceleration_ramps_the_set_point(device):
     _, bm = device
     accel, target = 4000, 4000                      # 1 s ramp

@@ -2,6 +2,7 @@
 whatever its matrix A, and refreshing one Jacobian column per step stays with the
 formulation that refreshes all of them on every step on the paper's scenario."""
 import numpy as np
+import pytest
 import sympy as sp
 from conftest import config
 from hilrig.controllers import flex_feedforward as ff
@@ -10,6 +11,7 @@ from hilrig.plant.flex_rp import robot as flex_rp
 from hilrig.plant.factory import plant_from_config
 
 
+@pytest.mark.slow
 def test_ros2_matches_the_flow_to_second_order_for_any_matrix():
     """y' = f(y) and any A (a scalar a stands for every tree of order <= 2): one step's
     Taylor expansion equals y0 + h f + h^2/2 f' f, with no term in a."""
@@ -47,6 +49,7 @@ def _paper_run(columns, duration=2.0):
     return cfg, q
 
 
+@pytest.mark.slow
 def test_the_lagged_jacobian_agrees_with_the_full_one_on_the_papers_scenario():
     """2 s of the paper's run at 1 ms: one refreshed column per step against all 2 nq
     per step (the formulation before the lag, whose tip deflection is within 3.9e-8 m of

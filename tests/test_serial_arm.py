@@ -65,6 +65,7 @@ ARMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arm", sorted(ARMS))
 def test_matrices_match_independent_lagrangian(arm, rng):
     spec = ARMS[arm]

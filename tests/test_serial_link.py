@@ -214,6 +214,7 @@ def test_sensor_noise_is_seeded():
     assert np.all(first.vel != 0.0) and np.all(first.current != 0.0)
 
 
+@pytest.mark.slow
 def test_emulated_latency_delays_every_reply():
     # 50 ms latency against a 10 ms reply timeout: nothing arrives in time
     cfg = rig("emulator.serial.latency=0.05", "link.serial.timeout=0.01")

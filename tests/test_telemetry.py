@@ -374,6 +374,7 @@ def test_export_writes_the_npz_of_hil_sim_plus_the_timing_arrays(tmp_path, confi
             np.testing.assert_allclose(b["jam_events"], [[1, 2.0, 2.1]], atol=1e-12)
 
 
+@pytest.mark.slow
 def test_plot_draws_a_png(tmp_path, capsys):
     _, log = log_of_a_sim_run(tmp_path, "serial3_jam2.toml", "--duration", "1")
     capsys.readouterr()
