@@ -119,6 +119,12 @@ def test_only_an_edit_a_kernel_can_see_changes_the_fingerprint(tmp_path):
 
     for module in ("cli/main.py", "campaign/runner.py", "analysis/plot.py", "rt/session.py"):
         assert edited(module) == base, module
+    built = src / "build" / "lib" / "hilrig" / "plant"    # what building a wheel leaves
+    built.mkdir(parents=True)
+    (built / "__init__.py").write_text("")
+    shutil.copyfile(src / "plant" / "rrr3.py", built / "rrr3.py")
+    assert _run(FINGERPRINT, cache, src.parent, cwd=tmp_path).stdout.strip() == base
+    shutil.rmtree(src / "build")
     for module in ("plant/rrr3_scalar.py", "plant/layout.py", "rt/realtime.py",
                    "controllers/builtin.py", "jit/kernel.py", "__init__.py"):
         assert edited(module) != base, module
