@@ -256,3 +256,20 @@ def test_after_hil_warmup_the_commands_compile_nothing(tmp_path):
                      "--log", str(tmp_path / "r.mcap")]):
         proc = _run(hil(*command), cache)
         assert "hilrig: compil" not in proc.stderr, command
+
+    listing = _run(hil("warmup", "--list"), cache).stdout
+    assert listing.startswith(f"cache {cache / current.name}: ")
+    assert "warmed by hil warmup:" in listing and "rig_inprocess" in listing
+    kernels = {line.split()[0]: int(line.split()[1]) for line in listing.splitlines()
+               if line.startswith("  ")}
+    assert kernels["rt.realtime.run_loop"] >= 1 and kernels["rt.lockstep.run"] >= 1
+    empty = _run(hil("warmup", "--list"), tmp_path / "empty").stdout
+    assert ": 0 kernels, 0 specialisations" in empty and "not warmed" in empty
+
+
+def test_hil_warmup_refuses_no_process_in_one_line(capsys):
+    from hilrig.cli.main import main
+
+    assert main(["warmup", "--jobs", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--jobs: must be at least 1, got 0" in err
