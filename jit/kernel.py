@@ -51,9 +51,10 @@ inline_kernel = njit(cache=True, nogil=True, error_model="numpy", inline="always
 fused_kernel = njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"},
                     _nrt=False)
 
-# A loop that allocates its scratch once before it starts (rt.realtime.run_loop):
-# with the runtime. The kernels it calls per tick run without it, so the ticks
-# pay no reference counting.
+# A kernel that allocates (the flexible chain's event-located integrator,
+# plant.flex_chain.integrators): with the runtime. A loop of ticks never is one: with
+# the runtime, the plant step inlined into it counted references to every array it
+# passes on, every tick (rt.realtime.run_loop takes its scratch from its caller).
 allocating_kernel = njit(cache=True, nogil=True, error_model="numpy")
 
 

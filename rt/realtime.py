@@ -26,7 +26,7 @@ happened before it.
 """
 import numpy as np
 from hilrig.plant.jam import clear_jam, start_jam
-from hilrig.jit.kernel import allocating_kernel, inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
@@ -210,6 +210,12 @@ def limit_tick(limits, h, u, held):
     return True
 
 
+def rehearsal_scratch(jams, x, u, held, meas, state) -> tuple:
+    """The copies ``run_loop``'s rehearsals step (``scratch``): of the jams, the state, the
+    command and the held command, the measurement buffer and the law's state."""
+    return jams.copy(), x.copy(), u.copy(), held.copy(), meas.copy(), state.copy()
+
+
 @kernel
 def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, method,
               correction, scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas,
@@ -250,11 +256,11 @@ def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, 
                 stages, mech)
 
 
-@allocating_kernel
+@kernel
 def run_loop(p, jams, law, params, state, schedule, x, h, n_steps, method, correction, work,
              stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
              period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta,
-             mech=None, live=None):
+             scratch, mech=None, live=None):
     """Run ticks k = 0 .. n_steps (plant time t = k h at tick k), the plant stepped after
     each but the last; returns the tick count run (n_steps + 1 for a whole run).
 
@@ -271,6 +277,11 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_steps, method, corre
     is rehearsed (``_rehearse``) that long before its deadline. ``mech``: a user's
     chain's mechanism (plant.interface; None for the built-in models). ``live``: a
     live-parameter mailbox (rt.live_mailbox), polled once per tick before the controller.
+    ``scratch``: the rehearsal's copies (``rehearsal_scratch``), made before the loop.
+
+    Compiled without numba's runtime, as every kernel it calls: it allocates nothing, and
+    no tick counts references to the arrays it passes on (with the runtime, the inlined
+    plant step counted about 18 a tick).
     """
     use_worker = handoff.shape[0] > 0
     nq = int(p[H_NQ])
@@ -282,9 +293,7 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_steps, method, corre
     overruns = 0
     reason = R_DONE
     rehearse_ns = min(rehearse_ns, spin_ns) if paced else 0
-    scratch_jams, scratch_x = jams.copy(), x.copy()      # before the first tick
-    scratch_u, scratch_held, scratch_meas = u.copy(), held.copy(), meas.copy()
-    scratch_state = state.copy()
+    scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas, scratch_state = scratch
     start = now_ns(ts) + period_ns
     k = 0
     while k <= n_steps:
@@ -363,7 +372,8 @@ def run_loop(p, jams, law, params, state, schedule, x, h, n_steps, method, corre
                 currents(p, x, held, cur)
                 fill_row(ring, head, cols, k, t, x, nq, held, cur)
                 ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
-                timings[k, :] = np.nan
+                for c in range(timings.shape[1]):
+                    timings[k, c] = np.nan
                 publish_row(ring, head, cols, timings[k])
                 k += 1
                 atomic_store(mail, M_TICK, float(k))

@@ -191,7 +191,9 @@ class Session:
             timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
             int(loop.rehearse * 1e9) if self.rehearse else 0,
             rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
-            handoff, self.snap, self.delta, for_plant(plant, self.method), live)
+            handoff, self.snap, self.delta,
+            rtk.rehearsal_scratch(plant.jams, plant.x, self.u, self.held, self.meas.buffer, state),
+            for_plant(plant, self.method), live)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
