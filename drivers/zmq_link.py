@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import zmq
-from hilrig.controllers.factory import command_unit
 from hilrig.drivers import curve
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import (
@@ -27,6 +26,7 @@ from hilrig.drivers.link import (
     not_active,
     not_configured,
 )
+from hilrig.drivers.registry import command_unit
 from hilrig.drivers.wire import (
     ERROR_BUSY, ERROR_TEXT, MessageType, WireError, decode, encode)
 from hilrig.plant.factory import actuated_joints
@@ -81,7 +81,7 @@ class ZmqLink(Link):
     @classmethod
     def from_config(cls, cfg: Config) -> "ZmqLink":
         link = cls(cfg.link.endpoint, actuated_joints(cfg), cfg.link.timeout)
-        link.command_unit = command_unit(cfg)     # confirmed by WELCOME at configure
+        link.command_unit = command_unit(cfg.link.type, cfg.plant.drive)   # WELCOME confirms
         return link
 
     def configure(self) -> None:
