@@ -55,16 +55,14 @@ ANNOTATIONS = {"float": float, "int": int, "bool": bool, "str": str,
 KINDS = {annotation: kind for kind, annotation in ANNOTATIONS.items()}
 
 
-def key(default: Any = None, *, length: Any = None, choices: tuple = (),
-        minimum: Optional[float] = None, positive: bool = False, scalar_ok: bool = False,
-        required: bool = False, doc: str = "", infinite_ok: bool = False) -> Any:
+def key(default: Any = None, **options: Any) -> Any:
     """A key of a common table: the field's annotation is its kind (``float``: "float",
-    ``tuple[float, ...]``: "floats", ``X | None``: unset by default), the arguments the
-    rest of its ``Key``. The dataclass field has no default: a table is made from a
-    resolved config, whose defaults settings.config filled in."""
-    return field(metadata={"key": dict(
-        default=default, length=length, choices=choices, minimum=minimum, positive=positive,
-        scalar_ok=scalar_ok, required=required, doc=doc, infinite_ok=infinite_ok)})
+    ``tuple[float, ...]``: "floats", ``X | None``: unset by default), ``default`` and
+    ``options`` (``Key``'s other fields: length, choices, minimum, positive, ...) the rest
+    of its ``Key``. The dataclass field has no default: a table is made from a resolved
+    config, whose defaults settings.config filled in."""
+    Key("", default, **options)           # a misspelt option fails here, at import
+    return field(metadata={"key": dict(default=default, **options)})
 
 
 def table() -> Any:
@@ -395,11 +393,10 @@ def declarations(cls: type) -> dict:
             out[name] = Tables(declarations(sub))
         else:
             kind, optional = _kind(hints[name], f"{cls.__name__}.{name}")
-            options = f.metadata["key"]
-            if optional and (options["default"] is not None or options["required"]):
+            spec = out[name] = Key(kind, **f.metadata["key"])
+            if optional and (spec.default is not None or spec.required):
                 raise TypeError(f"{cls.__name__}.{name}: annotated as optional but never "
                                 "unset (it has a default or is required)")
-            out[name] = Key(kind, **options)
     return out
 
 
@@ -521,8 +518,8 @@ def _extended(base: type, shape: tuple, name: str) -> type:
     for key, what in shape:
         if len(what) == 4:        # a table or a list of tables
             how, sub, inner, child = what
-            cls = _extended(sub, inner, child)
-            fields.append((key, tuple[cls, ...] if how == "tables" else cls))  # type: ignore
+            cls: Any = _extended(sub, inner, child)
+            fields.append((key, tuple[cls, ...] if how == "tables" else cls))
         else:
             kind, optional = what
             fields.append((key, Optional[ANNOTATIONS[kind]] if optional else ANNOTATIONS[kind]))
