@@ -4,6 +4,7 @@ come from the same fields, and "what does the link take" has one answer."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import subprocess
 import sys
 import types
@@ -124,6 +125,21 @@ def test_every_resolved_value_is_of_its_fields_type(path):
     the keys filled from the model included (plant.drive: str, never None)."""
     cfg = load(path)
     assert _all_match(cfg)
+
+
+def test_a_config_pickled_into_another_process_equals_its_own_load():
+    """Configs travel to Dask workers and spawned processes: the static tables by name, the
+    tables made at run time (a model's, a controller type's, a link's keys) as their plain
+    table and what made their class."""
+    cfg = load("rig_canopen")
+    probe = ("import pickle, sys; from hilrig.settings.config import load; "
+             "cfg = pickle.loads(sys.stdin.buffer.read()); "
+             "print(cfg == load('rig_canopen'), type(cfg.sim).__name__, "
+             "type(cfg.plant).__mro__[1].__name__, cfg.link.canopen.node_ids)")
+    proc = subprocess.run([sys.executable, "-c", probe], input=pickle.dumps(cfg),
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().split("\n")[-2] == "True SimTable PlantTable (1, 2, 3)"
 
 
 def test_a_table_class_is_its_declarations():
