@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from hilrig.drivers.registry import command_unit  # noqa: E402
 from hilrig.errors import ConfigError  # noqa: E402
 from hilrig.plant.factory import plant_model  # noqa: E402
 
@@ -111,7 +112,7 @@ def _diagnostics(ax, t, arrays: dict, names) -> None:
 
 
 def _inputs(ax, t, u, meta: dict) -> None:
-    unit = "V" if meta["plant"]["drive"] != "torque" else "N m"
+    unit = command_unit(meta.get("link", {}).get("type", "inprocess"), meta["plant"]["drive"])
     for j in range(u.shape[1]):
         ax.plot(t, u[:, j], label=f"u{j + 1} [{unit}]")
     ax.set_ylabel("inputs")

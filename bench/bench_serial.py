@@ -68,7 +68,7 @@ def main(n: int = 2000) -> None:
                 except (rc.FrameError, ExchangeTimeout):
                     failed += 1
                 exchange[k] = time.perf_counter() - started
-            gains = controller_from_config(cfg)
+            gains = controller_from_config(cfg, link.command_unit)
             meas, u = Measurement(link.n_axes), np.zeros(link.n_axes)
             tick = np.zeros(n)
             for k in range(n):

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-from hilrig.controllers.factory import command_unit
+from hilrig.drivers.registry import command_unit
 from hilrig.campaign.metrics import METRICS
 from hilrig.campaign.spec import CampaignSpec, Scenario
 from hilrig.settings.config import resolve
@@ -100,7 +100,8 @@ def _times(ratio: float) -> str:
 def _unit(name: str, spec: CampaignSpec) -> str:
     """A metric's unit; a command's is the base config's link's (V or N m)."""
     if name == "peak_command":
-        return command_unit(resolve(spec.base_raw))
+        base = resolve(spec.base_raw)
+        return command_unit(base.link.type, base.plant.drive)
     return METRICS[name].unit
 
 

@@ -25,13 +25,6 @@ class ControllerError(ConfigError):
     """The configured controller cannot be found or built."""
 
 
-def command_unit(cfg: Config) -> str:
-    """What the configured link takes: "N m" for torque plants and CANopen drives
-    (cyclic synchronous torque), else "V"."""
-    torque_link = cfg.plant.drive == "torque" or cfg.link.type == "canopen"
-    return "N m" if torque_link else "V"
-
-
 @lru_cache(maxsize=None)
 def controller_spec(name: str) -> ControllerSpec:
     """The ControllerSpec ``controller.type`` names (entry-point group hilrig.controllers);
@@ -39,15 +32,14 @@ def controller_spec(name: str) -> ControllerSpec:
     return lookup(GROUP, name, "controller.type", ControllerSpec)
 
 
-def controller_from_config(cfg: Config, unit: str | None = None,
+def controller_from_config(cfg: Config, unit: str,
                            allow_python: bool = False) -> Controller:
-    """The controller of ``cfg.controller`` for a link that takes ``unit`` ("V" or "N m";
-    default ``command_unit(cfg)``).
+    """The controller of ``cfg.controller`` for a link that takes ``unit`` ("V" or "N m":
+    the link's ``command_unit``, or hilrig.drivers.registry.command_unit of the config).
 
     ``allow_python``: whether a plain Python law is acceptable (``hil control`` runs one;
     the compiled loops of ``hil run`` and ``hil sim`` cannot).
     """
-    unit = command_unit(cfg) if unit is None else unit
     c = cfg.controller
     if c.law is None:
         return controller_spec(c.type).build(cfg, unit)

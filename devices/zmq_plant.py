@@ -92,8 +92,7 @@ class Emulator:
         self.nact = plant.nact
         self.voltage = int(plant.params[H_DRIVE]) != DRIVE_TORQUE
         # what the emulated drives can physically apply: every command is saturated there
-        self.command_limit = cfg.emulator.supply_voltage if self.voltage \
-            else cfg.emulator.max_torque
+        self.command_limit = cfg.emulator.drive_range("V" if self.voltage else "N m")
         self.failed = False                # the plant reached an invalid state
         self.schedule = jam_schedule(cfg)
         self.pending_faults = len(self.schedule)

@@ -30,6 +30,18 @@ def link_spec(name: str) -> LinkSpec:
     return lookup(GROUP, name, "link.type", LinkSpec)
 
 
+def command_unit(link_type: str, drive: str) -> str:
+    """What the link ``link_type`` takes on a plant driven by ``drive`` (plant.drive): the
+    unit its LinkSpec declares ("N m" for torque-mode drives), else the plant's ("N m" for
+    a torque-driven plant, "V" for motors). The one answer to "does this link take
+    torques": the config's checks and defaults, the command limits, the controller and
+    the links all ask here."""
+    declared = link_spec(link_type).command_unit
+    if declared is not None:
+        return declared
+    return "N m" if drive == "torque" else "V"
+
+
 def link_from_config(cfg: Config) -> Link:
     """The link ``cfg.link.type`` names, built from the config (not yet configured)."""
     spec = link_spec(cfg.link.type)

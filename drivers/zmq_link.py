@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 import zmq
-from hilrig.controllers.factory import command_unit
 from hilrig.drivers import curve
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
+from hilrig.drivers.registry import command_unit
 from hilrig.drivers.wire import (
     ERROR_BUSY, ERROR_TEXT, MessageType, WireError, decode, encode)
 from hilrig.plant.factory import actuated_joints
@@ -73,7 +73,7 @@ class ZmqLink(Link):
     @classmethod
     def from_config(cls, cfg: Config) -> "ZmqLink":
         link = cls(cfg.link.endpoint, actuated_joints(cfg), cfg.link.timeout)
-        link.command_unit = command_unit(cfg)     # confirmed by WELCOME at configure
+        link.command_unit = command_unit(cfg.link.type, cfg.plant.drive)   # WELCOME confirms
         return link
 
     def describe(self) -> str:

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from hilrig.controllers.factory import command_unit
+from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.settings.live_changes import changed_config, controller_arrays, live_keys
 from hilrig.rt.live_mailbox import LV_ACK_SEQ, LV_ACK_TICK, LV_ACK_TIME, post_change
@@ -63,7 +63,8 @@ class LiveParameters:
         self.cfg = run.cfg
         self._run = run
         link = getattr(run, "link", None)
-        self._unit = link.command_unit if link is not None else command_unit(run.cfg)
+        self._unit = link.command_unit if link is not None else \
+            command_unit(run.cfg.link.type, run.cfg.plant.drive)
         post_change(run.live_box.copy(), run.controller.params, run.limits, 1.0)   # compile
 
     def stop(self) -> None:

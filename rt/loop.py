@@ -179,9 +179,10 @@ class LinkLoop:
         try:
             self.link.configure()
             self.configured_at_ns = time.monotonic_ns()
-            self.controller = controller_from_config(self.cfg, self.link.command_unit,
-                                                     allow_python=True)
-            self.limits[:] = command_limits(self.cfg, nact, self.link.command_unit)
+            unit = self.link.command_unit
+            self.controller = controller_from_config(self.cfg, unit, allow_python=True)
+            self.limits[:] = command_limits(self.cfg.safety, nact,
+                                            self.cfg.emulator.drive_range(unit), unit)
             paced = not getattr(self.link, "lockstep", False)
             self.live_box = new_mailbox(self.controller.params, self.limits)
             self.warm_up()

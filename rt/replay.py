@@ -22,9 +22,10 @@ import dataclasses
 import time
 
 import numpy as np
-from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
+from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
 from hilrig.plant.factory import actuated_joints, correction_id, jam_schedule, plant_from_config
 from hilrig.plant.family import for_plant
@@ -92,9 +93,10 @@ def log_changes(cfg, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The live changes of a log as (ticks, params, limits) arrays, in the order taken."""
     changes = sorted((e for e in events if e["kind"] == "param"),
                      key=lambda e: (e["tick"], e.get("seq", 0)))
-    unit = command_unit(cfg)
+    unit = command_unit(cfg.link.type, cfg.plant.drive)
     base = controller_from_config(cfg, unit).params
-    limits0 = command_limits(cfg, actuated_joints(cfg), unit)
+    limits0 = command_limits(cfg.safety, actuated_joints(cfg), cfg.emulator.drive_range(unit),
+                             unit)
     ticks = np.zeros(len(changes), dtype=np.int64)
     params = np.zeros((len(changes), len(base)))
     limits = np.zeros((len(changes),) + limits0.shape)
@@ -120,12 +122,13 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     n_steps = int(round(cfg.sim.duration / h))
     ticks, change_params, change_limits = log_changes(cfg, events)
     plant = plant_from_config(cfg)
-    controller = controller_from_config(cfg)
+    unit = command_unit(cfg.link.type, cfg.plant.drive)
+    controller = controller_from_config(cfg, unit)
     schedule = jam_schedule(cfg)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
     nx, nact = len(plant.x), plant.nact
-    limits = command_limits(cfg, nact, command_unit(cfg))
+    limits = command_limits(cfg.safety, nact, cfg.emulator.drive_range(unit), unit)
     rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
            "diag": np.zeros((n_steps + 1, 3))}

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
+from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
 from hilrig.plant.family import for_plant
@@ -146,10 +147,11 @@ class Session:
         self.handoff = np.zeros(3 if self.use_worker else 0)
         self.snap, self.delta, self.corrected = np.zeros(nx), np.zeros(nx), np.zeros(nx)
         self.worker_work = np.zeros_like(self.plant.work)
-        self.controller = controller_from_config(cfg)
+        unit = command_unit(cfg.link.type, cfg.plant.drive)
+        self.controller = controller_from_config(cfg, unit)
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
-        self.limits = command_limits(cfg, nact, command_unit(cfg))
+        self.limits = command_limits(cfg.safety, nact, cfg.emulator.drive_range(unit), unit)
         self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)

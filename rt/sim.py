@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hilrig.controllers.factory import command_unit, controller_from_config
+from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
+from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
 from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
 from hilrig.plant.family import for_plant
@@ -55,8 +56,9 @@ def offline_run(cfg: Config) -> OfflineRun:
     h = sim.dt
     n_steps = int(round(sim.duration / h))
     plant = plant_from_config(cfg)
-    controller = controller_from_config(cfg)
-    limits = command_limits(cfg, plant.nact, command_unit(cfg))
+    unit = command_unit(cfg.link.type, cfg.plant.drive)
+    controller = controller_from_config(cfg, unit)
+    limits = command_limits(cfg.safety, plant.nact, cfg.emulator.drive_range(unit), unit)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
     run = OfflineRun(plant, controller, limits, jam_schedule(cfg), correction, h, n_steps)

@@ -1,11 +1,13 @@
 """Scenario configs: TOML files, ``--set key=value`` overrides, validation with clear errors.
 
-A config is a nested table. Every key is declared in ``SCHEMA`` below with its
-type, default and (for lists) its length rule; anything else fails at load
-time with the key's dotted name and the reason. Joints are numbered from 1, as
-in the papers. The resolved config (defaults filled in) is what runs, as a typed
-``Config`` (hilrig.schema: frozen dataclasses made from the same declarations), and
-its ``to_dict()`` is what is stored as ``meta`` next to every result.
+A config is a nested table. Every key is declared once with its type, default and (for
+lists) its length rule: the common tables' keys as the fields of their classes
+(hilrig.schema: ``SimTable``, ``LoopTable``, ...; ``SCHEMA`` below is derived from them), a
+plant model's, a controller type's and a link's own keys by their specs. Anything else
+fails at load time with the key's dotted name and the reason. Joints are numbered from 1,
+as in the papers. The resolved config (defaults filled in) is what runs, as a typed
+``Config`` of those classes (hilrig.schema.typed), and its ``to_dict()`` is what is stored
+as ``meta`` next to every result.
 """
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hilrig.drivers.registry import link_spec, links
+from hilrig.drivers.registry import command_unit, link_spec, links
 from hilrig.errors import ConfigError
 from hilrig.plugins import registered
 from hilrig.settings import builtin_configs
-from hilrig.schema import Config, Key, typed
+from hilrig.schema import Config, Key, Tables, declarations, typed
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -40,199 +42,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-
-
-
-SCHEMA: dict[str, Any] = {
-    "sim": {
-        "duration": Key("float", 10.0, positive=True, doc="run length, s"),
-        "dt": Key("float", 0.001, positive=True, doc="fixed step and control period, s"),
-        "integrator": Key("str", "rk4", choices=("rk4", "euler", "rosenbrock", "accurate"),
-                          doc="rosenbrock: linearly implicit, for stiff chains (plant.rosenbrock)"),
-        "rtol": Key("float", 1e-10, positive=True, doc="accurate path relative tolerance"),
-        "atol": Key("float", 1e-12, positive=True, doc="accurate path absolute tolerance"),
-        "accurate_method": Key("str", "DOP853",
-                               choices=("DOP853", "Radau", "BDF", "RK45", "LSODA")),
-        "control": Key("str", "sampled", choices=("sampled", "continuous"),
-                       doc="sampled: command held over each step (a real controller); "
-                           "continuous: evaluated at every instant (accurate path only)"),
-        # what the controller sees and when its command acts, in the offline runs (hil sim,
-        # hil campaign); the real-time paths take theirs from the link or emulator
-        "position_noise": Key("float", 0.0, minimum=0.0,
-                              doc="std of Gaussian noise on each measured joint position, rad "
-                                  "(m for a prismatic joint); offline fixed-step runs"),
-        "velocity_noise": Key("float", 0.0, minimum=0.0,
-                              doc="std of Gaussian noise on each measured joint rate, rad/s; "
-                                  "offline fixed-step runs"),
-        "noise_seed": Key("int", 0, minimum=0, doc="seed of the measurement noise"),
-        "command_latency": Key("float", 0.0, minimum=0.0,
-                               doc="a command acts this long after the measurement it was "
-                                   "computed from (a whole number of sim.dt; zero before the "
-                                   "first arrives), s; offline fixed-step runs"),
-    },
-    "plant": {
-        "model": Key("str", required=True,
-                     doc="a registered plant model (entry-point group hilrig.plants; a "
-                         "wrong name lists them), or 'package.module:MODEL'"),
-        "drive": Key("str", None, choices=("torque", "voltage", "voltage_full"),
-                     doc="torque-driven joints, or DC motors (voltage_full: current as a state)"),
-        "q0": Key("floats", None, length="nq", doc="initial coordinates, rad (m for x_C, y_C)"),
-        "qd0": Key("floats", None, length="nq", doc="initial rates"),
-        "motor": {
-            "rotor_inertia": Key("floats", 0.01, length="nact", scalar_ok=True, minimum=0.0),
-            "resistance": Key("floats", 3.0, length="nact", scalar_ok=True, positive=True),
-            "inductance": Key("floats", 1e-3, length="nact", scalar_ok=True, positive=True),
-            "torque_constant": Key("floats", 3.0, length="nact", scalar_ok=True, positive=True),
-            "back_emf_constant": Key("floats", 0.1, length="nact", scalar_ok=True, minimum=0.0),
-            "viscous_friction": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0),
-            "gear_ratio": Key("floats", 10.0, length="nact", scalar_ok=True, positive=True),
-        },
-    },
-    "input": {
-        "voltage": Key("floats", None, length="nact", scalar_ok=True, doc="constant motor voltages, V"),
-        "torque": Key("floats", None, length="nact", scalar_ok=True, doc="constant joint torques, N m"),
-    },
-    "controller": {
-        "type": Key("str", "open_loop",
-                    doc="a registered controller (entry-point group hilrig.controllers): "
-                        "open_loop, pd, feedforward (computed-torque feed-forward from the "
-                        "model's inverse dynamics plus PD on the error, serial arms), or a "
-                        "package's own"),
-        "law": Key("str", None,
-                   doc="the user's own law, 'package.module:function' "
-                       "(controllers/interface.py: law(t, pos, vel, cur, params, state, u)); "
-                       "replaces controller.type"),
-        "params": Key("floats", [], doc="controller.law's params array"),
-        "state_size": Key("int", 0, minimum=0,
-                          doc="length of controller.law's state array (zeros at the start)"),
-        "output": Key("str", None, choices=("voltage", "torque"),
-                      doc="what the law computes; on a voltage-driven plant torque goes to "
-                          "volts by controller.torque_to_voltage"),
-    },
-    "loop": {
-        "overrun": Key("str", "skip", choices=("skip", "catch_up", "stop"),
-                       doc="after a missed deadline: skip the missed ticks, run them "
-                           "back to back, or stop safely after max_overruns"),
-        "max_overruns": Key("int", 10, minimum=1, doc="overruns before a 'stop' policy stops"),
-        "spin": Key("float", 5e-4, minimum=0.0,
-                    doc="busy-wait this long before each deadline (sleep until then), s; at "
-                        "most half the period, so that SCHED_FIFO is never throttled"),
-        "rehearse": Key("float", 3e-5, minimum=0.0,
-                        doc="this long before each deadline, inside the spin, run the tick's "
-                            "arithmetic once on scratch copies, so that the real tick finds "
-                            "its code and data in cache, s (0: off)"),
-        "cpu": Key("int", -1, minimum=-1, doc="pin the loop to this CPU (-1: no pinning)"),
-        "fifo_priority": Key("int", 80, minimum=0,
-                             doc="SCHED_FIFO priority of the loop thread (0: normal scheduling); "
-                                 "refused without root or CAP_SYS_NICE, and reported"),
-        "gc_freeze": Key("bool", True, doc="gc.freeze() and disable the collector while running"),
-        "correction": Key("str", "worker", choices=("inline", "worker"),
-                          doc="3RRR constraint correction in real time: in the tick (inline) or "
-                              "in a worker thread off the critical path; --fast runs inline"),
-        "worker_poll": Key("float", 1e-4, positive=True,
-                           doc="the correction worker's sleep between checks, s"),
-    },
-    "telemetry": {
-        "on_overrun": Key("str", "stop", choices=("stop", "warn"),
-                          doc="a paced loop whose log writer fell behind its ring lost rows: "
-                              "stop the run safely, or go on saying so on stderr; either "
-                              "way its summary and exit code (1) name the count (--fast "
-                              "and lockstep loops wait for the writer and lose none)"),
-        "ring_rows": Key("int", 0, minimum=0,
-                         doc="rows the telemetry ring holds (0: 4 s of ticks, at least "
-                             "4096; at least 16 otherwise)"),
-    },
-    "safety": {
-        "max_command": Key("floats", None, length="nact", scalar_ok=True, positive=True,
-                           infinite_ok=True,
-                           doc="clamp |u| per axis (V or N m); unset: the drives' range "
-                               "(emulator.supply_voltage or emulator.max_torque); inf: "
-                               "no clamp (warned)"),
-        "max_slew": Key("floats", None, length="nact", scalar_ok=True, positive=True,
-                        infinite_ok=True,
-                        doc="clamp the change of u per second (V/s or N m/s), per tick of "
-                            "the controller and of the emulator; unset or inf: none"),
-        "watchdog_ticks": Key("int", 10, minimum=1,
-                              doc="links: no fresh measurement for this many ticks -> safe stop"),
-    },
-    "link": {
-        "type": Key("str", "inprocess",
-                    doc="a registered link (entry-point group hilrig.links): inprocess (this "
-                        "process), zmq (the ZeroMQ emulator), canopen or serial (drives), or "
-                        "a package's own; its own keys are the table [link.TYPE]"),
-        "endpoint": Key("str", "ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator"),
-        "timeout": Key("float", 0.1, positive=True,
-                       doc="no measurement for this long: the link is lost, s"),
-        "first_measurement_timeout": Key("float", 1.0, positive=True,
-                                         doc="the first tick waits this long for the link's "
-                                             "first valid measurement (commands held at "
-                                             "zero until then), s"),
-    },
-    "emulator": {
-        "mode": Key("str", "free", choices=("free", "lockstep"),
-                    doc="free: keeps real time, holds the latest command; lockstep: one step "
-                        "per command"),
-        "command_timeout": Key("float", 0.02, positive=True,
-                               doc="free mode: a command older than this puts the plant in its "
-                                   "safe state (zero input), s"),
-        "supply_voltage": Key("float", 48.0, positive=True,
-                              doc="the emulated drives' supply: a voltage command is saturated "
-                                  "at +-this, V"),
-        "max_torque": Key("float", 1000.0, positive=True,
-                          doc="the emulated drives' peak joint torque: a torque command is "
-                              "saturated at +-this, N m"),
-        "canopen": {   # the emulated CiA 402 drives (devices/cia402_drive.py)
-            "latency": Key("float", 0.0, minimum=0.0,
-                           doc="the drives send their TPDOs this long after SYNC, s"),
-            "position_noise": Key("float", 0.0, minimum=0.0,
-                                  doc="std of Gaussian noise on the position, rad at the joint"),
-            "velocity_noise": Key("float", 0.0, minimum=0.0,
-                                  doc="std of Gaussian noise on the velocity, rad/s at the joint"),
-            "current_noise": Key("float", 0.0, minimum=0.0, doc="std of current noise, A"),
-            "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
-            "supply_voltage": Key("float", 48.0, positive=True,
-                                  doc="the current loop's voltage is clamped to +-this, V"),
-            "i2t_time": Key("float", 0.0, minimum=0.0,
-                            doc="I2t protection: fault 0x2310 when the integral of i^2 - "
-                                "i_rated^2 exceeds i_rated^2 * i2t_time (0: off), s"),
-            "event_timer": Key("float", 0.01, minimum=0.001,
-                               doc="event timer of the drives' default (event-driven) "
-                                   "TPDOs, s (at most 65.535); the EDS carries it"),
-        },
-        "serial": {  # the emulated packet-serial drives (devices/roboclaw_drive.py)
-            "battery_voltage": Key("float", 24.0, positive=True,
-                                   doc="main battery, V: motor voltage = duty x battery"),
-            "latency": Key("float", 0.0, minimum=0.0,
-                           doc="a request is executed and answered this long after its last "
-                               "byte arrived, s"),
-            "position_noise": Key("float", 0.0, minimum=0.0,
-                                  doc="std of the noise on encoder counts, counts"),
-            "speed_noise": Key("float", 0.0, minimum=0.0,
-                               doc="std of the noise on encoder speeds, counts/s"),
-            "current_noise": Key("float", 0.0, minimum=0.0,
-                                 doc="std of the noise on motor currents, A"),
-            "seed": Key("int", 0, minimum=0, doc="seed of the noise generator"),
-        },
-    },
-    "analyze": {   # hil analyze (analysis.modal)
-        "actuator_stiffness": Key("floats", 1e4, length="nact", scalar_ok=True, positive=True,
-                                  doc="3RRR: angular stiffness of each actuator about its "
-                                      "q0 angle, N m/rad (illustrative default)"),
-        "wrench": Key("floats", [0.0, 0.0, 0.0], length=3,
-                      doc="3RRR: external wrench on the platform, F_x, F_y (N), M_z (N m)"),
-        "grid": Key("int", 50, minimum=2, doc="points per side of the stiffness maps"),
-    },
-    "faults": {
-        "jam": {  # a table, or a list of tables
-            "joint": Key("int", required=True, doc="1-based joint"),
-            "t1": Key("float", required=True, minimum=0.0, doc="jam start, s"),
-            "duration": Key("float", 0.1, minimum=0.0, doc="jamming phase dt, s"),
-        },
-    },
-}
-
-
-
+# the declarations of the common tables, from their classes (hilrig.schema: SimTable, ...):
+# key -> Key, table -> dict, list of tables -> Tables
+SCHEMA: dict[str, Any] = declarations(Config)
 
 
 # -- loading ----------------------------------------------------------------------
@@ -459,7 +271,7 @@ def check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
     for key, spec in schema.items():
         name = prefix + key
         if isinstance(spec, dict):
-            if key == "jam":
+            if isinstance(spec, Tables):      # a table or a list of tables
                 value = raw.get(key, [])
                 items = value if isinstance(value, list) else [value]
                 out[key] = [check_table(item, spec, f"{name}[{i}]." if isinstance(value, list)
@@ -585,8 +397,8 @@ def _fill_model_defaults(cfg: dict, sizes: dict, spec: PlantModel) -> None:
         plant["qd0"] = [0.0] * sizes["nq"]
     ctrl = cfg["controller"]
     if ctrl["output"] is None:
-        torque_link = link_spec(cfg["link"]["type"]).command_unit == "N m"
-        ctrl["output"] = "torque" if plant["drive"] == "torque" or torque_link else "voltage"
+        unit = command_unit(cfg["link"]["type"], plant["drive"])
+        ctrl["output"] = "torque" if unit == "N m" else "voltage"
 
 
 def _check_consistency(cfg: dict, sizes: dict) -> None:
@@ -601,13 +413,12 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError(f"sim.command_latency: {sim['command_latency']} s is not a whole "
                           f"number of steps of sim.dt = {sim['dt']} s")
     if sim["integrator"] == "accurate":
-        for key in ("position_noise", "velocity_noise", "command_latency"):
+        for key in OFFLINE_ONLY:
             if sim[key] != 0.0:
                 raise ConfigError(f"sim.{key}: modelled by the fixed-step runs only "
                                   "(sim.integrator = 'rk4' or 'euler'), not 'accurate'")
-    voltage_driven = plant["drive"] != "torque"
-    if link_spec(cfg["link"]["type"]).command_unit == "N m":
-        voltage_driven = False   # the drives take torques, whatever drives the plant
+    # what the link takes (torque-mode drives take torques, whatever drives the plant)
+    voltage_driven = command_unit(cfg["link"]["type"], plant["drive"]) == "V"
     if voltage_driven and inp["torque"] is not None:
         raise ConfigError("input.torque: the plant is voltage-driven (plant.drive = "
                           f"{plant['drive']!r}); give input.voltage instead")

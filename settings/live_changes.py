@@ -69,4 +69,4 @@ def controller_arrays(cfg: Config, unit: str, n_params: int,
     if len(params) != n_params:
         raise ConfigError(f"controller: this change gives the law {len(params)} params instead "
                           f"of {n_params}: not a live change (restart the run)")
-    return params, command_limits(cfg, nact, unit)
+    return params, command_limits(cfg.safety, nact, cfg.emulator.drive_range(unit), unit)

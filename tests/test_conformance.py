@@ -21,6 +21,7 @@ from hilrig.devices.roboclaw_drive import RoboClawEmulator
 from hilrig.drivers.canopen_link import CanopenLink
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, LinkState
+from hilrig.drivers.registry import command_unit
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.plant.builtin_models import arm_params
@@ -56,7 +57,7 @@ def test_the_checks_are_exported_lazily_from_the_root_package():
                             text=True, check=True).stdout.split()
     assert loaded == [hilrig.__file__, "False", "False"]
     cfg = config("rrr3_pd")
-    hilrig.check_controller(controller_from_config(cfg), 3, ticks=2)
+    hilrig.check_controller(controller_from_config(cfg, "V"), 3, ticks=2)
     hilrig.check_plant(cfg, steps=10)
     hilrig.check_link(lambda: PlantLink.from_config(cfg))
     with pytest.raises(ConformanceError, match="'writes_nan'"):
@@ -74,7 +75,8 @@ def test_every_built_in_configs_controller_passes(name):
     """Covers open_loop (serial3_*, rrr3_forward), pd (rrr3_pd, rig_canopen, rig_serial)
     and feedforward (rig_inprocess, rig_zmq), in volts and in N m."""
     cfg = config(name)
-    check_controller(controller_from_config(cfg), actuated_joints(cfg))
+    unit = command_unit(cfg.link.type, cfg.plant.drive)
+    check_controller(controller_from_config(cfg, unit), actuated_joints(cfg))
 
 
 def example_module(folder: str, module: str, monkeypatch):

@@ -68,7 +68,7 @@ def connect():
 
 def pd_loop(link, cfg: dict, ticks: int, before_tick=None, record=None) -> np.ndarray:
     """read -> PD (controllers.law) -> write, ``ticks`` times; returns the measured q per tick."""
-    gains = controller_from_config(cfg)
+    gains = controller_from_config(cfg, link.command_unit)
     meas, u = Measurement(link.n_axes), np.zeros(link.n_axes)
     q = np.zeros((ticks, link.n_axes)) if record is None else record
     for k in range(ticks):
@@ -108,7 +108,7 @@ def patient_link(port: str, **settings) -> SerialLink:
 
 def test_pd_in_free_mode_moves_every_joint_towards_its_target():
     cfg = config("rrr3_pd", "link.type=serial", "sim.dt=0.01")          # emulator.mode = "free": the plant keeps real time
-    gains = controller_from_config(cfg)
+    gains = controller_from_config(cfg, SerialLink.command_unit)
     target = np.array(cfg.controller.target)
     with RoboClawEmulator(cfg) as emu:
         with patient_link(emu.port) as link:
