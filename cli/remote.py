@@ -10,21 +10,23 @@ and ``--timeout S``; ``hil estop`` takes the run id as a positional too.
     hil estop --list          run id, pid, endpoints, config, start time of each run
     hil estop --connect EP    e-stop the controller serving the e-stop endpoint EP
     hil set KEY=VALUE ...     change live parameters of your only run, --run's or --connect's
-    hil fault jam|clear ...   jam or clear a joint of the emulator at --connect (default
-                              ipc:///tmp/hilrig-emulator)
+    hil fault jam|clear ...   jam or clear a joint of a running `hil run` (--run RUN_ID)
+                              or emulator (--connect ENDPOINT); with neither, the emulator
+                              at the default endpoint, else your only `hil run`
 
-The runs in the run list (remote.runs: `hil run`, `hil control`) take no faults: faults
-go to an emulator (`hil emulate`), which is not in the list. ``hil fault --run RUN_ID``
-is accepted, as on the other two, and refused with one line saying so.
+A `hil run` takes faults through its `hil set` endpoint (live.tuning); a `hil control`
+takes none (its plant is behind a link: faults go to its emulator, `hil emulate`).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from hilrig.cli.options import add_run_address, run_address
 from hilrig.errors import ConfigError
 
 
 def register(commands) -> None:
-    commands.add("fault", "inject a fault into a running emulator", _declare_fault)
+    commands.add("fault", "inject a fault into a running `hil run` or emulator", _declare_fault)
     commands.add("estop", "e-stop running `hil control` runs: drives disabled (default: "
                           "every run of yours)", _declare_estop)
     commands.add("set", "change parameters of a running `hil run` or `hil control` (gains, "
@@ -37,7 +39,8 @@ def _declare_fault(parser) -> None:
     parser.add_argument("kind", choices=("jam", "clear"))
     parser.add_argument("--joint", type=int, required=True, help="1-based joint")
     parser.add_argument("--duration", type=float, default=0.1, help="jamming phase, s (jam)")
-    add_run_address(parser, connect_help=f"emulator endpoint (default {DEFAULT_ENDPOINT})")
+    add_run_address(parser, connect_help=f"emulator endpoint (default {DEFAULT_ENDPOINT}, "
+                                         "else your only `hil run`)")
     parser.set_defaults(handler=_fault)
 
 
@@ -57,22 +60,56 @@ def _declare_set(parser) -> None:
 
 
 def _fault(args) -> int:
-    """hil fault: FaultError (exit 1) when the emulator refuses or does not answer."""
+    """hil fault: FaultError or TuningError (exit 1) when the emulator or run refuses or
+    does not answer."""
     from hilrig.remote.client import DEFAULT_ENDPOINT
     from hilrig.remote.fault import send_fault
 
     address = run_address(args)
-    if address.run_id is not None:
-        from hilrig.remote import runs
+    run_endpoint = _fault_run_endpoint(address, DEFAULT_ENDPOINT)
+    if run_endpoint is not None:
+        from hilrig.live.tuning import send_request
 
-        run = runs.find_run(address.run_id)
-        raise ConfigError(f"run {run.run_id} takes no faults (a `hil run` or `hil control`): "
-                          "hil fault reaches an emulator, --connect ENDPOINT (its --bind)")
-    ack = send_fault(address.endpoint or DEFAULT_ENDPOINT, args.kind, args.joint,
-                     args.duration, address.timeout)
+        fault = {"kind": args.kind, "joint": args.joint, "duration": args.duration}
+        reply = send_request(run_endpoint, {"fault": fault}, address.timeout)
+        tick, time = int(reply["tick"]), float(reply["t"])
+    else:
+        ack = send_fault(address.endpoint or DEFAULT_ENDPOINT, args.kind, args.joint,
+                         args.duration, address.timeout)
+        tick, time = ack.tick, ack.time
     what = "jammed" if args.kind == "jam" else "cleared"
-    print(f"joint {args.joint} {what} at tick {ack.tick} (plant time {ack.time:.6f} s)")
+    print(f"joint {args.joint} {what} at tick {tick} (plant time {time:.6f} s)")
     return 0
+
+
+def _fault_run_endpoint(address, emulator: str) -> str | None:
+    """The `hil set` endpoint of the `hil run` a fault goes to, or None for an emulator:
+    --run's; with no address, your only `hil run` when no emulator serves ``emulator``."""
+    from hilrig.remote import runs
+
+    if address.run_id is not None:
+        run = runs.find_run(address.run_id)
+        if run.endpoint:
+            raise ConfigError(f"run {run.run_id} is a `hil control`: its plant is behind a "
+                              "link, so faults go to its emulator (--connect ENDPOINT, the "
+                              "emulator's --bind)")
+        if not run.set_endpoint:
+            raise ConfigError(f"run {run.run_id} takes no live faults (started with "
+                              "--set-endpoint '')")
+        return run.set_endpoint
+    if address.endpoint is not None or not emulator.startswith("ipc://") \
+            or Path(emulator[len("ipc://"):]).exists():
+        return None
+    candidates = runs.fault_runs()
+    if len(candidates) == 1:
+        return candidates[0].set_endpoint
+    if candidates:
+        raise ConfigError(f"no emulator at {emulator} and several `hil run`s: name one with "
+                          "--run " + " or ".join(run.run_id for run in candidates))
+    from hilrig.remote.fault import FaultError
+
+    raise FaultError(f"no emulator at {emulator} (is `hil emulate` running?) and no `hil run` "
+                     "of yours takes live faults")
 
 
 def _estop(args) -> int:

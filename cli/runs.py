@@ -173,8 +173,8 @@ def _run(args) -> int:
     hooks = _live_hooks(args, set_endpoint)
     record = runs.register(run_id, "", args.config, set_endpoint) if set_endpoint else None
     if set_endpoint:
-        print(f"run {run_id}: `hil set --run {run_id} KEY=VALUE` tunes it ({set_endpoint})",
-              flush=True)
+        print(f"run {run_id}: `hil set --run {run_id} KEY=VALUE` tunes it ({set_endpoint}); "
+              f"`hil fault jam --run {run_id} --joint K` jams a joint", flush=True)
     try:
         session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors,
                           hooks=hooks)

@@ -5,7 +5,11 @@ Requests and replies are single JSON frames (at most MAX_MESSAGE bytes; nothing 
 unpickled): ``{"set": ["controller.kp=80", ...]}`` (values in TOML syntax, as ``--set``)
 is answered ``{"ok": true, "tick": K, "t": T, "changes": {...}}`` once the loop took the
 change at tick K, or ``{"ok": false, "error": "..."}``; ``{"get": true}`` is answered
-``{"ok": true, "values": {...}}``. The endpoint is the run's own (remote.runs: by default
+``{"ok": true, "values": {...}}``; ``{"fault": {"kind": "jam", "joint": 2, "duration":
+0.1}}`` (or ``"kind": "clear"``) jams or clears a joint of the run's plant at its next tick
+boundary and is answered ``{"ok": true, "tick": K, "t": T}`` once the loop took it (a
+``hil run``; a ``hil control`` refuses: its plant is behind a link, and faults go to the
+emulator). The endpoint is the run's own (remote.runs: by default
 ``ipc://RUNTIME/set-RUN_ID``), bound by drivers.endpoint.bind: an ipc socket file
 readable and writable by its owner only, never one a live process serves, or a TCP
 port on the loopback interface with CURVE keys (``hil keys``).
@@ -15,8 +19,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 import os
 import threading
+import time
 
 import zmq
 from hilrig.drivers import endpoint as endpoints
@@ -26,6 +32,8 @@ from hilrig.live.params import LiveError, LiveParameters
 
 MAX_MESSAGE = 65536
 POLL_MS = 100
+FAULT_ACK_TIMEOUT = 2.0     # s: a live fault not taken by the loop within this is refused
+FAULT_POLL = 0.001          # s: how often the serving thread looks for the loop's ack
 
 log = logging.getLogger("hil.tuning")
 
@@ -70,6 +78,7 @@ class TuningServer:
         check_endpoint(endpoint)
         self.endpoint = endpoint
         self.live = live
+        self.run = None         # the running session, once started (live faults)
         self._stop = threading.Event()
         self.socket = zmq.Context.instance().socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -83,7 +92,9 @@ class TuningServer:
         self._thread.start()
 
     def start(self, run) -> None:
-        """(Serving since its creation: the live parameters say when the loop runs.)"""
+        """The run's loop is about to start: faults go to ``run`` from now on (the live
+        parameters say by themselves when the loop runs)."""
+        self.run = run
 
     def stop(self) -> None:
         """Stop serving and unbind (idempotent; also when the run never started)."""
@@ -117,6 +128,8 @@ class TuningServer:
             if self.live.cfg is None:
                 return {"ok": False, "error": "the run is starting (its loop is not running yet)"}
             return {"ok": True, "values": self.live.values()}
+        if "fault" in request:
+            return self.fault(request["fault"])
         items = request.get("set")
         if not isinstance(items, list) or not items:
             return {"ok": False, "error": 'expected {"set": ["key=value", ...]} or {"get": true}'}
@@ -125,6 +138,41 @@ class TuningServer:
         except (ConfigError, LiveError) as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": True, "tick": ack.tick, "t": ack.t, "changes": ack.changes}
+
+    def fault(self, spec) -> dict:
+        """Post the live fault ``spec`` ({"kind": "jam"|"clear", "joint": K (1-based),
+        "duration": DT s}) to the run and wait, in this thread, for the tick that takes it."""
+        if not isinstance(spec, dict) or spec.get("kind") not in ("jam", "clear"):
+            return {"ok": False, "error": 'expected {"fault": {"kind": "jam" or "clear", '
+                                          '"joint": K, "duration": DT}}'}
+        joint, duration = spec.get("joint"), spec.get("duration", 0.0)
+        if type(joint) is not int:
+            return {"ok": False, "error": "fault: joint must be an integer (1-based)"}
+        if type(duration) not in (int, float) or not math.isfinite(duration):
+            return {"ok": False, "error": "fault: duration must be a finite number of seconds"}
+        run = self.run
+        if run is not None and not hasattr(run, "request_fault"):
+            return {"ok": False, "error": "this run's plant is behind a link (`hil control`): "
+                                          "hil fault reaches its emulator, --connect ENDPOINT"}
+        if run is None or run.finished.is_set():
+            return {"ok": False, "error": "the run's loop is not running (starting or ended)"}
+        try:
+            run.request_fault(spec["kind"], joint, float(duration))
+        except ValueError as exc:
+            return {"ok": False, "error": f"fault on joint {joint}: {exc}"}
+        deadline = time.monotonic() + FAULT_ACK_TIMEOUT
+        while time.monotonic() < deadline and not run.finished.is_set():
+            ack = run.fault_acknowledged()
+            if ack is not None:
+                return {"ok": True, "tick": ack[0], "t": ack[1]}
+            time.sleep(FAULT_POLL)
+        ack = run.fault_acknowledged()
+        if ack is not None:
+            return {"ok": True, "tick": ack[0], "t": ack[1]}
+        return {"ok": False, "error": "the run ended before its loop took the fault"
+                if run.finished.is_set() else
+                f"the loop has not taken the fault within {FAULT_ACK_TIMEOUT} s (it stays "
+                "posted: the run's log says whether it took it)"}
 
 
 def send_request(endpoint: str, request: dict, timeout: float = 5.0) -> dict:

@@ -121,3 +121,9 @@ def tunable_run(run_id: str | None) -> Run:
                           "(hil set --connect ENDPOINT for one started elsewhere)")
     raise ConfigError("several runs take live changes: name one with --run "
                       + " or ".join(run.run_id for run in tunable))
+
+
+def fault_runs() -> list[Run]:
+    """This user's running ``hil run`` runs that take live faults (through their `hil set`
+    endpoint; a ``hil control`` has an e-stop endpoint and its faults go to its emulator)."""
+    return [run for run in list_runs() if run.set_endpoint and not run.endpoint]

@@ -215,7 +215,7 @@ def test_fault_estop_and_set_take_the_same_run_address(address, line, runtime, c
 def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_not(
         tmp_path, runtime, capsys):
     """One `hil control`: `hil set --run ID` and `--connect` reach it, `hil fault --run ID`
-    is refused with the reason (the run list holds no emulators), `hil estop --run ID`
+    is refused with the reason (its plant is its emulator's), `hil estop --run ID`
     stops it (it used to take the id only as a positional)."""
     log = tmp_path / "ctl.mcap"
     ctl = subprocess.Popen(hil("control", "rig_inprocess", "--duration", "600", "--log",
@@ -239,8 +239,8 @@ def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_no
         assert status == 0 and out.startswith("controller.kp = [90.0, 90.0, 90.0]: taken at "
                                               "tick "), out
         assert _hil(["fault", "jam", "--joint", "1", "--run", run_id], capsys) == (2, [
-            f"hil: config error: run {run_id} takes no faults (a `hil run` or `hil control`): "
-            "hil fault reaches an emulator, --connect ENDPOINT (its --bind)"])
+            f"hil: config error: run {run_id} is a `hil control`: its plant is behind a link, "
+            "so faults go to its emulator (--connect ENDPOINT, the emulator's --bind)"])
         assert main(["estop", "--run", run_id]) == 0
         assert capsys.readouterr().out.startswith(f"e-stop: run {run_id} stopped its drives "
                                                   "at tick ")
