@@ -14,6 +14,9 @@ that ``hil sim --replay LOG`` replays the run exactly (rt.replay). Refused chang
 
 Only values live in ``params`` and the limits can change: a change that would change
 the controller's structure (its type, law, output, the size of its params) is refused.
+The safety limits only come down: a change that would raise ``safety.max_command`` or
+``safety.max_slew`` of any axis above what the run started with is refused (a live
+channel must never let a command exceed what the config allowed).
 """
 from __future__ import annotations
 
@@ -21,8 +24,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
+from hilrig.controllers.limits import L_MAX, L_SLEW
 from hilrig.settings.live_changes import changed_config, controller_arrays, live_keys
 from hilrig.rt.live_mailbox import LV_ACK_SEQ, LV_ACK_TICK, LV_ACK_TIME, post_change
 from hilrig.schema import Config
@@ -65,6 +71,7 @@ class LiveParameters:
         link = getattr(run, "link", None)
         self._unit = link.command_unit if link is not None else \
             command_unit(run.cfg.link.type, run.cfg.plant.drive)
+        self._ceiling = run.limits.copy()        # the limits the run started with
         post_change(run.live_box.copy(), run.controller.params, run.limits, 1.0)   # compile
 
     def stop(self) -> None:
@@ -89,6 +96,7 @@ class LiveParameters:
                 cfg = changed_config(self.cfg, changes)
                 params, limits = controller_arrays(cfg, self._unit, len(run.controller.params),
                                                    run.limits.shape[1])
+                self._refuse_raised(limits)
             except ConfigError as exc:
                 run.telemetry.event("param_refused", source=source,
                                     request={k: _plain(v) for k, v in changes.items()},
@@ -114,6 +122,18 @@ class LiveParameters:
         for listener in self.listeners:
             listener(ack)
         return ack
+
+    def _refuse_raised(self, limits: np.ndarray) -> None:
+        """ConfigError naming the first safety limit that ``limits`` would raise above the
+        run's start."""
+        for row, key in ((L_MAX, "safety.max_command"), (L_SLEW, "safety.max_slew")):
+            raised = np.flatnonzero(limits[row] > self._ceiling[row])
+            if raised.size:
+                j = int(raised[0])
+                raise ConfigError(
+                    f"{key}: a live change may only lower a safety limit (axis {j + 1}: "
+                    f"{limits[row, j]:g} {self._unit}{'/s' if row == L_SLEW else ''} asked, "
+                    f"the run started with {self._ceiling[row, j]:g})")
 
 
 def _plain(value):

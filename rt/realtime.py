@@ -122,17 +122,14 @@ def _serve_request(p, jams, x, mail, events, tick, t):
 
 @inline_kernel
 def _limit(limits, h, u, held):
-    """Clamp u to ±max and its change per tick to max slew · h; False if u is not finite."""
+    """Clamp u's change per tick to max slew · h, then u to ±max (the bound wins: a max
+    lowered below the held command clamps at once); False if u is not finite."""
     for j in range(u.shape[0]):
         if not np.isfinite(u[j]):
             return False
         step = limits[L_SLEW, j] * h
-        lo = max(-limits[L_MAX, j], held[j] - step)
-        hi = min(limits[L_MAX, j], held[j] + step)
-        if u[j] < lo:
-            u[j] = lo
-        elif u[j] > hi:
-            u[j] = hi
+        u[j] = min(max(u[j], held[j] - step), held[j] + step)
+        u[j] = min(max(u[j], -limits[L_MAX, j]), limits[L_MAX, j])
     return True
 
 
