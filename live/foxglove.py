@@ -17,14 +17,20 @@ With live parameters (live.params) the server has the Parameters capability: the
 live keys are parameters named as in the config (``controller.kp``, ...), a set is
 validated and applied as ``hil set``'s, and the new values are published to every
 client once the loop took them; a refused set leaves the values unchanged and sends
-the reason as an error status.
+the reason as an error status. The protocol has no authentication and any local user
+can open the view, so changes come only from a client that first set the parameter
+``hil.token`` to the run's token: a per-run secret the run prints on its own terminal
+(stderr) when the view starts, compared in constant time. Other clients watch, and
+their sets are refused.
 """
 from __future__ import annotations
 
 import collections
+import hmac
 import ipaddress
 import json
 import logging
+import secrets
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -40,6 +46,7 @@ PERIOD = 0.02             # s between the publisher's wake-ups
 MAX_ROWS = 2000           # rows per wake-up at most (more: skip to the newest)
 BACKLOG = 16384           # messages queued per client (3 s of 5 channels at 1 kHz); then the
                           # SDK drops that client's oldest
+TOKEN_PARAMETER = "hil.token"   # a client sets it to the run's token before it may change
 
 log = logging.getLogger("hil.live")
 
@@ -118,6 +125,9 @@ class LiveView:
         self._params_changed = False
         self._stop = threading.Event()
         self._thread = None
+        self.token = secrets.token_hex(4)   # the run's secret for changes (8 hex digits)
+        self.trusted: set = set()           # ids of the clients that gave it
+        self.last_untrusted = 0.0           # monotonic s of the last refusal logged
 
     def start(self, run) -> None:
         import foxglove        # here: a command without --live never loads the SDK
@@ -158,6 +168,9 @@ class LiveView:
         self._thread.start()
         log.info("live view: foxglove ws://%s:%d (Foxglove: Open connection, Foxglove "
                  "WebSocket)", self.host, self.port)
+        if self.live is not None:
+            log.info("live view: to change parameters from Foxglove, set %s to %s in its "
+                     "parameter panel first", TOKEN_PARAMETER, self.token)
 
     def stop(self) -> None:
         if self._thread is None:
@@ -184,7 +197,8 @@ class LiveView:
         (safety limits, controller.start) as an empty array (set [] to unset it again)."""
         from foxglove import Parameter, ParameterType
 
-        out = []
+        out = [] if names and TOKEN_PARAMETER not in names else \
+            [Parameter(TOKEN_PARAMETER, value="")]      # never shows the token
         for name, value in self.live.values().items():
             if names and name not in names:
                 continue
@@ -264,6 +278,26 @@ def _listener(view: LiveView):
 
         def on_set_parameters(self, client, parameters, request_id=None):
             changes = {p.name: p.get_value() for p in parameters}
+            token = changes.pop(TOKEN_PARAMETER, None)
+            if token is not None:
+                if isinstance(token, str) and hmac.compare_digest(token, view.token):
+                    view.trusted.add(client.id)
+                else:
+                    view.server.publish_status(f"refused: wrong {TOKEN_PARAMETER}",
+                                               StatusLevel.Error)
+                    return view.parameters()
+            if not changes:
+                return view.parameters()
+            if client.id not in view.trusted:
+                now = time.monotonic()
+                if now - view.last_untrusted > 1.0:       # at most one line a second
+                    view.last_untrusted = now
+                    log.warning("live view: a client without the run's token tried to "
+                                "change %s", ", ".join(sorted(map(str, changes)))[:200])
+                view.server.publish_status(
+                    f"refused: set {TOKEN_PARAMETER} to the token the run printed first",
+                    StatusLevel.Error)
+                return view.parameters()
             try:
                 view.live.change(changes, source="foxglove")
             except (ConfigError, LiveError) as exc:

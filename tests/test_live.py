@@ -248,6 +248,13 @@ def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
 def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
     port = free_port()
     proc, log, _ = start_run(tmp_path, 60.0, "--live", f"127.0.0.1:{port}")
+    token = None
+    for line in proc.stderr:        # the run prints its token on its own terminal
+        found = re.search(r"set hil\.token to ([0-9a-f]{8}) in its parameter panel", line)
+        if found:
+            token = found.group(1)
+            break
+    assert token, proc.communicate()
 
     async def session():
         client = await FoxgloveClient.connect(port)
@@ -264,6 +271,19 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
             assert listed["controller.kp"] == [150.0, 150.0, 150.0]
             assert listed["safety.max_command"] == [400.0] * 3   # the config's, above 48 V
             await client.pump(lambda: len(client.messages.get("/hil/joint_state", [])) > 300)
+            assert listed["hil.token"] == ""                    # never shown
+            # a client without the run's token (any local user can connect) changes nothing
+            untrusted = values(await client.request({"op": "setParameters", "parameters": [
+                {"name": "controller.kp", "value": [1.0, 1.0, 1.0], "type": "float64_array"}]}))
+            assert untrusted["controller.kp"] == [150.0, 150.0, 150.0]
+            assert any("set hil.token to the token the run printed first" in s["message"]
+                       for s in client.statuses)
+            wrong = values(await client.request({"op": "setParameters", "parameters": [
+                {"name": "hil.token", "value": "0" * 8},
+                {"name": "controller.kp", "value": [1.0, 1.0, 1.0], "type": "float64_array"}]}))
+            assert wrong["controller.kp"] == [150.0, 150.0, 150.0]
+            await client.request({"op": "setParameters", "parameters": [
+                {"name": "hil.token", "value": token}]})
             refused = values(await client.request({"op": "setParameters", "parameters": [
                 {"name": "controller.kd", "value": [1.0, 2.0]}]}))
             assert refused["controller.kd"] == [50.0, 50.0, 50.0]       # unchanged
