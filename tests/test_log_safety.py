@@ -161,3 +161,86 @@ def test_a_killed_run_is_repaired_into_a_log_the_standard_reader_opens(tmp_path)
         proc = subprocess.run(hil(*argv), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert "the log ends early" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _small_log(path) -> int:
+    """A finished 300-row log of the telemetry writer; returns its row count."""
+    tel = Telemetry(str(path), [("t", 1), ("x", 1)], {}, period=0.001)
+    for k in range(300):
+        tel.ring[k] = (k * 1e-3, k)
+        tel.head[0] = k + 1
+    tel.released[0] = 300
+    tel.close({})
+    return 300
+
+
+def _bomb(path, declared: int, zeros: int) -> None:
+    """An MCAP file whose one chunk holds ``zeros`` zero bytes zstd-compressed (a few kB)
+    and declares ``declared`` bytes uncompressed."""
+    import zstandard
+    from mcap.records import Chunk, Header
+    from mcap.data_stream import RecordBuilder
+
+    compressor = zstandard.ZstdCompressor(level=1)
+    data = compressor.compress(b"\0" * zeros)
+    builder = RecordBuilder()
+    Header(profile="", library="bomb").write(builder)
+    Chunk(compression="zstd", data=data, message_start_time=0, message_end_time=0,
+          uncompressed_crc=0, uncompressed_size=declared).write(builder)
+    path.write_bytes(b"\x89MCAP0\r\n" + builder.end())
+
+
+@pytest.mark.parametrize("declared, zeros", [(2 ** 40, 64 << 20), (64 << 20, 256 << 20)])
+def test_repair_of_a_compression_bomb_is_bounded(tmp_path, declared, zeros):
+    """A few kB that declare (or hold) far more uncompressed than any hilrig chunk: the
+    repair stops there with the reason, in bounded time and memory, and writes a finished
+    empty log (a 49 kB bomb used to run past 600 s)."""
+    from hilrig.telemetry.repair import repair
+
+    bomb = tmp_path / "bomb.mcap"
+    _bomb(bomb, declared, zeros)
+    assert bomb.stat().st_size < 100_000
+    started = time.process_time()
+    report = repair(bomb, tmp_path / "out.mcap")
+    assert time.process_time() - started < 30        # CPU seconds: immune to a busy host
+    assert report.messages == 0 and not report.finished
+    assert "uncompressed" in report.cause or "ZstdError" in report.cause, report.cause
+    with open(tmp_path / "out.mcap", "rb") as stream:
+        assert make_reader(stream).get_summary() is not None
+
+
+def test_repair_never_writes_through_a_link_to_its_source_and_passes_the_doctor(tmp_path):
+    """--out a hard link of the source is refused (it used to overwrite the source); a
+    repaired log is a valid MCAP in 64 kB chunks, with no summary offset pointing at an
+    empty group (the MCAP doctor's SUMMARY_OFFSET_WITHOUT_GROUP)."""
+    from hilrig.telemetry.logfile import LogError
+    from hilrig.telemetry.repair import repair
+
+    source = tmp_path / "run.mcap"
+    rows = _small_log(source)
+    before = source.read_bytes()
+    link = tmp_path / "link.mcap"
+    os.link(source, link)
+    with pytest.raises(LogError, match="must go to another file than its source"):
+        repair(source, link)
+    assert source.read_bytes() == before
+    out = tmp_path / "fixed.mcap"
+    assert repair(source, out).ticks == rows
+    assert not (tmp_path / "fixed.mcap.partial").exists()
+    with open(out, "rb") as stream:
+        summary = make_reader(stream).get_summary()
+    groups = {record.group_opcode for record in summary.summary_offsets.values()} \
+        if hasattr(summary, "summary_offsets") else set()
+    assert 0x0A not in groups                            # no ATTACHMENT_INDEX offset
+    assert read_complete(out)[0]["x"].tolist() == list(range(rows))
+    doctor = subprocess.run(["pymcap-cli", "doctor", str(out)], capture_output=True,
+                            text=True, timeout=120) if _has("pymcap-cli") else None
+    if doctor is not None:
+        assert doctor.returncode == 0 and "SUMMARY_OFFSET_WITHOUT_GROUP" not in doctor.stdout, \
+            doctor.stdout
+
+
+def _has(program: str) -> bool:
+    import shutil
+
+    return shutil.which(program) is not None
