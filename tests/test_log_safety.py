@@ -233,14 +233,17 @@ def test_repair_never_writes_through_a_link_to_its_source_and_passes_the_doctor(
         if hasattr(summary, "summary_offsets") else set()
     assert 0x0A not in groups                            # no ATTACHMENT_INDEX offset
     assert read_complete(out)[0]["x"].tolist() == list(range(rows))
-    doctor = subprocess.run(["pymcap-cli", "doctor", str(out)], capture_output=True,
-                            text=True, timeout=120) if _has("pymcap-cli") else None
-    if doctor is not None:
-        assert doctor.returncode == 0 and "SUMMARY_OFFSET_WITHOUT_GROUP" not in doctor.stdout, \
-            doctor.stdout
+    doctor = subprocess.run([_program("pymcap-cli"), "doctor", str(out)],
+                            capture_output=True, text=True, timeout=120)
+    assert doctor.returncode == 0 and "SUMMARY_OFFSET_WITHOUT_GROUP" not in doctor.stdout, \
+        doctor.stdout
 
 
-def _has(program: str) -> bool:
+def _program(name: str) -> str:
+    """A test dependency's command: beside this interpreter (its venv), else on PATH."""
     import shutil
+    import sys
+    from pathlib import Path
 
-    return shutil.which(program) is not None
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else (shutil.which(name) or name)
