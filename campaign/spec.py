@@ -30,7 +30,7 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.settings import builtin_configs
 from hilrig.campaign.metrics import METRICS, MetricSettings, unavailable
-from hilrig.settings.config import apply_override, resolve
+from hilrig.settings.config import apply_override, read_bounded, resolve
 from hilrig.campaign.scenarios import ScenarioConfigs
 from hilrig.schema import Config
 
@@ -47,7 +47,6 @@ RANDOM_KINDS = ("uniform", "relative", "choice")   # drawn per scenario
 METRIC_KEYS = ("settle_time", "reach_tolerance")
 MAX_SCENARIOS = 2_000_000      # per campaign: the client holds their ids (split a bigger one)
 MAX_AXIS_VALUES = 10_000       # per grid axis or choice: each is checked before anything runs
-MAX_SPEC_BYTES = 2**20         # a spec or base config file: a few kB is usual
 
 
 @dataclass(frozen=True)
@@ -181,7 +180,7 @@ def load_spec(path: str | Path) -> CampaignSpec:
     mistake, before anything runs."""
     path = locate_spec(path)
     try:
-        text = read_bounded(path)
+        text = read_bounded(path, "spec")
         raw = tomllib.loads(text)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
@@ -191,21 +190,6 @@ def load_spec(path: str | Path) -> CampaignSpec:
         return _checked(path, text, raw)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-
-
-def read_bounded(path: Path) -> str:
-    """The text of a regular file of at most MAX_SPEC_BYTES; ConfigError (without the
-    path) otherwise."""
-    if not Path(path).is_file():          # not a device, a pipe or a folder
-        raise ConfigError("not a regular file")
-    try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_SPEC_BYTES + 1)
-        if len(data) > MAX_SPEC_BYTES:
-            raise ConfigError(f"larger than {MAX_SPEC_BYTES // 2**20} MB: not a spec")
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read: {exc}") from None
 
 
 def locate_spec(spec: str | Path) -> Path:

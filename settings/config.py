@@ -45,6 +45,7 @@ else:  # pragma: no cover
 # the declarations of the common tables, from their classes (hilrig.schema: SimTable, ...):
 # key -> Key, table -> dict, list of tables -> Tables
 SCHEMA: dict[str, Any] = declarations(Config)
+MAX_FILE_BYTES = 2**20         # a config or campaign spec larger than this is not one
 
 
 # -- loading ----------------------------------------------------------------------
@@ -58,14 +59,35 @@ def load(config: str | Path, overrides: list[str] = ()) -> Config:
     """
     path = locate(config)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_bounded(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     for item in overrides:
         apply_override(raw, item)
     return resolve(raw)
+
+
+def read_bounded(path: Path | Traversable, what: str = "config") -> str:
+    """The text of ``path``, a regular file of at most MAX_FILE_BYTES (or a built-in file
+    inside the package); ConfigError, without the path, for anything else (a device such
+    as /dev/zero, a FIFO, a folder, a file too large to be a ``what``), before reading
+    more than that."""
+    if not isinstance(path, Path):
+        return path.read_text(encoding="utf-8")     # a built-in config, in the package
+    if not path.is_file():
+        raise ConfigError("not a regular file")
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ConfigError(f"larger than {MAX_FILE_BYTES // 2**20} MB: not a {what}")
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}") from None
 
 
 def locate(config: str | Path) -> Path | Traversable:

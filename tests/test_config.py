@@ -626,3 +626,17 @@ def test_a_links_own_keys_are_typed_attributes():
         tuple[int, ...] | None
     serial = load(CONFIGS / "rig_serial.toml").link.serial
     assert serial.axes == ((0x80, 1), (0x80, 2), (0x81, 1))
+
+
+@pytest.mark.parametrize("name, error", [
+    ("/dev/zero", "/dev/zero: not a regular file"),      # used to read forever
+    ("folder", "{tmp}/folder: not a regular file"),
+    ("big.toml", "{tmp}/big.toml: larger than 1 MB: not a config"),
+])
+def test_a_config_that_is_no_file_or_too_large_is_one_line(tmp_path, name, error):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "big.toml").write_text("# " + "x" * 2**20 + "\n")
+    path = name if name.startswith("/") else str(tmp_path / name)
+    with pytest.raises(ConfigError) as refused:
+        load(path)
+    assert str(refused.value) == error.format(tmp=tmp_path)
