@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -198,9 +199,12 @@ def seed_numba_caches(installed: Path) -> None:
 def test_an_installed_wheel_runs_a_built_in_config_by_name(wheel, tmp_path):
     """In a fresh venv, no checkout on the path: the wheel's own copy finds rrr3_pd.
 
-    The venv sees the system site-packages (numpy, numba, ...), which may hold an
-    editable install of another hilrig checkout; the venv's own site-packages comes
-    first, and the test checks that the hilrig it imports is the wheel's."""
+    The venv takes the dependencies (numpy, numba, ...) from the environment the tests
+    run in: the system site-packages, and the site-packages of the venv the tests run in
+    if they run in one (a venv made from a venv sees only the base interpreter's), on
+    its path after its own, without their .pth files, so that an editable install of a
+    hilrig checkout there stays out; the test checks that the hilrig it imports is the
+    wheel's."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
                     str(venv)], check=True)
@@ -208,6 +212,12 @@ def test_an_installed_wheel_runs_a_built_in_config_by_name(wheel, tmp_path):
            if key not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
     env["MPLBACKEND"] = "Agg"
     python, work = venv / "bin" / "python", tmp_path / "work"
+    outer = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
+    inner = subprocess.run([str(python), "-c", "import sysconfig; "
+                            "print(sysconfig.get_paths()['purelib'])"],
+                           check=True, capture_output=True, text=True, env=env).stdout.strip()
+    (Path(inner) / "tests-environment.pth").write_text("".join(f"{path}\n" for path in
+                                                              sorted(outer)))
     work.mkdir()
     subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--ignore-installed",
                     "-q", str(wheel)], check=True, capture_output=True, env=env, cwd=work)
