@@ -313,3 +313,74 @@ def test_the_shipped_robots_are_found_by_name():
     assert {"panda", "ur5", "kinova"} <= set(parse.shipped_robots())
     cfg = urdf_config("ur5")
     assert len(cfg.plant.q0) == 6 and cfg.plant.gravity == (0.0, 0.0, -9.81)
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("name", ["panda_pd", "ur5_pd"])
+def test_hil_run_fast_equals_hil_sim_bit_for_bit(name, tmp_path):
+    """The compiled real-time loop steps a shipped URDF config (the Panda with geared
+    voltage drives, the UR5 by torque) as `hil sim` does, bit for bit."""
+    import subprocess
+
+    from rt_helpers import hil, read_complete
+
+    log, out = tmp_path / "run.mcap", tmp_path / "sim.npz"
+    proc = subprocess.run(hil("run", name, "--fast", "--log", str(log),
+                              "--no-plot"), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(hil("sim", name, "--out", str(out)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    arrays, _, _, summary = read_complete(log)
+    sim = np.load(out)
+    assert summary["reason"] == "done" and len(arrays["q"]) == 2001
+    for key in ("q", "qd", "u"):
+        assert np.array_equal(arrays[key], sim[key][:len(arrays[key])]), key
+    target = load(name).controller.target
+    assert np.abs(sim["q"][-1] - np.array(target)).max() < 0.1     # the PD got there
+
+
+def without(text, *names):
+    """URDF text without the named links and joints (MuJoCo would make the branches hilrig
+    locks into degrees of freedom of their own)."""
+    for name in names:
+        text = re.sub(rf'<link name="{name}"\s*/>|<link name="{name}">.*?</link>', "", text,
+                      flags=re.S)
+        text = re.sub(rf'<joint name="{name}" .*?</joint>', "", text, flags=re.S)
+    return text
+
+
+# what each robot's file loses for MuJoCo: the off-chain branches (the Panda's fingers)
+BRANCHES = {"panda": ("panda_leftfinger", "panda_rightfinger", "panda_finger_joint1",
+                      "panda_finger_joint2"), "ur5": (), "kinova": (),
+            "synthetic": ("side", "side_arm")}
+
+
+@pytest.mark.parametrize("name", sorted(ROBOTS))
+def test_forward_dynamics_equal_mujocos_loading_the_same_urdf(name, synthetic, rng, tmp_path):
+    """MuJoCo loads the same file (its off-chain branches removed, as above; joint damping
+    from <dynamics>, no armature, limits off): qacc of mj_forward under qfrc_applied = tau
+    equals the plant's qdd to 1e-8 relative at 200 random states."""
+    mujoco = pytest.importorskip("mujoco")
+    plant_keys = robot(name, synthetic)
+    source = parse.resolve(plant_keys["urdf"])
+    text = without(open(source).read(), *BRANCHES[name])
+    text = re.sub(r"(<robot [^>]*>)", r'\1<mujoco><compiler discardvisual="true" '
+                  r'balanceinertia="false"/></mujoco>', text, count=1)
+    path = tmp_path / "same.urdf"
+    path.write_text(text)
+    plant = plant_from_config(urdf_config(**{**plant_keys, "urdf": str(path)}))
+    model = mujoco.MjModel.from_xml_path(str(path))
+    n = plant.nq
+    assert model.nv == n and not np.any(model.dof_armature)
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT     # no limit forces
+    data = mujoco.MjData(model)
+    worst = 0.0
+    for _ in range(200):
+        q, qd, tau = rng.uniform(-1.5, 1.5, n), rng.uniform(-2, 2, n), rng.uniform(-20, 20, n)
+        data.qpos[:], data.qvel[:], data.qfrc_applied[:] = q, qd, tau
+        mujoco.mj_forward(model, data)
+        plant.set_state(q, qd)
+        worst = max(worst, relative(plant.derivative(u=tau)[n:2 * n], data.qacc))
+    assert worst < 1e-8, worst
