@@ -384,3 +384,51 @@ def test_forward_dynamics_equal_mujocos_loading_the_same_urdf(name, synthetic, r
         plant.set_state(q, qd)
         worst = max(worst, relative(plant.derivative(u=tau)[n:2 * n], data.qacc))
     assert worst < 1e-8, worst
+
+
+@pytest.mark.system
+def test_lockstep_over_zeromq_equals_hil_sim(tmp_path):
+    """ur5_pd with its controller and the emulated UR5 in two processes over ZeroMQ, in
+    lockstep: the emulator's and the controller's rows equal hil sim's bit for bit."""
+    from conftest import config
+    from hilrig.drivers.zmq_link import ZmqLink
+    from hilrig.rt.loop import LinkLoop
+    from hilrig.rt.sim import simulate
+    from rt_helpers import EmulatorProcess, endpoint, read_complete
+
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("ur5_pd", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
+                          "--set", "sim.duration=1.0", "--duration", "1.0")
+    try:
+        cfg = config("ur5_pd", f"link.endpoint='{ep}'", "link.type='zmq'", "sim.duration=1.0",
+                     "link.timeout=5.0")
+        result = LinkLoop(cfg, ZmqLink.from_config(cfg), tmp_path / "ctl.mcap").run()
+    finally:
+        emu.stop()
+        EmulatorProcess.reap()
+    assert result.status == "ok", result.reason
+    reference = simulate(cfg).arrays
+    emulated = read_complete(tmp_path / "emu.mcap")[0]
+    controlled = read_complete(tmp_path / "ctl.mcap")[0]
+    for key in ("t", "q", "qd", "u"):
+        np.testing.assert_array_equal(emulated[key], reference[key][:1000], err_msg=key)
+    np.testing.assert_array_equal(controlled["u"], reference["u"])
+
+
+def test_a_jammed_panda_joint_4_blocks_and_the_rest_keeps_its_energy():
+    """faults.jam on joint 4 of the Panda (no gravity, no damping, no input): it decelerates
+    at a constant rate over the jam's 0.1 s and stays blocked; the other six joints move on
+    and, blocked, the arm's energy is kept to 1e-9 (the jam took the kinetic energy of
+    joint 4's motion and no more)."""
+    arrays = free_panda("sim.dt=0.0005", "sim.duration=2", "plant.gravity=[0, 0, 0]",
+                        "faults.jam.joint=4", "faults.jam.t1=0.5", "faults.jam.duration=0.1")
+    t, q, qd, energy = arrays["t"], arrays["q"], arrays["qd"], arrays["energy"]
+    jamming = (t > 0.5 + 1e-9) & (t < 0.6 - 1e-9)
+    assert np.allclose(np.diff(qd[jamming, 3]), np.diff(qd[jamming, 3])[0], rtol=0, atol=1e-9)
+    blocked = t >= 0.6 + 1e-9
+    assert np.all(qd[blocked, 3] == 0.0) and np.ptp(q[blocked, 3]) == 0.0
+    assert np.ptp(q[blocked, 0]) > 0.5                 # the others move on
+    assert arrays["jam_events"].tolist() == [[4.0, 0.5, 0.6]]
+    before, after = energy[t < 0.5], energy[blocked]
+    assert np.ptp(before) < 1e-9 * before[0] and np.ptp(after) < 1e-9 * after[0]
+    assert after[0] < before[0] - 1e-3                  # the jam took energy away
