@@ -13,7 +13,10 @@ Prints medians and 99th percentiles (per call, ns) of:
   revolute joint and one body: its C++ work is a few tens of ns), printed beside;
 - one 1 ms RK4 tick of panda_pd (7 joints, geared DC motors, simplified motor model) in
   a compiled loop, and a 10 s panda_pd scenario through hil sim's path (rt.sim.simulate:
-  stepping time, x real time).
+  its stepping time, wall clock, and the whole run's CPU time of this thread, which
+  another process's time slices do not inflate).
+The p99 of a compiled loop's batches holds the batches another process's time slice cut
+(on a shared machine, up to milliseconds); the medians do not.
 Timings on a shared 2-core VM vary by tens of percent between runs.
 """
 from __future__ import annotations
@@ -38,8 +41,8 @@ from hilrig.plant.urdf import dynamics, parse
 from hilrig.rt.sim import simulate
 from hilrig.settings.config import load, resolve
 
-BATCH = 1000
-BATCHES = 300
+BATCH_NS = 200_000     # a batch's own work, about 200 us: a longer one is often cut by
+BATCHES = 1000         # another process's time slice on a shared machine
 CALLS = 20000          # Python-timed calls of Pinocchio and MuJoCo
 
 
@@ -63,16 +66,28 @@ def _tick_batch(p, jams, x, u, h, work, stages, n, mech):
         t += h
 
 
+def _median_ns(run, n: int, times: int) -> float:
+    samples = []
+    for _ in range(times):
+        started = time.perf_counter_ns()
+        run(n)
+        samples.append(time.perf_counter_ns() - started)
+    return float(np.median(samples))
+
+
 def batched(run) -> np.ndarray:
-    """Per-call ns of BATCHES batches of BATCH calls of ``run(n)`` (one warm-up call)."""
-    run(1)
+    """Per-call ns of BATCHES batches of ``run(n)`` (n calls in a compiled loop, n chosen
+    so that a batch's calls take about BATCH_NS), less the batch's own cost: the median of
+    ``run(0)``, numba's dispatch of the arguments (tens of us with a function pointer)."""
+    overhead = _median_ns(run, 0, 200)
+    size = max(1, int(BATCH_NS * 1000 / max(_median_ns(run, 1000, 5) - overhead, 1.0)))
     out = np.empty(BATCHES)
     gc.disable()
     try:
         for k in range(BATCHES):
             started = time.perf_counter_ns()
-            run(BATCH)
-            out[k] = (time.perf_counter_ns() - started) / BATCH
+            run(size)
+            out[k] = (time.perf_counter_ns() - started - overhead) / size
     finally:
         gc.enable()
     return out
@@ -179,9 +194,14 @@ def main() -> int:
     line("one 1 ms tick (RK4: four derivatives), compiled loop",
          batched(lambda n: _tick_batch(plant.params, plant.jams, plant.x.copy(), u, 1e-3,
                                        plant.work, plant.stages, n, for_plant(plant))))
-    run = simulate(cfg.replace(sim=dataclasses.replace(cfg.sim, duration=10.0)))
+    ten = cfg.replace(sim=dataclasses.replace(cfg.sim, duration=10.0))
+    simulate(ten)                                   # compiled and warm
+    cpu = time.thread_time()
+    run = simulate(ten)
+    cpu = time.thread_time() - cpu
     print(f"{'a 10 s scenario (hil sim path, with rows and PD)':52s} stepping "
-          f"{run.stepping_seconds * 1e3:.0f} ms: {10.0 / run.stepping_seconds:.0f}x real time")
+          f"{run.stepping_seconds * 1e3:.0f} ms wall: {10.0 / run.stepping_seconds:.0f}x real "
+          f"time; whole run {cpu * 1e3:.0f} ms of CPU: {10.0 / cpu:.0f}x per core")
     return 0
 
 
