@@ -477,3 +477,14 @@ def test_paper_000s_arm_as_a_urdf_gives_the_serial_arms_trajectory(name, tmp_pat
     assert np.abs(arm["q"] - urdf["q"]).max() < 1e-12
     assert np.abs(arm["qd"] - urdf["qd"]).max() < 1e-12
     assert arm["jam_events"].tolist() == urdf["jam_events"].tolist()
+
+
+def test_a_cycle_of_joints_is_refused_as_a_closed_loop(tmp_path):
+    """Links a -> b -> a, each with one parent joint: refused in one line, no endless walk."""
+    path = tmp_path / "cycle.urdf"
+    path.write_text(edited(SYNTHETIC, '<link name="tool"/>', '<link name="tool"/>\n'
+                           '<link name="a"/><link name="b"/>'
+                           '<joint name="ab" type="fixed"><parent link="a"/><child link="b"/></joint>'
+                           '<joint name="ba" type="fixed"><parent link="b"/><child link="a"/></joint>'))
+    with pytest.raises(ConfigError, match=r"closed loop: the joints above link '(a|b)' lead back"):
+        urdf_config(str(path), tip_link="tool")

@@ -154,11 +154,16 @@ class _Tree:
                                   f"{joint.name!r}; hilrig models open chains only")
             self.parent_joint[joint.child] = joint
             self.children[joint.parent].append(joint)
-        roots = [name for name in self.links if name not in self.parent_joint]
-        if not roots:
-            raise ConfigError(f"plant.urdf: closed loop: every link of "
-                              f"{os.path.basename(path)} has a parent joint")
-        self.roots = roots
+        for name in self.links:         # a cycle of joints, each link with one parent
+            seen, link = {name}, name
+            while link in self.parent_joint:
+                link = self.parent_joint[link].parent
+                if link in seen:
+                    raise ConfigError(f"plant.urdf: closed loop: the joints above link "
+                                      f"{name!r} lead back to it; hilrig models open chains "
+                                      f"only")
+                seen.add(link)
+        self.roots = [name for name in self.links if name not in self.parent_joint]
         self.locked: list = []          # (name, value) of the off-chain joints carried
 
     # -- the chain ---------------------------------------------------------------
@@ -213,7 +218,7 @@ class _Tree:
             return tip_link
         link, last = base, None
         while True:
-            below = [j for j in self._reachable_moving(link)]
+            below = self._reachable_moving(link)
             if not below:
                 break
             if len(below) > 1:
