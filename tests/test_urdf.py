@@ -488,3 +488,38 @@ def test_a_cycle_of_joints_is_refused_as_a_closed_loop(tmp_path):
                            '<joint name="ba" type="fixed"><parent link="b"/><child link="a"/></joint>'))
     with pytest.raises(ConfigError, match=r"closed loop: the joints above link '(a|b)' lead back"):
         urdf_config(str(path), tip_link="tool")
+
+
+def test_the_kernels_allocate_nothing_per_call():
+    """The mechanism (its scratch on its own stack frame) and a whole RK4 step of the Panda
+    with motors through the chain path make no allocation on numba's heap; an allocating
+    kernel, counted the same way, does."""
+    from numba import njit
+    from numba.core.runtime import _nrt_python as nrt
+    from numba.core.runtime import rtsys
+
+    @njit
+    def allocating(n):
+        return np.zeros(n).sum()
+
+    plant = plant_from_config(load("panda_pd"))
+    p = plant.params[int(plant.params[H_BODY]):]
+    mass, bias = np.zeros((7, 7)), np.zeros(7)
+    u = np.full(7, 0.5)
+    dynamics.mechanism(plant.q, plant.qd, p, mass, bias)
+    plant.step(u, 1e-3)
+    allocating(3)
+    was_on = nrt.memsys_stats_enabled()
+    nrt.memsys_enable_stats()
+    try:
+        def allocations(call):
+            before = rtsys.get_allocation_stats().alloc
+            for _ in range(10):
+                call()
+            return rtsys.get_allocation_stats().alloc - before
+        assert allocations(lambda: allocating(3)) == 10
+        assert allocations(lambda: dynamics.mechanism(plant.q, plant.qd, p, mass, bias)) == 0
+        assert allocations(lambda: plant.step(u, 1e-3)) == 0
+    finally:
+        if not was_on:
+            nrt.memsys_disable_stats()
