@@ -523,3 +523,21 @@ def test_the_kernels_allocate_nothing_per_call():
     finally:
         if not was_on:
             nrt.memsys_disable_stats()
+
+
+def test_panda_jam_blocks_joint_4_mid_move_and_the_others_arrive():
+    """configs/panda_jam: joint 4 jams at 0.8 s, is blocked from 0.9 s on; the other six
+    joints, under the same PD, still end within 0.1 rad of their targets."""
+    from hilrig.rt.sim import simulate
+
+    cfg = load("panda_jam")
+    arrays = simulate(cfg).arrays
+    t, q, qd = arrays["t"], arrays["q"], arrays["qd"]
+    blocked = t >= 0.9 + 1e-9
+    assert abs(qd[np.searchsorted(t, 0.8) - 1, 3]) > 0.05     # it was moving
+    assert np.all(qd[blocked, 3] == 0.0) and np.ptp(q[blocked, 3]) == 0.0
+    assert arrays["jam_events"].tolist() == [[4.0, 0.8, 0.9]]
+    others = [0, 1, 2, 4, 5, 6]
+    target = np.array(cfg.controller.target)
+    assert np.abs(q[-1, others] - target[others]).max() < 0.1
+    assert abs(q[-1, 3] - target[3]) > 0.1                   # joint 4 did not get there
