@@ -1,0 +1,95 @@
+"""``plant.model = "urdf"``: a serial chain cut out of a URDF (docs/URDF.md) as a
+PlantModel, registered in the entry-point group ``hilrig.plants`` like hilrig's other
+models. The file is read once (plant.urdf.parse); the plant is a chain (plant.interface)
+whose mechanism is plant.urdf.dynamics.mechanism over the flat params block, so drives,
+gears, jams, both integrators and every loop take it as they take any chain.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hilrig.errors import ConfigError
+from hilrig.plant.factory import motor_params
+from hilrig.plant.interface import PlantModel, compile_mechanism
+from hilrig.plant.model import Plant
+from hilrig.plant.urdf import dynamics, parse
+from hilrig.schema import Config, Key
+
+KEYS = {
+    "urdf": Key("str", None, required=True,
+                doc="the robot's URDF: a path (relative to the current folder), or a "
+                    "shipped robot: panda, ur5, kinova"),
+    "base_link": Key("str", None, doc="the link fixed to the world; unset: the URDF's root"),
+    "tip_link": Key("str", None, doc="the chain's last link; unset: the end of the URDF's "
+                                     "only line of moving joints"),
+    "gravity": Key("floats", [0.0, 0.0, -9.81], length=3,
+                   doc="gravity in base_link's frame, m/s^2 (ROS: z up)"),
+    "damping": Key("floats", None, length="nq", scalar_ok=True, minimum=0.0,
+                   doc="viscous joint damping, N m s/rad (N s/m prismatic); unset: the "
+                       "URDF's <dynamics damping>"),
+    "friction": Key("floats", None, length="nq", scalar_ok=True, minimum=0.0,
+                    doc="Coulomb joint friction, N m (N); unset: the URDF's <dynamics "
+                        "friction>; not modelled yet, so it must be 0"),
+}
+
+
+def chain(plant) -> parse.UrdfChain:
+    """The URDF chain of a [plant] table (resolved and typed, or raw: a dict)."""
+    get = plant.get if isinstance(plant, dict) else lambda key: getattr(plant, key)
+    urdf = get("urdf")
+    if not isinstance(urdf, str) or not urdf:
+        raise ConfigError("plant.urdf: required with plant.model = \"urdf\": a URDF file or a "
+                          f"shipped robot ({', '.join(parse.shipped_robots())})")
+    chain = parse.load(urdf, get("base_link"), get("tip_link"))
+    if chain.n > dynamics.MAX_JOINTS:
+        raise ConfigError(f"plant.tip_link: the chain to {chain.tip_link!r} has {chain.n} "
+                          f"moving joints; the URDF plant takes at most {dynamics.MAX_JOINTS}")
+    return chain
+
+
+def sizes(plant: dict) -> tuple[int, int]:
+    """(nq, nact): one coordinate per moving joint of the chain, all actuated."""
+    n = chain(plant).n
+    return n, n
+
+
+def per_joint(value, default: np.ndarray) -> np.ndarray:
+    """A per-joint key's value (unset: ``default``, the URDF's) as n floats."""
+    if value is None:
+        return np.array(default, dtype=float)
+    return np.broadcast_to(np.asarray(value, dtype=float), default.shape).copy()
+
+
+_compiled = []
+
+
+def compiled_mechanism():
+    """The mechanism as a compiled function pointer (plant.interface), made once."""
+    if not _compiled:
+        _compiled.append(compile_mechanism(dynamics.mechanism))
+    return _compiled[0]
+
+
+def params(plant) -> np.ndarray:
+    """The mechanism's params block of a resolved [plant] table."""
+    robot = chain(plant)
+    friction = per_joint(plant.friction, robot.friction)
+    if np.any(friction != 0.0):
+        k = int(np.flatnonzero(friction)[0])
+        raise ConfigError(f"plant.friction: joint {robot.joints[k]!r} has Coulomb friction "
+                          f"{friction[k]:g}, which the URDF plant does not model yet; set "
+                          f"plant.friction = 0 to run without it")
+    return dynamics.block(robot, plant.gravity, per_joint(plant.damping, robot.damping))
+
+
+def build(cfg: Config) -> Plant:
+    """The URDF chain of a resolved config in its initial state (q0, qd0)."""
+    p = cfg.plant
+    body = params(p)
+    n = int(body[dynamics.P_N])
+    plant = Plant.chain(compiled_mechanism(), n, n, body, p.drive,
+                        motor_params(cfg) if p.drive != "torque" else None)
+    plant.set_state(p.q0, p.qd0)
+    return plant
+
+
+URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",))
