@@ -58,11 +58,16 @@ class DriveNmtSlave(NmtSlave):
         return self._state == _INITIALISING
 
     def boot(self) -> None:
-        """End the boot: send the boot-up frame and enter PRE-OPERATIONAL, producing
-        heartbeats per 0x1017."""
-        self._state = _INITIALISING
-        self.send_command(0x82)             # INITIALISING: the boot-up frame
-        self.send_command(0x80)             # PRE-OPERATIONAL: the heartbeat starts
+        """End the boot: send the boot-up frame and enter PRE-OPERATIONAL.
+
+        The heartbeat is not started: the boot-up is the first heartbeat, so the next
+        is due one producer time (0x1017) later, when the owner calls
+        ``start_heartbeat`` (``canopen.NmtSlave`` sent one at once, which a master
+        waiting for the boot-up, ``canopen``'s ``wait_for_bootup``, can take for the
+        news and so miss the boot-up a tenth of a millisecond before it).
+        """
+        self.network.send_message(0x700 + self.id, [_INITIALISING])
+        self._state = _PRE_OPERATIONAL
 
 
 class StrictSdoServer(SdoServer):

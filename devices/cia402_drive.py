@@ -152,6 +152,7 @@ class DriveAxis:
         self.i2t = 0.0
         self.drop_tpdos = 0
         self.boot_at: float | None = None      # time.monotonic() of the boot-up after a reset
+        self.heartbeat_at: float | None = None   # ... and of the first heartbeat after it
 
     @property
     def statusword(self) -> int:
@@ -284,8 +285,9 @@ class EmulatedDrives:
         net.subscribe(0x000, self._on_nmt)
         net.subscribe(0x080, self._on_sync)
         net.subscribe(0x700 + self.master_id, self._on_master_heartbeat)
+        now = time.monotonic()
         for drive in self.axes:
-            drive.node.nmt.boot()       # power on: the boot-up frame, PRE-OPERATIONAL
+            self._boot(drive, now)      # power on: the boot-up frame, PRE-OPERATIONAL
         self._supervisor = threading.Thread(target=self._supervise, daemon=True,
                                             name="cia402 emulator supervision")
         self._supervisor.start()
@@ -380,6 +382,8 @@ class EmulatedDrives:
                 producer, ms = (value >> 16) & 0x7F, value & 0xFFFF
                 drive.consumer = (producer, ms / 1000.0) if producer and ms else None
                 drive.last_heartbeat = None          # monitoring starts at the next heartbeat
+            elif index == cia402.HEARTBEAT_PRODUCER:
+                drive.heartbeat_at = None           # the node's NMT slave has (re)started it
             elif cia402.RPDO_COM <= index < cia402.TPDO_MAP + cia402.N_PDO:
                 drive.pdo_dirty = True
 
@@ -441,14 +445,23 @@ class EmulatedDrives:
                     del node.data_store[index]
         drive.controlword, drive.pending = 0, {}
         drive.consumer, drive.last_heartbeat, drive.pdo_dirty = None, None, True
-        drive.boot_at = time.monotonic() + self.boot_time
+        drive.boot_at, drive.heartbeat_at = time.monotonic() + self.boot_time, None
+
+    def _boot(self, drive: DriveAxis, now: float) -> None:
+        """The boot-up frame now, the heartbeat from one producer time (0x1017) later."""
+        drive.boot_at = None
+        drive.node.nmt.boot()
+        period = 1e-3 * drive.node.sdo[cia402.HEARTBEAT_PRODUCER].raw
+        drive.heartbeat_at = now + period if period else None
 
     def _boot_due(self, now: float) -> None:
-        """Send the boot-up frame of every drive whose boot time is over."""
+        """Send the boot-ups whose boot time is over, and start the heartbeats due."""
         for drive in self.axes:
             if drive.boot_at is not None and now >= drive.boot_at:
-                drive.boot_at = None
-                drive.node.nmt.boot()       # the boot-up frame, heartbeat per 0x1017
+                self._boot(drive, now)
+            elif drive.heartbeat_at is not None and now >= drive.heartbeat_at:
+                drive.heartbeat_at = None
+                drive.node.nmt.start_heartbeat(drive.node.sdo[cia402.HEARTBEAT_PRODUCER].raw)
 
     def _on_master_heartbeat(self, can_id: int, data: bytes, timestamp: float) -> None:
         now = time.monotonic()
@@ -546,7 +559,8 @@ class EmulatedDrives:
 
     def _deadlines(self) -> list[float]:
         """The pending boot-ups and event timers, time.monotonic() s."""
-        times = [drive.boot_at for drive in self.axes if drive.boot_at is not None]
+        times = [t for drive in self.axes for t in (drive.boot_at, drive.heartbeat_at)
+                 if t is not None]
         for drive in self.axes:
             if drive.operational() and not drive.pdo_dirty:
                 times += [max(pdo.due, pdo.last_sent + pdo.inhibit) for pdo in drive.tpdos
