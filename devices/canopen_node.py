@@ -52,11 +52,6 @@ class DriveNmtSlave(NmtSlave):
             self.stop_heartbeat()
         super().on_command(can_id, data, timestamp)
 
-    @property
-    def booting(self) -> bool:
-        """Whether the node is INITIALISING (reset, boot-up frame not sent yet)."""
-        return self._state == _INITIALISING
-
     def boot(self) -> None:
         """End the boot: send the boot-up frame and enter PRE-OPERATIONAL.
 
@@ -66,8 +61,8 @@ class DriveNmtSlave(NmtSlave):
         waiting for the boot-up, ``canopen``'s ``wait_for_bootup``, can take for the
         news and so miss the boot-up a tenth of a millisecond before it).
         """
+        self._state = _PRE_OPERATIONAL      # first: a master's SDO may follow at once
         self.network.send_message(0x700 + self.id, [_INITIALISING])
-        self._state = _PRE_OPERATIONAL
 
 
 class StrictSdoServer(SdoServer):

@@ -22,9 +22,12 @@ Plant stepping (``emulator.mode``):
 Wire commands to plant inputs: motor voltage = duty / 32767 x battery voltage
 (``emulator.serial.battery_voltage``). In speed mode (cmds 35..40) the channel's
 velocity PID (``_VelocityLoop``, gains and QPPS by cmds 28/29, read by 55/56) sets the
-duty every plant step. Besides the link's commands the device answers ReadVersion,
-logic battery, GetEncoders, GetSpeeds, GetISpeeds (both the plant's rate), ReadTemp
-(constant), GetTimeout, ResetEncoders and SetEncM1/M2 (an offset on the count). Plant state to what a drive reports,
+duty every plant step. In position mode (cmds 65..67) the channel's position PID
+(``_PositionLoop``, set by 61/62, read by 63/64) follows a move profile; DutyAccel
+(52/53) ramps the duty. Besides the link's commands the device answers ReadVersion,
+logic battery, GetEncoders, GetSpeeds, GetISpeeds, ReadISpeedM1/M2 (all the plant's
+rate), ReadTemp (constant), GetTimeout, ResetEncoders and SetEncM1/M2 (an offset on the
+count), ReadBuffers, ReadPWMs and GetStatus. Plant state to what a drive reports,
 sampled after every step (and at start):
 - encoder count round(r q cpr / 2 pi + noise), sent as uint32 (mod 2^32);
 - speed round(r qd cpr / 2 pi + noise), counts/s: the plant's motor rate
@@ -38,8 +41,9 @@ Noise is Gaussian (``emulator.serial.*_noise``), seeded by ``emulator.serial.see
 Device behaviour, as the manual describes it (docs/PROTOCOLS.md §5): a write with a
 bad CRC is dropped without reply; a partial packet is discarded after
 PACKET_GAP of silence; bytes for unmapped addresses get no reply; an unknown command
-(its length unknown) makes the device drop all input until PACKET_GAP of silence, so
-its data is never taken for requests; with a serial timeout set (cmd 14) a controller zeroes its duties when no
+(its length unknown) gets no reply, as on a RoboClaw (there is no NACK), and makes the
+device drop all input until PACKET_GAP of silence, so its data is never taken for
+requests; with a serial timeout set (cmd 14) a controller zeroes its duties when no
 valid packet reached it for that long (free mode; in lockstep the plant only
 moves on commands). Every request is executed and answered
 ``emulator.serial.latency`` s after its last byte arrived.
@@ -140,16 +144,17 @@ class _PositionLoop:
     A command (accel, speed, deccel, position) starts a trapezoidal profile from the
     current set-point: the set-point speed v (counts/s) grows at ``accel`` up to
     ``speed`` and is capped by the speed from which ``deccel`` stops at the target,
-    sqrt(2 deccel |target - set-point|) (0 for accel or deccel: no ramp); it ends on the
-    target. Every plant step: e = set-point - encoder count (counts) and duty =
-    32767 v / QPPS (the velocity loop's QPPS: feed-forward) + P e + I integral(e dt) +
-    D (v - measured speed), clamped to +-32767, the integral term clamped to +-MaxI
-    (duty; 0: no integral); the derivative is the error's rate taken from the speeds,
-    so a one-count step of the encoder does not kick the duty. Once the profile has
-    ended, an error within the deadzone counts as zero (the integral holds). Targets are clamped to MinPos..MaxPos when MinPos < MaxPos.
-    Gains: duty per count (P), per count s (I), per count/s (D); 22.10 fixed point on
-    the wire. Commands sent with buffer = 0 wait until the one in progress has ended
-    (at most BUFFER_SIZE); buffer = 1 replaces it and empties the queue.
+    sqrt(2 deccel |target - set-point|) (0 for accel or deccel: no ramp); it ends on
+    the target (speed 0: where the set-point stands). Every plant step: e = set-point -
+    encoder count (counts) and duty = 32767 v / QPPS (the velocity loop's QPPS:
+    feed-forward) + P e + I integral(e dt) + D (v - measured speed), clamped to
+    +-32767, the integral term clamped to +-MaxI (duty; 0: no integral). The derivative
+    is the error's rate taken from the speeds, so a one-count step of the encoder does
+    not kick the duty. Once the profile has ended, an error within the deadzone counts
+    as zero (the integral holds). Targets are clamped to MinPos..MaxPos when MinPos <
+    MaxPos. Gains: duty per count (P), per count s (I), per count/s (D); 22.10 fixed
+    point on the wire. A command sent with buffer = 0 waits until the one in progress
+    has ended (at most BUFFER_SIZE wait); buffer = 1 replaces it and empties the queue.
     """
 
     def __init__(self):
@@ -212,7 +217,8 @@ class _PositionLoop:
         if deccel:
             toward = min(toward, math.sqrt(2.0 * deccel * abs(remaining)))
         if toward * dt >= abs(remaining) or top == 0:
-            self.setpoint, self.speed, self.moving = float(target), 0.0, False
+            self.setpoint = self.setpoint if top == 0 else float(target)
+            self.speed, self.moving = 0.0, False
             if self.queue:
                 self._start(self.queue.popleft())
             return
@@ -688,7 +694,7 @@ class RoboClawEmulator:
                 controller.duty[k] = pos.duty(self._enc[j], self._speed[j], loop.qpps, self.dt)
             elif ramp is not None:
                 target, accel = ramp
-                step = accel * self.dt if accel else math.inf
+                step = max(accel * self.dt, 1.0) if accel else math.inf   # duty per step
                 controller.duty[k] += int(round(max(-step, min(step, target - controller.duty[k]))))
             self._volts[j] = controller.duty[k] * scale
         p = self.plant.plant
