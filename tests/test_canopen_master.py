@@ -4,7 +4,8 @@ The drives run in another process (``hil emulate rig_canopen`` on the ``hilrig_z
 bus); the master is the ``canopen`` package with the EDS that ``hil canopen eds``
 writes, relying on the drives' defaults (no PDO remapping, no SYNC). The EDS is checked
 against the rules of CiA 306; the CiA 301/402 conformance details are checked over the
-bus; ``python -m can.logger`` records the exchange.
+bus; ``canopen``'s own reset idiom hears every boot-up and the event timers keep time;
+``python -m can.logger`` records the exchange.
 """
 import configparser
 import re

@@ -2,8 +2,9 @@
 
 Every command the library and common robot drivers use first or most, as the library
 sends and parses them (its own framing and CRC), and the emulated velocity PID: a speed
-command settles at the commanded speed. An unknown command is dropped whole: no reply,
-and the next request is answered normally.
+command settles at the commanded speed; the position mode (position PID, move profiles,
+buffers) brings a joint to a commanded count. An unknown command is dropped whole: no
+reply, and the next request is answered normally.
 """
 import os
 import signal
