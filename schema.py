@@ -291,6 +291,9 @@ class EmulatorCanopenTable(Table):
     event_timer: float = key(0.01, minimum=0.001,
                              doc="event timer of the drives' default (event-driven) "
                                  "TPDOs, s (at most 65.535); the EDS carries it")
+    boot_time: float = key(0.03, minimum=0.0,
+                           doc="from an NMT reset to the drive's boot-up frame, s: "
+                               "off the bus meanwhile (real drives: tens of ms)")
 
 
 @dataclass(frozen=True)

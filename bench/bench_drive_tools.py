@@ -6,9 +6,13 @@ and max of:
 - CANopen: ``canopen``'s BaseNode402 with the EDS of ``hil canopen eds``, from NMT reset
   node (boot-up) through OPERATION ENABLED on the default, event-driven PDOs (no
   remapping, no SYNC): N bring-ups of node 1 of configs/rig_canopen.toml;
+- CANopen: ``canopen``'s reset idiom (``nmt.state = 'RESET'``, ``wait_for_bootup()``) N
+  times (how many hear the boot-up, and its delay after the command), then the 10 ms
+  event timer of the default TPDO1 measured on the bus for 5 s (median and tails);
 - packet serial: the round trip of each command the ``basicmicro`` library sends
-  (ReadVersion, GetEncoders, GetSpeeds, ..., SpeedM1M2), N calls each, on the pty of
-  ``hil emulate rig_serial``;
+  (ReadVersion, GetEncoders, GetSpeeds, ..., SpeedM1M2, the position mode), N calls
+  each, on the pty of ``hil emulate rig_serial``; and the caller's wait for a command
+  the emulated device does not answer, with the library's default timeouts;
 - the emulated velocity PID: from rest, SpeedM1 to 4000 counts/s (1.2 rad/s at joint 1)
   until the speed stays within 2 % for 0.3 s, polled with GetSpeeds (wall-clock time),
   a few repetitions.
@@ -89,6 +93,50 @@ def canopen_bring_up(n: int) -> None:
         emu.wait(30)
 
 
+def canopen_reset_and_event_timer(n: int) -> None:
+    import canopen
+
+    channel = f"ipc:///tmp/hil-bench-{uuid.uuid4().hex[:8]}"
+    emu = subprocess.Popen(HIL + ["emulate", "rig_canopen", "--set",
+                                  f"link.canopen.channel='{channel}'"],
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    net = canopen.Network()
+    try:
+        for line in emu.stderr:                            # the ready line
+            if "emulated CiA 402 drives" in line:
+                break
+        net.connect(interface="hilrig_zmq", channel=channel, connect_timeout=10.0)
+        node = canopen.RemoteNode(1, None)
+        net.add_node(node)
+        boot_ups, delays, heard = [], [], 0
+        net.subscribe(0x701, lambda cob_id, data, ts: data[0] == 0 and
+                      boot_ups.append(time.perf_counter()))
+        for _ in range(n):
+            sent = time.perf_counter()
+            node.nmt.state = "RESET"
+            try:
+                node.nmt.wait_for_bootup(2.0)
+                heard += 1
+                delays.append(boot_ups[-1] - sent)
+            except canopen.nmt.NmtError:
+                pass
+        print(f"canopen reset idiom: boot-up heard {heard} of {n}")
+        print(summary("  boot-up after NMT reset", delays))
+        arrivals = []
+        net.subscribe(0x181, lambda cob_id, data, ts: arrivals.append(time.perf_counter()))
+        node.nmt.state = "OPERATIONAL"
+        time.sleep(5.0)
+        node.nmt.state = "PRE-OPERATIONAL"
+        periods = np.diff(arrivals[1:])
+        ms = periods * 1e3
+        print(summary("TPDO1 event timer (10 ms) period", periods)
+              + f"   p1 {np.percentile(ms, 1):.3f} ms   p99 {np.percentile(ms, 99):.3f} ms")
+    finally:
+        net.disconnect()
+        emu.send_signal(signal.SIGINT)
+        emu.communicate(timeout=30)
+
+
 def serial_tools(n: int) -> None:
     from basicmicro import Basicmicro
 
@@ -117,6 +165,16 @@ def serial_tools(n: int) -> None:
             "SpeedM1M2 (37)": lambda: bm.SpeedM1M2(M, 0, 0),
             "SpeedAccelM1M2 (40)": lambda: bm.SpeedAccelM1M2(M, 1000, 0, 0),
             "DutyM1M2 (34)": lambda: bm.DutyM1M2(M, 0, 0),
+            "ReadISpeedM1 (30)": lambda: bm.ReadISpeedM1(M),
+            "ReadBuffers (47)": lambda: bm.ReadBuffers(M),
+            "ReadPWMs (48)": lambda: bm.ReadPWMs(M),
+            "DutyAccelM1 (52)": lambda: bm.DutyAccelM1(M, 10000, 0),
+            "SetM1PositionPID (61)": lambda: bm.SetM1PositionPID(M, 20.0, 0.5, 4.0, 4000, 5,
+                                                                  0, 0),
+            "ReadM1PositionPID (63)": lambda: bm.ReadM1PositionPID(M),
+            "SpeedAccelDeccelPositionM1 (65)": lambda: bm.SpeedAccelDeccelPositionM1(
+                M, 4000, 2000, 4000, 0, 1),
+            "GetStatus (73)": lambda: bm.GetStatus(M),
         }
         for name, call in calls.items():
             times = []
@@ -148,6 +206,17 @@ def serial_tools(n: int) -> None:
         print(summary("SpeedM1 4000 counts/s: 2 % settling", settle))
         bm.DutyM1M2(M, 0, 0)
         bm.close()
+        # a command the device does not answer (as a RoboClaw: no reply), with the
+        # library's defaults (1 s read timeout, 2 tries): the caller's own timeouts
+        quiet = Basicmicro(port, 460800)
+        assert quiet.Open()
+        started = time.perf_counter()
+        try:
+            quiet.ReadEncoderModes(M)                       # cmd 91, not emulated
+        except Exception:  # noqa: BLE001 - basicmicro's PacketTimeoutError, expected
+            pass
+        print(summary("unanswered command (91), defaults", [time.perf_counter() - started]))
+        quiet.close()
     finally:
         emu.send_signal(signal.SIGINT)
         emu.wait(30)
@@ -156,4 +225,5 @@ def serial_tools(n: int) -> None:
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     canopen_bring_up(max(5, count // 10))
+    canopen_reset_and_event_timer(max(20, count // 10))
     serial_tools(count)

@@ -13,13 +13,17 @@ What ``canopen.LocalNode`` leaves loose and a conforming device does not:
 - the pre-defined error field 0x1003: ``push_error(code)`` records an error (newest at
   sub-index 1, at most ``depth``); writing 0 to sub-index 0 clears it, any other value is
   refused with 0x06090030; reading a sub-index beyond the number of errors is aborted
-  with 0x08000024 (no data available).
+  with 0x08000024 (no data available);
+- from an NMT reset until its boot-up frame the node is INITIALISING and off the bus: no
+  heartbeat, no SDO answer, and NMT commands are ignored (``DriveNmtSlave``); whoever
+  runs the node ends the boot (``boot``) when its boot time is over.
 """
 from __future__ import annotations
 
 import struct
 
 import canopen
+from canopen.nmt import NmtSlave
 from canopen.objectdictionary import ODVariable
 from canopen.sdo import SdoAbortedError, SdoServer
 
@@ -28,13 +32,45 @@ ABORT_NO_SUBINDEX = 0x06090011
 ABORT_VALUE_RANGE = 0x06090030
 ABORT_NO_DATA = 0x08000024
 ERROR_HISTORY = 0x1003
+_RESETS = (0x81, 0x82)          # NMT reset node, reset communication
+_INITIALISING, _PRE_OPERATIONAL = 0, 127      # NMT states (canopen.nmt.NMT_STATES)
+
+
+class DriveNmtSlave(NmtSlave):
+    """The NMT slave of a ``DriveNode``: a reset takes the node off the bus until ``boot``.
+
+    A reset command stops the heartbeat and leaves the node INITIALISING without a
+    frame (``canopen.NmtSlave`` would keep its heartbeat task running with state 0,
+    which a master cannot tell from a boot-up); while INITIALISING every NMT command is
+    ignored, as a rebooting device hears none.
+    """
+
+    def on_command(self, can_id, data, timestamp):
+        if self._state == _INITIALISING or len(data) < 2 or data[1] not in (0, self.id):
+            return
+        if data[0] in _RESETS:
+            self.stop_heartbeat()
+        super().on_command(can_id, data, timestamp)
+
+    def boot(self) -> None:
+        """End the boot: send the boot-up frame and enter PRE-OPERATIONAL.
+
+        The heartbeat is not started: the boot-up is the first heartbeat, so the next
+        is due one producer time (0x1017) later, when the owner calls
+        ``start_heartbeat`` (``canopen.NmtSlave`` sent one at once, which a master
+        waiting for the boot-up, ``canopen``'s ``wait_for_bootup``, can take for the
+        news and so miss the boot-up a tenth of a millisecond before it).
+        """
+        self._state = _PRE_OPERATIONAL      # first: a master's SDO may follow at once
+        self.network.send_message(0x700 + self.id, [_INITIALISING])
 
 
 class StrictSdoServer(SdoServer):
-    """The SDO server of a ``DriveNode``: silent in STOPPED, refuses block transfers."""
+    """The SDO server of a ``DriveNode``: silent in STOPPED and while booting, refuses
+    block transfers."""
 
     def on_request(self, can_id, data, timestamp):
-        if self._node.nmt.state == "STOPPED":
+        if self._node.nmt.state in ("STOPPED", "INITIALISING"):
             return
         super().on_request(can_id, data, timestamp)
 
@@ -65,6 +101,9 @@ class DriveNode(canopen.LocalNode):
     def __init__(self, node_id: int, object_dictionary):
         super().__init__(node_id, object_dictionary)
         self.sdo = StrictSdoServer(0x600 + self.id, 0x580 + self.id, self)
+        self._write_callbacks.remove(self.nmt.on_write)    # LocalNode's NmtSlave, replaced
+        self.nmt = DriveNmtSlave(self.id, self)
+        self.add_write_callback(self.nmt.on_write)          # 0x1017: the heartbeat period
         self.errors: list[int] = []                 # 0x1003, newest first
         self.error_depth = 0
         if ERROR_HISTORY in self.object_dictionary:

@@ -8,6 +8,13 @@ producer, the error history 0x1003 and the object dictionary of
 (docs/PROTOCOLS.md §3.2): the CiA 402 state machine, synchronous and event-driven
 PDOs, the heartbeat consumer (0x1016) and the drive's protections.
 
+An NMT reset (node or communication) takes a drive off the bus for
+``emulator.canopen.boot_time`` (INITIALISING: no heartbeat, SDO or PDO, NMT commands
+ignored), then it sends its boot-up frame and enters PRE-OPERATIONAL, as a real drive
+does tens of milliseconds after the command, so a master that starts listening after
+sending the reset (``canopen``'s ``nmt.state = 'RESET'; nmt.wait_for_bootup()``) hears it.
+At ``start`` (power on) the drives boot at once.
+
 After a reset the drives have the default PDO mapping of ``cia402`` (event-driven,
 transmission type 255: TPDOs on their event timer and on a statusword change, RPDO
 data applied on reception) and produce heartbeats (0x1017 from
@@ -110,6 +117,7 @@ class _Pdo:
         self.entries, self.layout = entries, layout
         self.inhibit, self.event_timer = inhibit, event_timer     # s (0: none)
         self.last_sent = -math.inf                  # time.monotonic() of the last frame
+        self.due = -math.inf                        # time.monotonic() the event timer expires
         self.last_statusword: int | None = None
 
     @property
@@ -143,6 +151,8 @@ class DriveAxis:
         self.last_heartbeat: float | None = None
         self.i2t = 0.0
         self.drop_tpdos = 0
+        self.boot_at: float | None = None      # time.monotonic() of the boot-up after a reset
+        self.heartbeat_at: float | None = None   # ... and of the first heartbeat after it
 
     @property
     def statusword(self) -> int:
@@ -223,6 +233,7 @@ class EmulatedDrives:
         self.supply = emu.supply_voltage
         self.i2t_time = emu.i2t_time
         self.latency = emu.latency
+        self.boot_time = emu.boot_time
         self.noise = (emu.position_noise, emu.velocity_noise, emu.current_noise)
         self.rng = np.random.default_rng(emu.seed)
         self.master_id = can_cfg.master_id
@@ -274,9 +285,9 @@ class EmulatedDrives:
         net.subscribe(0x000, self._on_nmt)
         net.subscribe(0x080, self._on_sync)
         net.subscribe(0x700 + self.master_id, self._on_master_heartbeat)
+        now = time.monotonic()
         for drive in self.axes:
-            drive.node.nmt.state = "INITIALISING"       # sends the boot-up frame
-            drive.node.nmt.state = "PRE-OPERATIONAL"
+            self._boot(drive, now)      # power on: the boot-up frame, PRE-OPERATIONAL
         self._supervisor = threading.Thread(target=self._supervise, daemon=True,
                                             name="cia402 emulator supervision")
         self._supervisor.start()
@@ -371,6 +382,8 @@ class EmulatedDrives:
                 producer, ms = (value >> 16) & 0x7F, value & 0xFFFF
                 drive.consumer = (producer, ms / 1000.0) if producer and ms else None
                 drive.last_heartbeat = None          # monitoring starts at the next heartbeat
+            elif index == cia402.HEARTBEAT_PRODUCER:
+                drive.heartbeat_at = None           # the node's NMT slave has (re)started it
             elif cia402.RPDO_COM <= index < cia402.TPDO_MAP + cia402.N_PDO:
                 drive.pdo_dirty = True
 
@@ -408,8 +421,8 @@ class EmulatedDrives:
         command, target = data[0], data[1]
         with self.lock:
             for drive in self.axes:
-                if target not in (0, drive.node.id):
-                    continue
+                if target not in (0, drive.node.id) or drive.boot_at is not None:
+                    continue            # another node's, or this one is booting: deaf
                 if command in (cia402.NMT_RESET_NODE, cia402.NMT_RESET_COMMUNICATION):
                     self._reset(drive, command == cia402.NMT_RESET_NODE)
                 elif command == cia402.NMT_START:
@@ -418,8 +431,10 @@ class EmulatedDrives:
                     drive.state = State.QUICK_STOP_ACTIVE     # left OPERATIONAL while enabled
 
     def _reset(self, drive: DriveAxis, application: bool) -> None:
+        """Reset node (``application``) or communication: the objects back to their
+        defaults, and the boot-up ``boot_time`` from now (``_boot_due``); the node's NMT
+        slave has already stopped the heartbeat."""
         node = drive.node
-        node.nmt.stop_heartbeat()
         if application:
             node.data_store.clear()
             drive.state, drive.mode, drive.target, drive.error_code = \
@@ -430,8 +445,23 @@ class EmulatedDrives:
                     del node.data_store[index]
         drive.controlword, drive.pending = 0, {}
         drive.consumer, drive.last_heartbeat, drive.pdo_dirty = None, None, True
-        node.nmt.send_command(cia402.NMT_RESET_COMMUNICATION)   # boot-up frame
-        node.nmt.send_command(cia402.NMT_PRE_OPERATIONAL)       # heartbeat per 0x1017
+        drive.boot_at, drive.heartbeat_at = time.monotonic() + self.boot_time, None
+
+    def _boot(self, drive: DriveAxis, now: float) -> None:
+        """The boot-up frame now, the heartbeat from one producer time (0x1017) later."""
+        drive.boot_at = None
+        drive.node.nmt.boot()
+        period = 1e-3 * drive.node.sdo[cia402.HEARTBEAT_PRODUCER].raw
+        drive.heartbeat_at = now + period if period else None
+
+    def _boot_due(self, now: float) -> None:
+        """Send the boot-ups whose boot time is over, and start the heartbeats due."""
+        for drive in self.axes:
+            if drive.boot_at is not None and now >= drive.boot_at:
+                self._boot(drive, now)
+            elif drive.heartbeat_at is not None and now >= drive.heartbeat_at:
+                drive.heartbeat_at = None
+                drive.node.nmt.start_heartbeat(drive.node.sdo[cia402.HEARTBEAT_PRODUCER].raw)
 
     def _on_master_heartbeat(self, can_id: int, data: bytes, timestamp: float) -> None:
         now = time.monotonic()
@@ -494,34 +524,54 @@ class EmulatedDrives:
         return False
 
     def _run_clock(self) -> None:
-        """Event-driven TPDOs, and the plant's own clock while no synchronous PDO is in use.
+        """Event-driven TPDOs, boot-ups, and the plant's own clock while no PDO is synchronous.
 
-        Every sim.dt of wall-clock time: if some drive is OPERATIONAL and no PDO is
+        Sleeps to absolute deadlines (so nothing drifts): at every plant tick (every
+        sim.dt of wall-clock time), if some drive is OPERATIONAL and no PDO is
         synchronous, latch the actual values and step the plant (as the SYNC does
-        otherwise); then send each event-driven TPDO (type 254/255) whose event timer
-        expired or whose statusword changed, its inhibit time respected.
+        otherwise); at every wake-up, the plant tick or the earliest event timer or boot
+        time, send the boot-ups that are due and each event-driven TPDO (type 254/255)
+        whose event timer expired or whose statusword changed, its inhibit time respected.
+        A statusword change and a reset's boot-up wait for the next wake-up (at most
+        sim.dt).
         """
-        next_tick = time.monotonic()
+        next_tick = time.monotonic() + self.h
+        wake = next_tick
         while True:
-            next_tick += self.h
-            delay = next_tick - time.monotonic()
-            if self._stop.wait(max(delay, 0.0)):
+            if self._stop.wait(max(wake - time.monotonic(), 0.0)):
                 return
             now = time.monotonic()
-            if now - next_tick > _RESYNC:
-                next_tick = now
             with self.lock:
                 if self.network is None:
                     return
-                running = any(drive.operational() for drive in self.axes)
-                if running and not self._sync_driven():
-                    self._sample()
-                    self._step()
-                    self.free_steps += 1
+                self._boot_due(now)
+                if now >= next_tick:
+                    next_tick = now if now - next_tick > _RESYNC else next_tick
+                    next_tick += self.h
+                    running = any(drive.operational() for drive in self.axes)
+                    if running and not self._sync_driven():
+                        self._sample()
+                        self._step()
+                        self.free_steps += 1
                 for cob_id, payload in self._event_frames(now):
                     self.network.send_message(cob_id, payload)
+                wake = min([next_tick] + self._deadlines())
+
+    def _deadlines(self) -> list[float]:
+        """The pending boot-ups and event timers, time.monotonic() s."""
+        times = [t for drive in self.axes for t in (drive.boot_at, drive.heartbeat_at)
+                 if t is not None]
+        for drive in self.axes:
+            if drive.operational() and not drive.pdo_dirty:
+                times += [max(pdo.due, pdo.last_sent + pdo.inhibit) for pdo in drive.tpdos
+                          if pdo.event_timer and not pdo.synchronous]
+        return times
 
     def _event_frames(self, now: float) -> list[tuple[int, bytes]]:
+        """The event-driven TPDO frames due at ``now``: event timer expired or statusword
+        changed. A timer sent on time stays on its grid (the next expiry one period after
+        this one, not after ``now``); one sent for a change, or late by over a period,
+        restarts from ``now``."""
         frames = []
         for drive in self.axes:
             if not drive.operational():
@@ -536,7 +586,10 @@ class EmulatedDrives:
                     values = drive.values()
                 changed = pdo.last_statusword != values[cia402.STATUSWORD] and \
                     any(index == cia402.STATUSWORD for index, _ in pdo.entries)
-                if changed or (pdo.event_timer and now - pdo.last_sent >= pdo.event_timer):
+                expired = pdo.event_timer and now >= pdo.due
+                if changed or expired:
+                    on_grid = expired and now - pdo.due < pdo.event_timer
+                    pdo.due = (pdo.due if on_grid else now) + pdo.event_timer
                     pdo.last_sent, pdo.last_statusword = now, values[cia402.STATUSWORD]
                     frames.append((pdo.cob_id, pdo.layout.pack(
                         *(values.get(index, 0) for index, _ in pdo.entries))))

@@ -22,9 +22,12 @@ Plant stepping (``emulator.mode``):
 Wire commands to plant inputs: motor voltage = duty / 32767 x battery voltage
 (``emulator.serial.battery_voltage``). In speed mode (cmds 35..40) the channel's
 velocity PID (``_VelocityLoop``, gains and QPPS by cmds 28/29, read by 55/56) sets the
-duty every plant step. Besides the link's commands the device answers ReadVersion,
-logic battery, GetEncoders, GetSpeeds, GetISpeeds (both the plant's rate), ReadTemp
-(constant), GetTimeout, ResetEncoders and SetEncM1/M2 (an offset on the count). Plant state to what a drive reports,
+duty every plant step. In position mode (cmds 65..67) the channel's position PID
+(``_PositionLoop``, set by 61/62, read by 63/64) follows a move profile; DutyAccel
+(52/53) ramps the duty. Besides the link's commands the device answers ReadVersion,
+logic battery, GetEncoders, GetSpeeds, GetISpeeds, ReadISpeedM1/M2 (all the plant's
+rate), ReadTemp (constant), GetTimeout, ResetEncoders and SetEncM1/M2 (an offset on the
+count), ReadBuffers, ReadPWMs and GetStatus. Plant state to what a drive reports,
 sampled after every step (and at start):
 - encoder count round(r q cpr / 2 pi + noise), sent as uint32 (mod 2^32);
 - speed round(r qd cpr / 2 pi + noise), counts/s: the plant's motor rate
@@ -38,8 +41,9 @@ Noise is Gaussian (``emulator.serial.*_noise``), seeded by ``emulator.serial.see
 Device behaviour, as the manual describes it (docs/PROTOCOLS.md §5): a write with a
 bad CRC is dropped without reply; a partial packet is discarded after
 PACKET_GAP of silence; bytes for unmapped addresses get no reply; an unknown command
-(its length unknown) makes the device drop all input until PACKET_GAP of silence, so
-its data is never taken for requests; with a serial timeout set (cmd 14) a controller zeroes its duties when no
+(its length unknown) gets no reply, as on a RoboClaw (there is no NACK), and makes the
+device drop all input until PACKET_GAP of silence, so its data is never taken for
+requests; with a serial timeout set (cmd 14) a controller zeroes its duties when no
 valid packet reached it for that long (free mode; in lockstep the plant only
 moves on commands). Every request is executed and answered
 ``emulator.serial.latency`` s after its last byte arrived.
@@ -79,12 +83,18 @@ PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
 RESYNC = 0.1                # free mode: further behind than this re-anchors the clock, s
 DEFAULT_MAX_CURRENT = 30.0  # power-up current limit per channel, A
-MEASUREMENT_READS = (16, 17, 18, 19, 49, 78, 79, 90, 108)
+MEASUREMENT_READS = (16, 17, 18, 19, 30, 31, 49, 73, 78, 79, 90, 108)
 SPEED_COMMANDS = (35, 36, 37, 38, 39, 40)
+POSITION_COMMANDS = (65, 66, 67)
 LOGIC_BATTERY = 5.0         # V, the logic supply the emulated board reports
 TEMPERATURE = 25.0          # degC, the board temperature it reports (no thermal model)
 DEFAULT_QPPS = 44000        # counts/s, velocity PID of a channel that drives no joint
 DEFAULT_VELOCITY_PID = (8.0, 40.0, 0.0)  # P, I, D of the emulated velocity loop
+# Power-up position PID: P, I, D, MaxI (duty), deadzone (counts), MinPos, MaxPos (counts;
+# equal: no limits). A RoboClaw ships with zeros (no position control until tuned); these
+# hold an arm joint of the rig configs (P 20 duty/count is ~480 N m/rad at rig_serial's
+# joint 1), so a position command does something out of the box.
+DEFAULT_POSITION_PID = (20.0, 0.5, 4.0, 4000, 5, 0, 0)
 
 
 class _VelocityLoop:
@@ -128,12 +138,102 @@ class _VelocityLoop:
         return int(round(max(-rc.DUTY_FULL, min(rc.DUTY_FULL, duty))))
 
 
+class _PositionLoop:
+    """The position mode of one channel (cmds 61..67): a move profile and the position PID.
+
+    A command (accel, speed, deccel, position) starts a trapezoidal profile from the
+    current set-point: the set-point speed v (counts/s) grows at ``accel`` up to
+    ``speed`` and is capped by the speed from which ``deccel`` stops at the target,
+    sqrt(2 deccel |target - set-point|) (0 for accel or deccel: no ramp); it ends on
+    the target (speed 0: where the set-point stands). Every plant step: e = set-point -
+    encoder count (counts) and duty = 32767 v / QPPS (the velocity loop's QPPS:
+    feed-forward) + P e + I integral(e dt) + D (v - measured speed), clamped to
+    +-32767, the integral term clamped to +-MaxI (duty; 0: no integral). The derivative
+    is the error's rate taken from the speeds, so a one-count step of the encoder does
+    not kick the duty. Once the profile has ended, an error within the deadzone counts
+    as zero (the integral holds). Targets are clamped to MinPos..MaxPos when MinPos <
+    MaxPos. Gains: duty per count (P), per count s (I), per count/s (D); 22.10 fixed
+    point on the wire. A command sent with buffer = 0 waits until the one in progress
+    has ended (at most BUFFER_SIZE wait); buffer = 1 replaces it and empties the queue.
+    """
+
+    def __init__(self):
+        (self.p, self.i, self.d, self.max_i, self.deadzone, self.min_pos,
+         self.max_pos) = DEFAULT_POSITION_PID
+        self.active = False                       # position mode
+        self.moving = False                       # a profile is in progress
+        self.queue: deque = deque()               # buffered (accel, speed, deccel, target)
+        self.move = (0, 0, 0, 0)                  # the profile in progress
+        self.setpoint = self.speed = 0.0          # counts, counts/s (signed)
+        self.integral = 0.0
+
+    def command(self, move: tuple, at_once: bool, count: int) -> None:
+        """Start ``move`` (accel, speed, deccel, position) now, or after the queue."""
+        if not self.active:
+            self.active, self.moving = True, False
+            self.queue.clear()
+            self.setpoint, self.speed, self.integral = float(count), 0.0, 0.0
+        if at_once:
+            self.queue.clear()
+        elif self.moving or self.queue:
+            if len(self.queue) < rc.BUFFER_SIZE:
+                self.queue.append(move)
+            return
+        self._start(move)
+
+    def _start(self, move: tuple) -> None:
+        accel, speed, deccel, target = move
+        if self.min_pos < self.max_pos:
+            target = max(self.min_pos, min(self.max_pos, target))
+        self.move, self.moving = (accel, speed, deccel, target), True
+
+    def buffered(self) -> int:
+        """ReadBuffers' value: commands waiting, 0 while the last one runs, 0x80 idle."""
+        return len(self.queue) if self.active and (self.moving or self.queue) \
+            else rc.BUFFER_IDLE
+
+    def duty(self, count: int, speed: int, qpps: int, dt: float) -> int:
+        """The duty for one plant step of ``dt`` s at encoder ``count`` and ``speed``."""
+        if self.moving:
+            self._advance(dt)
+        error = self.setpoint - count
+        if not self.moving and abs(error) <= self.deadzone:
+            error = 0.0
+        derivative = self.speed - speed
+        if self.max_i:
+            limit = self.max_i / self.i if self.i else 0.0
+            self.integral = max(-limit, min(limit, self.integral + error * dt))
+        feed = rc.DUTY_FULL * self.speed / qpps if qpps else 0.0
+        duty = feed + self.p * error + self.i * self.integral + self.d * derivative
+        return int(round(max(-rc.DUTY_FULL, min(rc.DUTY_FULL, duty))))
+
+    def _advance(self, dt: float) -> None:
+        """One step of the profile; the next buffered move once it has ended."""
+        accel, top, deccel, target = self.move
+        remaining = target - self.setpoint
+        direction = 1.0 if remaining >= 0 else -1.0
+        toward = direction * self.speed               # speed toward the target
+        toward = min(toward + accel * dt, top) if accel else float(top)
+        if deccel:
+            toward = min(toward, math.sqrt(2.0 * deccel * abs(remaining)))
+        if toward * dt >= abs(remaining) or top == 0:
+            self.setpoint = self.setpoint if top == 0 else float(target)
+            self.speed, self.moving = 0.0, False
+            if self.queue:
+                self._start(self.queue.popleft())
+            return
+        self.speed = direction * max(toward, 0.0)
+        self.setpoint += self.speed * dt
+
+
 class _Controller:
     """The state of one emulated controller (one address)."""
 
     def __init__(self, qpps=(DEFAULT_QPPS, DEFAULT_QPPS)):
         self.duty = [0, 0]                        # M1, M2, +-32767
         self.velocity = [_VelocityLoop(q) for q in qpps]
+        self.position = [_PositionLoop(), _PositionLoop()]
+        self.ramp: list[tuple[int, int] | None] = [None, None]   # DutyAccel: (duty, duty/s)
         self.max_current = [DEFAULT_MAX_CURRENT] * 2   # A
         self.serial_timeout = 0.0                 # s, 0 = off
         self.last_packet = monotonic()
@@ -141,10 +241,19 @@ class _Controller:
         self.warnings = 0                         # over-current warning bits
 
     def stop_motors(self) -> None:
-        """Duty 0 on both channels, speed mode off (serial timeout)."""
+        """Duty 0 on both channels, speed and position modes off (serial timeout)."""
         self.duty = [0, 0]
-        for loop in self.velocity:
-            loop.active = False
+        for channel in (1, 2):
+            self.select(channel, None)
+
+    def select(self, channel: int, mode) -> None:
+        """Leave every mode of ``channel`` (1, 2) but ``mode`` (a loop, "ramp" or None)."""
+        k = channel - 1
+        for loop in (self.velocity[k], self.position[k]):
+            if loop is not mode:
+                loop.active = False
+        if mode != "ramp":
+            self.ramp[k] = None
 
 
 class RoboClawEmulator:
@@ -452,8 +561,8 @@ class RoboClawEmulator:
             count = 0 if j is None else self._enc[j]
             backwards = j is not None and self._speed[j] < 0
             return count & 0xFFFFFFFF, 2 if backwards else 0
-        if code in (18, 19):
-            j = joint((address, code - 17))
+        if code in (18, 19, 30, 31):                          # 30, 31: the same rate
+            j = joint((address, (code - 17) if code < 30 else (code - 29)))
             speed = 0 if j is None else self._speed[j]
             return speed, 1 if speed < 0 else 0
         if code == 49:
@@ -480,6 +589,17 @@ class RoboClawEmulator:
             loop = controller.velocity[code - 55]
             return (*(round(g * rc.PID_SCALE) & 0xFFFFFFFF for g in (loop.p, loop.i, loop.d)),
                     loop.qpps)
+        if code in (63, 64):
+            pos = controller.position[code - 63]
+            return (*(round(g * rc.POSITION_PID_SCALE) & 0xFFFFFFFF
+                      for g in (pos.p, pos.i, pos.d)),
+                    pos.max_i, pos.deadzone, pos.min_pos, pos.max_pos)
+        if code == 47:
+            return tuple(pos.buffered() for pos in controller.position)
+        if code == 48:
+            return tuple(controller.duty)
+        if code == 73:
+            return self._status(controller, both)
         if code == 14:
             controller.serial_timeout = 0.1 * values[0]
         elif code in (133, 134):
@@ -496,19 +616,64 @@ class RoboClawEmulator:
             loop = controller.velocity[code - 28]
             d, p, i, loop.qpps = values
             loop.p, loop.i, loop.d = (_signed(g) / rc.PID_SCALE for g in (p, i, d))
+        elif code in (61, 62):
+            pos = controller.position[code - 61]
+            d, p, i, pos.max_i, pos.deadzone, pos.min_pos, pos.max_pos = values
+            pos.p, pos.i, pos.d = (_signed(g) / rc.POSITION_PID_SCALE for g in (p, i, d))
         elif code in SPEED_COMMANDS:
             accel, speeds = (values[0], values[1:]) if code >= 38 else (0, values)
             channels = (1, 2) if code in (37, 40) else ((code - 34) if code < 38 else (code - 37),)
             for channel, speed in zip(channels, speeds):
+                controller.select(channel, controller.velocity[channel - 1])
                 controller.velocity[channel - 1].command(speed, accel)
+            self._commanded = self._commanded or self._measured
+        elif code in POSITION_COMMANDS:
+            moves = (values[0:4], values[4:8]) if code == 67 else (values[0:4],)
+            channels = (1, 2) if code == 67 else (code - 64,)
+            for channel, move, j in zip(channels, moves, (both[c - 1] for c in channels)):
+                pos = controller.position[channel - 1]
+                controller.select(channel, pos)
+                pos.command(move, values[-1] == 1, 0 if j is None else self._enc[j])
+            self._commanded = self._commanded or self._measured
+        elif code in (52, 53):
+            controller.select(code - 51, "ramp")
+            controller.ramp[code - 52] = values               # (duty, accel in duty/s)
             self._commanded = self._commanded or self._measured
         else:                                                 # 32, 33, 34: duty
             channels = (1, 2) if code == 34 else (code - 31,)
             for channel, duty in zip(channels, values):
                 controller.duty[channel - 1] = duty
-                controller.velocity[channel - 1].active = False
+                controller.select(channel, None)
             self._commanded = self._commanded or self._measured
         return ()
+
+    def _status(self, controller: _Controller, both: tuple) -> tuple:
+        """GetStatus (73): basicmicro's field order (roboclaw_codec.GET_STATUS); set-points
+        and errors of a channel in neither closed-loop mode are 0."""
+        setpoints, speed_errors, position_errors = [0, 0], [0, 0], [0, 0]
+        for k, j in enumerate(both):
+            speed = 0 if j is None else self._speed[j]
+            loop, pos = controller.velocity[k], controller.position[k]
+            if loop.active:
+                setpoints[k] = round(loop.setpoint)
+            elif pos.active:
+                setpoints[k] = round(pos.speed)
+                count = 0 if j is None else self._enc[j]
+                position_errors[k] = _clamp16(round(pos.setpoint - count))
+            if loop.active or pos.active:
+                speed_errors[k] = _clamp16(setpoints[k] - speed)
+        fields = (
+            round(1000.0 * self.plant.plant.t) & 0xFFFFFFFF,     # tick: plant time, ms
+            controller.errors | controller.warnings,
+            round(10.0 * TEMPERATURE), round(10.0 * TEMPERATURE),
+            round(10.0 * self.battery), round(10.0 * LOGIC_BATTERY),
+            *controller.duty,
+            *(0 if j is None else self._amps[j] for j in both),
+            *(0 if j is None else self._enc[j] & 0xFFFFFFFF for j in both),
+            *setpoints,
+            *(0 if j is None else self._speed[j] for j in both),
+            *speed_errors, *position_errors)
+        return fields
 
     def _set_encoder(self, j: int, count: int) -> None:
         """Make joint j's encoder read ``count`` now (cmds 20, 22, 23)."""
@@ -521,10 +686,17 @@ class RoboClawEmulator:
         scale = self.battery / rc.DUTY_FULL
         for j, (address, channel) in enumerate(self.axes):
             controller = self.controllers[address]
-            loop = controller.velocity[channel - 1]
+            k = channel - 1
+            loop, pos, ramp = controller.velocity[k], controller.position[k], controller.ramp[k]
             if loop.active:
-                controller.duty[channel - 1] = loop.duty(self._speed[j], self.dt)
-            self._volts[j] = controller.duty[channel - 1] * scale
+                controller.duty[k] = loop.duty(self._speed[j], self.dt)
+            elif pos.active:
+                controller.duty[k] = pos.duty(self._enc[j], self._speed[j], loop.qpps, self.dt)
+            elif ramp is not None:
+                target, accel = ramp
+                step = max(accel * self.dt, 1.0) if accel else math.inf   # duty per step
+                controller.duty[k] += int(round(max(-step, min(step, target - controller.duty[k]))))
+            self._volts[j] = controller.duty[k] * scale
         p = self.plant.plant
         if len(self.schedule):
             stepping.apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.dt)
@@ -557,6 +729,11 @@ class RoboClawEmulator:
             controller = self.controllers[address]
             if abs(meas.current[j]) > controller.max_current[channel - 1]:
                 controller.warnings |= rc.OVERCURRENT_WARNING[channel]
+
+
+def _clamp16(value: int) -> int:
+    """``value`` clamped to int16 (a GetStatus error field)."""
+    return max(-32768, min(32767, value))
 
 
 def _signed(value: int) -> int:

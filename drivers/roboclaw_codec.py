@@ -108,6 +108,30 @@ READ_CURRENTS = _command(49, "ReadCurrents", "", "hh")       # M1, M2 in 10 mA
 READ_STATUS = _command(90, "ReadStatus", "", "I")            # 32-bit status word
 SET_M1_MAX_CURRENT = _command(133, "SetM1MaxCurrent", "II", None)   # max, min (10 mA)
 SET_M2_MAX_CURRENT = _command(134, "SetM2MaxCurrent", "II", None)
+# The position mode and its companions (issue 26), as basicmicro 2.0.10 sends and parses
+# them; the RoboClaw manual lists the same numbers and fields (GetStatus, 73, is only in
+# the library: its layout is the library's).
+GET_ISPEED_M1 = _command(30, "ReadISpeedM1", "", "iB")       # counts/s (int32), 1 = backwards
+GET_ISPEED_M2 = _command(31, "ReadISpeedM2", "", "iB")
+GET_BUFFERS = _command(47, "ReadBuffers", "", "BB")          # queued per channel; 0x80 idle
+GET_PWMS = _command(48, "ReadPWMs", "", "hh")                # duty applied, +-32767
+DUTY_ACCEL_M1 = _command(52, "DutyAccelM1", "hI", None)      # duty, accel (duty/s)
+DUTY_ACCEL_M2 = _command(53, "DutyAccelM2", "hI", None)
+# Position PID of a channel: gains in 22.10 fixed point (the library's scale, 1024); the
+# set command sends D, P, I, MaxI, Deadzone, MinPos, MaxPos; the read answers P, I, D, ...
+SET_M1_POSITION_PID = _command(61, "SetM1PositionPID", "IIIIIii", None)
+SET_M2_POSITION_PID = _command(62, "SetM2PositionPID", "IIIIIii", None)
+READ_M1_POSITION_PID = _command(63, "ReadM1PositionPID", "", "IIIIIii")
+READ_M2_POSITION_PID = _command(64, "ReadM2PositionPID", "", "IIIIIii")
+# accel (counts/s^2), speed (counts/s), deccel (counts/s^2), position (counts), buffer
+# (0: after the command in progress, 1: at once)
+SPEED_ACCEL_DECCEL_POSITION_M1 = _command(65, "SpeedAccelDeccelPositionM1", "IIIiB", None)
+SPEED_ACCEL_DECCEL_POSITION_M2 = _command(66, "SpeedAccelDeccelPositionM2", "IIIiB", None)
+SPEED_ACCEL_DECCEL_POSITION_M1M2 = _command(67, "SpeedAccelDeccelPositionM1M2", "IIIiIIIiB",
+                                            None)
+# tick (ms), status word, temperatures 1 and 2 (0.1 degC), main and logic battery (0.1 V),
+# PWMs, currents (10 mA), encoders, speed set-points, speeds, speed errors, position errors
+GET_STATUS = _command(73, "GetStatus", "", "IIHHHHhhhhIIiiiihhhh")
 
 COMMANDS = {c.code: c for c in (SET_SERIAL_TIMEOUT, READ_ENC_M1, READ_ENC_M2, READ_SPEED_M1,
                                  READ_SPEED_M2, READ_MAIN_BATTERY, DUTY_M1, DUTY_M2, DUTY_M1M2,
@@ -117,8 +141,16 @@ COMMANDS = {c.code: c for c in (SET_SERIAL_TIMEOUT, READ_ENC_M1, READ_ENC_M2, RE
                                  SET_M1_VELOCITY_PID, SET_M2_VELOCITY_PID, SPEED_M1, SPEED_M2,
                                  SPEED_M1M2, SPEED_ACCEL_M1, SPEED_ACCEL_M2, SPEED_ACCEL_M1M2,
                                  READ_M1_VELOCITY_PID, READ_M2_VELOCITY_PID, GET_ENCODERS,
-                                 GET_ISPEEDS, READ_TEMP, GET_SPEEDS)}
+                                 GET_ISPEEDS, READ_TEMP, GET_SPEEDS, GET_ISPEED_M1,
+                                 GET_ISPEED_M2, GET_BUFFERS, GET_PWMS, DUTY_ACCEL_M1,
+                                 DUTY_ACCEL_M2, SET_M1_POSITION_PID, SET_M2_POSITION_PID,
+                                 READ_M1_POSITION_PID, READ_M2_POSITION_PID,
+                                 SPEED_ACCEL_DECCEL_POSITION_M1, SPEED_ACCEL_DECCEL_POSITION_M2,
+                                 SPEED_ACCEL_DECCEL_POSITION_M1M2, GET_STATUS)}
 PID_SCALE = 65536.0         # 16.16 fixed point of the velocity PID gains
+POSITION_PID_SCALE = 1024.0  # 22.10 fixed point of the position PID gains
+BUFFER_IDLE = 0x80          # ReadBuffers: nothing queued and the last command finished
+BUFFER_SIZE = 64            # buffered position commands per channel
 READ_ENC = {1: READ_ENC_M1, 2: READ_ENC_M2}
 READ_SPEED = {1: READ_SPEED_M1, 2: READ_SPEED_M2}
 DUTY = {1: DUTY_M1, 2: DUTY_M2}

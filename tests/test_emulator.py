@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import zmq
 from conftest import config
+from hilrig.devices.zmq_plant import MAX_FRAME_BYTES
+from hilrig.drivers.link import LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import (
     ERROR_MALFORMED,
     ERROR_SIZE,
@@ -326,3 +328,49 @@ def test_an_invalid_plant_state_is_a_fault_with_a_nonzero_exit(tmp_path):
     _, events, _, summary = read_complete(tmp_path / "emu.mcap")
     assert [e for e in events if e["kind"] == "plant_fault"]
     assert "invalid" in summary["reason"]
+
+
+@pytest.mark.system
+def test_an_oversized_frame_ends_the_controllers_session_and_a_new_hello_recovers(tmp_path):
+    """docs/WIRE.md, "Oversized frames": ZeroMQ closes the connection of a peer that sends
+    a frame over MAX_FRAME_BYTES before the emulator sees it; the controller's DEALER
+    reconnects under a new identity, so its COMMANDs are refused (ERROR 6: a LinkError;
+    a command lost with the old connection gets no answer at all: LinkTimeout); the
+    emulator saw the disconnection, so a new HELLO (no TAKEOVER) is welcomed and the plant
+    steps on from where it stood."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap", "--mode", "lockstep")
+    link = ZmqLink(ep, 3, timeout=2.0)             # a busy machine: wait generously
+    meas, command = Measurement(3), np.array([0.5, 0.0, 0.0])
+    link.configure()
+    link.activate()
+    assert link.read(meas) and meas.t == 0.0      # the STATE after WELCOME
+    link.write(command)
+    assert link.read(meas) and meas.t == pytest.approx(0.001)
+    link.socket.send(b"\0" * (MAX_FRAME_BYTES + 1))
+    refused, lost = None, 0
+    for _ in range(5):
+        link.write(command)
+        try:
+            link.read(meas)
+        except LinkTimeout:
+            lost += 1                              # sent into the connection ZeroMQ closed
+        except LinkError as exc:
+            refused = exc
+            break
+    assert refused is not None and lost <= 1, (refused, lost)
+    assert "rejected our message: not allowed in this state" in str(refused)
+    assert meas.t == pytest.approx(0.001)          # the plant did not move meanwhile
+    link.close()
+    second = ZmqLink(ep, 3, timeout=2.0)           # HELLO, not TAKEOVER
+    second.configure()
+    second.activate()
+    assert second.read(meas) and meas.t == pytest.approx(0.001)
+    second.write(command)
+    assert second.read(meas) and meas.t == pytest.approx(0.002)
+    second.safe_stop()
+    second.close()
+    out, err = emu.stop()
+    assert "COMMAND from a peer that is not the controller" in err
+    _, events, _, _ = read_complete(tmp_path / "emu.mcap")
+    assert sum(e["kind"] == "hello" for e in events) == 2

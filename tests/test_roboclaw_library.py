@@ -2,8 +2,9 @@
 
 Every command the library and common robot drivers use first or most, as the library
 sends and parses them (its own framing and CRC), and the emulated velocity PID: a speed
-command settles at the commanded speed. An unknown command is dropped whole: no reply,
-and the next request is answered normally.
+command settles at the commanded speed; the position mode (position PID, move profiles,
+buffers) brings a joint to a commanded count. An unknown command is dropped whole: no
+reply, and the next request is answered normally.
 """
 import os
 import signal
@@ -123,9 +124,9 @@ def test_an_unknown_command_is_dropped_whole(device):
     port = serial.Serial(emu.port, 460800, timeout=0.2)
     try:
         read_version = bytes((M, rc.READ_VERSION.code))
-        # cmd 65 (position with speed and acceleration, not emulated); its payload holds
+        # cmd 170 (neither the RoboClaw manual nor basicmicro has it); its payload holds
         # what would parse as a ReadVersion request
-        port.write(bytes((M, 65)) + read_version * 8 + b"\x12\x34")
+        port.write(bytes((M, 170)) + read_version * 8 + b"\x12\x34")
         assert port.read(64) == b""                 # no reply at all, not a version text
         port.write(read_version)
         reply = port.read(len(rc.VERSION_TEXT) + 2)
@@ -162,3 +163,83 @@ def test_hil_emulate_serves_basicmicro_for_its_duration_and_logs(tmp_path):
     assert summary["reason"] == "duration reached"
     assert len(arrays["t"]) > 100 and abs(arrays["u"][-1, 0]) > 0.5    # the PID's voltage
     assert arrays["qd"][-1, 0] > 0.5 and arrays["qd"][-1, 1] < -0.5
+
+
+def _until(predicate, limit: float, what: str):
+    """Poll ``predicate`` (a round trip or a few) until it returns a true value."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+    raise AssertionError(f"not within {limit} s: {what}")
+
+
+@pytest.mark.system
+def test_basicmicro_drives_joint_1_to_a_position_and_the_position_mode_answers():
+    """SpeedAccelDeccelPositionM1 against ``hil emulate rig_serial``: the emulated position
+    PID and the plant's dynamics bring joint 1 to the commanded count, within the PID's
+    deadzone, and it stays there; every command of the position mode and its companions
+    (PID set/read, M2, M1M2, buffers, DutyAccel, PWMs, ISpeed, GetStatus) answers."""
+    port = f"/tmp/hil-pty-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen(hil("emulate", "rig_serial", "--set", f"link.serial.port='{port}'",
+                                "--duration", "120"),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: os.path.exists(port), 60, "the emulated pty")
+        bm = Basicmicro(port, 460800, timeout=0.05, retries=1)   # 1 s per unanswered try
+        assert bm.Open()
+        deadzone, min_pos, max_pos = 5, -50000, 50000               # counts
+        assert bm.SetM1PositionPID(M, 20.0, 0.5, 4.0, 4000, deadzone, min_pos, max_pos)
+        assert bm.SetM2PositionPID(M, 10.0, 0.0, 2.5, 0, 8, 0, 0)
+        # basicmicro reads every field unsigned: MinPos -50000 comes back as 2^32 - 50000
+        assert bm.ReadM1PositionPID(M) == (True, 20.0, 0.5, 4.0, 4000, deadzone,
+                                           min_pos & 0xFFFFFFFF, max_pos)
+        assert bm.ReadM2PositionPID(M) == (True, 10.0, 0.0, 2.5, 0, 8, 0, 0)
+        assert bm.ResetEncoders(M) and bm.GetEncoders(M) == (True, 0, 0)
+
+        target = 1630                             # counts: 0.5 rad at joint 1 (3260 counts/rad)
+        assert bm.SpeedAccelDeccelPositionM1(M, 4000, 2000, 4000, target, 1)
+        assert bm.ReadBuffers(M) == (True, 0, rc.BUFFER_IDLE)   # M1 executing, M2 idle
+        ok, speed, backwards = bm.ReadISpeedM1(M)
+        assert ok and backwards == 0
+        _until(lambda: bm.ReadBuffers(M)[1] == rc.BUFFER_IDLE, 10.0, "the profile's end")
+        settled = []
+
+        def at_target():
+            count = signed(bm.GetEncoders(M)[1])
+            settled.append(count)
+            return len(settled) > 20 and all(abs(c - target) <= deadzone for c in settled[-20:])
+        _until(at_target, 15.0, f"joint 1 within {deadzone} counts of {target}: {settled[-5:]}")
+        status = bm.GetStatus(M)
+        assert status[0] and status[2] == 0                       # no error bits
+        assert status[3:7] == (250, 250, 240, 50)                 # temperatures, batteries
+        assert abs(signed(status[11]) - target) <= deadzone         # encoder 1
+        position_error = status[19] - (1 << 16) if status[19] >= 1 << 15 else status[19]
+        assert abs(position_error) <= deadzone
+        print(f"joint 1 at {settled[-1]} counts for target {target} (deadzone {deadzone})")
+
+        # M2 at once, then one buffered behind it: one waiting; both done: idle
+        assert bm.SpeedAccelDeccelPositionM2(M, 4000, 2000, 4000, 300, 1)
+        assert bm.SpeedAccelDeccelPositionM2(M, 4000, 2000, 4000, 0, 0)
+        assert bm.ReadBuffers(M) == (True, rc.BUFFER_IDLE, 1)      # M1 done, M2: one waits
+        _until(lambda: bm.ReadBuffers(M)[2] == rc.BUFFER_IDLE, 10.0, "M2's two moves")
+        assert bm.SpeedAccelDeccelPositionM1M2(M, 4000, 2000, 4000, 0, 4000, 2000, 4000, 300, 1)
+        assert bm.ReadBuffers(M) == (True, 0, 0)                   # both moving (~1 s)
+
+        # duty with acceleration: from 0 the PWM ramps at 6000 duty/s to 3000 (0.5 s)
+        assert bm.DutyM1M2(M, 0, 0) and bm.ReadPWMs(M) == (True, 0, 0)
+        assert bm.DutyAccelM1(M, 6000, 3000) and bm.DutyAccelM2(M, 6000, -3000)
+        ok, pwm1, pwm2 = bm.ReadPWMs(M)
+        assert ok and 0 <= pwm1 < 3000 and -3000 < pwm2 <= 0
+        _until(lambda: bm.ReadPWMs(M) == (True, 3000, -3000), 5.0, "the duty ramps' end")
+        status = bm.GetStatus(M)
+        assert (status[7], status[8]) == (3000, (-3000) & 0xFFFF)     # basicmicro: unsigned
+        ok, speed, backwards = bm.ReadISpeedM2(M)
+        assert ok and (backwards == 1) == (signed(speed) < 0)
+        assert bm.DutyM1M2(M, 0, 0)
+        bm.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out + err
