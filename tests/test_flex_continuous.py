@@ -152,11 +152,12 @@ def continuous_feedforward(n: int, sign: float, t: np.ndarray):
     return rigid, flexible
 
 
-def branch_config(n: int, branch: str):
+def branch_config(n: int, branch: str, *overrides: str):
+    """configs/flex_rp.toml with n elements on a branch, started on it."""
     sign = 1.0 if branch == "positive" else -1.0
     rates = [0.1 - sign * 0.3 / math.sqrt(3), sign / math.sqrt(3)]
     return config("flex_rp", f"plant.elements={n}", f'controller.branch="{branch}"',
-                  f"plant.start_rates={rates}")
+                  f"plant.start_rates={rates}", *overrides)
 
 
 def test_the_config_is_table_1():
