@@ -190,3 +190,15 @@ def test_flexible_feedforward_equals_the_continuous_robots(n, branch):
     settled = result.t >= 0.02
     assert np.all(np.max(np.abs(correction - reference)[settled], axis=0) < 0.05 * scale)
     assert np.all(np.max(np.abs(correction - reference), axis=0) < 0.35 * scale)
+
+
+def test_hil_analyze_flex_reports_the_continuous_robots_flexible_feedforward(tmp_path):
+    """`hil analyze flex`'s figures (analysis.flex_report) on configs/flex_rp.toml carry
+    the fixed algorithm: the flexible feed-forward's maxima are the continuous robot's
+    (0.0325 N, 6.68e-4 N m: test_flexible_feedforward_equals_the_continuous_robots), not
+    the 0.0245 N and 4.67e-3 N m of the sample taken after each force step."""
+    from hilrig.analysis import flex_report
+    figures, _ = flex_report.report(config("flex_rp"))
+    force, torque = figures["feedforward_flexible_max"]
+    assert force == pytest.approx(0.0325, rel=0.01) and torque == pytest.approx(6.68e-4, rel=0.01)
+    assert figures["joint_deviation_max"][1] == pytest.approx(1.6e-3, rel=0.1)   # the robot's
