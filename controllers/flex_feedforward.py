@@ -70,7 +70,8 @@ KEYS = {
                        doc="rigid: the rigid model's inverse dynamics; flexible: the paper's "
                            "flexible inverse dynamics along the deflections it causes"),
     "branch": Key("str", "positive", choices=("positive", "negative"),
-                  doc="inverse kinematics branch: q >= 0 or q <= 0"),
+                  doc="inverse kinematics branch: q >= 0 or q <= 0; the plant must "
+                      "start on it (plant.start_joints, plant.start_rates)"),
     "path_centre": Key("floats", [0.25, 0.0], length=2, doc="[cx, cy] of the tip path, m"),
     "path_amplitude": Key("floats", [0.1, 0.1], length=2, doc="[ax, ay], m"),
     "path_rate": Key("float", 1.0, positive=True, doc="w, rad/s"),
