@@ -22,9 +22,21 @@ Before the run, on the grid t_k = k sim.dt over sim.duration:
    (link 2 rigid with its payload: the flexible model at e = 0).
 3. Flexible forward dynamics: the flexible plant (the config's own, torque-driven,
    stepped by plant.rosenbrock at sim.dt whatever sim.integrator says) under [F, tau],
-   from the rigid start, gives the deflections e(t).
+   from the rigid start, gives the deflections e(t). The paper's robot is driven by the
+   continuous force history, so each step holds the force of its midpoint,
+   [F, tau](t_k + h/2), which matches the continuous input's effect on the step to
+   second order (holding the step's first sample delays the whole response by h/2).
 4. Flexible inverse dynamics: [F, tau] = rows d, q of M(Q) Q'' + bias(Q, Q') with
-   Q = [d_r, q_r, e], Q'' = [d_r'', q_r'', e''] (the paper's Fig. 6).
+   Q = [d_r, q_r, e], Q'' = [d_r'', q_r'', e''] (the paper's Fig. 6). e'' is the
+   derivative of the forward run's elastic rates e'(t_k) (central differences, second
+   order one-sided at the ends: ``trajectory_acceleration``), the continuous robot's
+   acceleration. It is not the model's acceleration evaluated at a grid state with the
+   force of that instant: after a held step the fast modes sit in equilibrium with the
+   previous force, and with the paper's massless hub (the hub turns against the small
+   inertia of the elements next to it: damped modes at about -3e5 1/s at n = 5, -5e6 at
+   n = 10) such a sample jumps with the force step, by far more than the elastic
+   correction itself, and more so the finer the elements (tests/test_flex_continuous.py
+   compares with a continuous-time solution of the paper's robot).
 
 controller.feedforward chooses which pair the law adds: "rigid" (step 2) or "flexible"
 (step 4, the paper's result). The law (compiled, ``law`` below) then commands, per joint,
@@ -39,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 
 import numpy as np
 from hilrig.controllers.interface import LAW_SIGNATURE, Controller, ControllerSpec
@@ -57,7 +70,8 @@ KEYS = {
                        doc="rigid: the rigid model's inverse dynamics; flexible: the paper's "
                            "flexible inverse dynamics along the deflections it causes"),
     "branch": Key("str", "positive", choices=("positive", "negative"),
-                  doc="inverse kinematics branch: q >= 0 or q <= 0"),
+                  doc="inverse kinematics branch: q >= 0 or q <= 0; the plant must "
+                      "start on it (plant.start_joints, plant.start_rates)"),
     "path_centre": Key("floats", [0.25, 0.0], length=2, doc="[cx, cy] of the tip path, m"),
     "path_amplitude": Key("floats", [0.1, 0.1], length=2, doc="[ax, ay], m"),
     "path_rate": Key("float", 1.0, positive=True, doc="w, rad/s"),
@@ -140,11 +154,20 @@ def generalised_forces(params: np.ndarray, Q: np.ndarray, Qd: np.ndarray,
     return out
 
 
+def trajectory_acceleration(rates: np.ndarray, h: float) -> np.ndarray:
+    """The accelerations of a run whose rates (rows on a grid of step h, s) are given: the
+    rates' derivative along the run by central differences, second-order one-sided at
+    the first and last rows (units of the rates per second). With a held input this is
+    the motion's own acceleration, where the model's acceleration at a grid state jumps
+    with the input's step (module docstring, step 4)."""
+    return np.gradient(rates, h, axis=0, edge_order=2)
+
+
 @dataclasses.dataclass
 class Feedforward:
     """What the algorithm computed on the grid t (s): the rigid references (rows d, q, d',
     q', d'', q''), the rigid and flexible feed-forward [F, tau] (N, N m), and the flexible
-    forward run under the rigid forces (its Q, Q', Q'')."""
+    forward run under the rigid forces (its Q, Q' and the accelerations along it, Q'')."""
 
     t: np.ndarray
     rigid: np.ndarray
@@ -160,31 +183,34 @@ def compute(cfg: Config) -> Feedforward:
     plant_table, c, sim = cfg.plant, cfg.controller, cfg.sim
     h = sim.dt
     n = int(round(sim.duration / h))
-    t = np.arange(n + 1) * h
     path = Path(tuple(c.path_centre), tuple(c.path_amplitude), c.path_rate)
-    ref = rigid_inverse_kinematics(plant_table, path, t, c.branch)
+    # the rigid references and forces on the half grid: t_k at even rows, midpoints odd
+    half = rigid_inverse_kinematics(plant_table, path, np.arange(2 * n + 1) * (0.5 * h),
+                                    c.branch)
     params = flex_rp.params(plant_table)
     nq = 2 + 2 * plant_table.elements
-    zero = np.zeros((n + 1, nq))
+    zero = np.zeros((2 * n + 1, nq))
     Q, Qd, Qdd = zero.copy(), zero.copy(), zero.copy()
-    Q[:, :2], Qd[:, :2], Qdd[:, :2] = ref[0:2].T, ref[2:4].T, ref[4:6].T
-    force_rigid = generalised_forces(params, Q, Qd, Qdd)    # e = 0: the rigid model
+    Q[:, :2], Qd[:, :2], Qdd[:, :2] = half[0:2].T, half[2:4].T, half[4:6].T
+    half_forces = generalised_forces(params, Q, Qd, Qdd)    # e = 0: the rigid model
+    force_rigid, midpoint = half_forces[0::2], half_forces[1::2]
+    ref, Q, Qd, Qdd = half[:, 0::2], Q[0::2], Qd[0::2], Qdd[0::2]
     torque_plant = dataclasses.replace(plant_table, drive="torque", q0=tuple(Q[0]),
                                        qd0=tuple(Qd[0]), start_joints=None, start_rates=None)
     plant = plant_from_config(cfg.replace(plant=torque_plant))
-    fq, fqd, fqdd = zero.copy(), zero.copy(), zero.copy()
+    fq, fqd = np.zeros((n + 1, nq)), np.zeros((n + 1, nq))
     try:
         for k in range(n + 1):
             fq[k], fqd[k] = plant.q, plant.qd
-            fqdd[k] = plant.derivative(u=force_rigid[k])[nq:]
             if k < n:
-                plant.step(force_rigid[k], h, "rosenbrock")
+                plant.step(midpoint[k], h, "rosenbrock")
     except PlantError as exc:
         raise ConfigError(f"controller.type = 'flex_feedforward': the flexible forward run "
                           f"under the rigid forces failed ({exc})") from exc
+    fqdd = trajectory_acceleration(fqd, h)
     Q[:, 2:], Qd[:, 2:], Qdd[:, 2:] = fq[:, 2:], fqd[:, 2:], fqdd[:, 2:]
     force_flexible = generalised_forces(params, Q, Qd, Qdd)
-    return Feedforward(t, ref, force_rigid, force_flexible, fq, fqd, fqdd)
+    return Feedforward(np.arange(n + 1) * h, ref, force_rigid, force_flexible, fq, fqd, fqdd)
 
 
 def initial_state(cfg: Config) -> tuple[list, list]:
@@ -245,6 +271,33 @@ def check(cfg: dict, voltage_driven: bool) -> None:
                           "torque; set plant.drive = 'torque'")
     if cfg["sim"]["duration"] < 2 * cfg["sim"]["dt"]:
         raise ConfigError("sim.duration: 'flex_feedforward' needs at least two steps")
+    check_start(cfg)
+
+
+START_TOLERANCE = 1e-9
+"""How far (m, rad, m/s, rad/s) the plant's start may lie from the reference's first row."""
+
+
+def check_start(cfg: dict) -> None:
+    """The plant must start where the chosen branch's references start: its [d, q]
+    (plant.start_joints, else q0's first two) and [d', q'] (plant.start_rates, else qd0's)
+    equal the reference's first row to START_TOLERANCE. The paper's path starts at the
+    stretched pose, where both branches meet with opposite rates: a start on the other
+    branch (or at rest) leaves the path at once (by 0.69 m and 2.27 rad on the paper's
+    path, open loop). One ConfigError line naming the values to set."""
+    plant, c = cfg["plant"], cfg["controller"]
+    path = Path(tuple(c["path_centre"]), tuple(c["path_amplitude"]), c["path_rate"])
+    ref = rigid_inverse_kinematics(types.SimpleNamespace(**plant), path, np.zeros(1),
+                                   c["branch"])[:, 0]
+    for key, fallback, want in (("start_joints", "q0", ref[0:2]),
+                                ("start_rates", "qd0", ref[2:4])):
+        given = plant[key] if plant[key] is not None else plant[fallback][:2]
+        if np.max(np.abs(np.asarray(given, dtype=float) - want)) > START_TOLERANCE:
+            name = f"plant.{key}" if plant[key] is not None else f"plant.{fallback}[:2]"
+            raise ConfigError(
+                f"{name}: {list(given)} is not the start of controller.branch = "
+                f"{c['branch']!r} (set plant.{key} = {[float(v) for v in want]}); the plant "
+                "must start on the chosen branch's path")
 
 
 SPEC = ControllerSpec("flex_feedforward", build, KEYS, check)

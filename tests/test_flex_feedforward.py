@@ -54,6 +54,31 @@ def test_a_path_out_of_reach_is_one_config_error():
         config("serial3_free", 'controller.type="flex_feedforward"')
 
 
+def test_a_start_off_the_chosen_branch_is_refused_and_the_negative_branch_follows_its_path():
+    """The paper's path starts stretched, where the branches meet with opposite rates:
+    flex_rp.toml's start rates (the positive branch's) under branch = "negative" are
+    refused in one line naming the rates to set (before: the open-loop run left the path
+    by 0.69 m and 2.27 rad). With those rates the negative branch's run follows its path."""
+    with pytest.raises(ConfigError) as refused:
+        config("flex_rp", 'controller.branch="negative"')
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("plant.start_rates: ") and "controller.branch = 'negative'" in message
+    rates = [0.1 + 0.3 / math.sqrt(3), -1 / math.sqrt(3)]
+    assert f"set plant.start_rates = {rates}" in message
+    with pytest.raises(ConfigError, match=r"plant.start_joints: \[0.0, 0.1\]"):
+        config("flex_rp", "plant.start_joints=[0.0, 0.1]")
+    cfg = config("flex_rp", 'controller.branch="negative"', f"plant.start_rates={rates}")
+    run = simulate(cfg).arrays
+    ref = ff.rigid_inverse_kinematics(cfg.plant, PAPER_PATH, run["t"], "negative")
+    assert np.all(ref[1] <= 0.0) and ref[1, -1] < -0.9
+    assert np.max(np.abs(run["q"][:, 0] - ref[0])) < 5e-4        # m (1.3e-4: the 1 ms hold)
+    assert np.max(np.abs(run["q"][:, 1] - ref[1])) < 5e-3        # rad (2.4e-3)
+    tip = flex_rp.tip(cfg.plant, run["q"])
+    x, y = PAPER_PATH.tip(run["t"])[0]
+    assert np.max(np.hypot(tip[:, 0] - x, tip[:, 1] - y)) < 5e-4
+
+
 def test_rigid_feedforward_drives_the_rigid_model_along_the_references():
     """The rigid P-R robot under the rigid [F, tau] (interpolated) follows the rigid
     inverse kinematics: inverse kinematics and dynamics agree (to the interpolation)."""
