@@ -469,8 +469,6 @@ class Emulator:
         self.socket.disable_monitor()
         self.monitor.close(0)
         endpoints.close(self.socket, self.endpoint)
-        if self.owns_context:
-            self.context.term()
         if self.row_loss is not None and self.telemetry.failure is None:
             lost = self.row_loss.settle(reason)
             if lost is not None:
@@ -482,4 +480,6 @@ class Emulator:
                 summary["lost_rows"] = self.telemetry.lost_rows
             with deferred_signals():
                 self.telemetry.close(summary)
+        if self.owns_context:       # its sockets are closed: returns at once
+            self.context.term()
         return summary
