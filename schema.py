@@ -329,6 +329,20 @@ class EmulatorTable(Table):
     max_torque: float = key(1000.0, positive=True,
                             doc="the emulated drives' peak joint torque: a torque command is "
                                 "saturated at +-this, N m")
+    fifo_priority: int = key(70, minimum=0,
+                             doc="SCHED_FIFO priority of `hil emulate`: the thread that steps "
+                                 "the plant and the threads it waits on (ZeroMQ I/O, the CAN "
+                                 "bus' reader); below loop.fifo_priority, so that on a shared "
+                                 "CPU the controller's threads come first (0: normal "
+                                 "scheduling); refused without root or CAP_SYS_NICE, and said")
+    cpu: int = key(-1, minimum=-1,
+                   doc="pin the thread that steps the plant (ZeroMQ emulator, serial drives) "
+                       "to this CPU (-1: no pinning)")
+    spin: float = key(5e-5, minimum=0.0,
+                      doc="free mode: busy-wait this long before each step's deadline (sleep "
+                          "until then), s; at most half the period. Short: the emulator "
+                          "sleeps, the controller spins (loop.spin), and both fit on two "
+                          "cores")
     canopen: EmulatorCanopenTable = table()
     serial: EmulatorSerialTable = table()
 

@@ -219,11 +219,13 @@ def _emulate(args) -> int:
     except BaseException:
         emulator.close("live view failed")
         raise
-    print(f"emulating {cfg.plant.model} ({emulator.nact} axes, "
-          f"{1.0 / emulator.h:g} Hz, {emulator.mode}) on {endpoint}", flush=True)
-    reason = "closed"
+    reason = "interrupted"      # also for a Ctrl-C right after the ready line
     try:
+        print(f"emulating {cfg.plant.model} ({emulator.nact} axes, "
+              f"{1.0 / emulator.h:g} Hz, {emulator.mode}) on {endpoint}", flush=True)
         reason = emulator.serve(cfg.sim.duration if args.duration is not None else None)
+    except KeyboardInterrupt:
+        pass
     finally:
         for hook in hooks:
             hook.stop()
@@ -232,13 +234,17 @@ def _emulate(args) -> int:
     if "ticks_run" in summary:
         print(format_summary(summary))
     print(f"overruns {emulator.overruns}, rejected frames {emulator.rejected}")
-    return run_exit_code("error" if emulator.failed or summary.get("lost_rows") else "ok")
+    return run_exit_code("error" if emulator.failed or summary.get("lost_rows")
+                         else "interrupted" if reason == "interrupted" else "ok")
 
 
 def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
     """Emulated drives on the wire the config's link uses (CAN bus or serial pty), for
-    ``duration`` s (None: until interrupted), the plant's telemetry to ``log_path``."""
+    ``duration`` s (None: until interrupted), the plant's telemetry to ``log_path``.
+    The "emulating ..." line comes once the drives are up (booted, or the pty in place);
+    Ctrl-C, even right after it, ends with 130 as ``hil run`` does."""
     import threading
+    import types
 
     stop = threading.Event()
     kind = cfg.link.type
@@ -247,24 +253,25 @@ def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
 
         can = cfg.link.canopen
         where = f"CAN {can.interface}:{can.channel}"
-        run = lambda: serve(cfg, stop_event=stop, duration=duration,   # noqa: E731
-                            log_path=log_path)
     else:
         from hilrig.devices.roboclaw_drive import serve
 
         where = f"serial pty {cfg.link.serial.port}"
-        run = lambda: serve(cfg, cfg.link.serial.port, stop, duration,   # noqa: E731
-                            log_path)
-    print(f"emulating {cfg.plant.model} behind {kind} drives on {where}", flush=True)
+    banner = f"emulating {cfg.plant.model} behind {kind} drives on {where}"
+    ready = types.SimpleNamespace(set=lambda: print(banner, flush=True))
     reason = "interrupted"
     try:
-        reason = run()
+        if kind == "canopen":
+            reason = serve(cfg, stop_event=stop, ready=ready, duration=duration,
+                           log_path=log_path)
+        else:
+            reason = serve(cfg, cfg.link.serial.port, stop, duration, log_path, ready)
     except KeyboardInterrupt:
         stop.set()
     print(f"emulated drives stopped: {reason}")
     if log_path:
         print(f"wrote {log_path}")
-    return 0
+    return run_exit_code("interrupted" if reason == "interrupted" else "ok")
 
 
 def _control(args) -> int:

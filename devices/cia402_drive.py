@@ -86,6 +86,7 @@ from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import apply_schedule
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
+from hilrig.timing.sched import spawning
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +99,15 @@ _RESYNC = 0.1                 # s: the free-running clock further behind than th
 def bus_config_from(cfg: Config) -> dict:
     """python-can keyword arguments for the drives' bus from ``link.canopen``.
 
-    On ``hilrig_zmq`` the drives run the hub (they start first; the controller joins).
+    On ``hilrig_zmq`` the drives run the hub (they start first; the controller joins),
+    its ZeroMQ I/O thread at ``emulator.fifo_priority``.
     """
     can_cfg = cfg.link.canopen
     bus = {"interface": can_cfg.interface, "channel": can_cfg.channel,
            "bitrate": can_cfg.bitrate}
     if bus["interface"] == "hilrig_zmq":
         bus["hub"] = True
+        bus["fifo_priority"] = cfg.emulator.fifo_priority
     return bus
 
 
@@ -206,6 +209,12 @@ class EmulatedDrives:
             ``bus_config_from(cfg)``.
         log_path: telemetry of the plant (devices.plant_log), one row per plant step.
 
+    The drives' threads (the bus' reader, which answers each SYNC and steps the plant,
+    the heartbeat producers, the supervision, the clock) run at SCHED_FIFO
+    ``emulator.fifo_priority`` (timing.sched.spawning); the plant log's writer below
+    them, at SCHED_FIFO 1 (it shares the interpreter lock with the reader that steps
+    the plant: timing.sched.helper_priority).
+
     Fault-injection hooks (thread-safe; axes are 1-based): ``inject_fault``,
     ``stop_heartbeat``, ``drop_tpdos``, ``drop_syncs``, ``jam``.
     """
@@ -243,6 +252,7 @@ class EmulatedDrives:
         self.heartbeat_ms, self.event_timer_ms = heartbeat_ms(cfg), event_timer_ms(cfg)
         self.plant_log = PlantLog(cfg, log_path, self.plant) if log_path else None
         self.log_loss: str | None = None   # after stop: the rows the log lost, named
+        self.fifo_priority = cfg.emulator.fifo_priority
         self.free_steps = 0         # plant steps of the free-running clock (no SYNC in use)
         self.u = np.zeros(n)
         self.lock = threading.RLock()
@@ -263,6 +273,11 @@ class EmulatedDrives:
         apply_schedule(p.params, p.jams, self.schedule.copy(), p.t, p.x, 0.0)
         scratch.read(self.meas)
         scratch.write(self.u)
+        with spawning(self.fifo_priority):      # every thread of the drives, compiled first
+            self._start_bus()
+
+    def _start_bus(self) -> None:
+        """Connect, create the nodes, boot them, start supervision and clock."""
         net = canopen.Network()
         net.NOTIFIER_CYCLE = 0.05   # stop() then waits at most this long for the receiver
         net.connect(**self.bus_config)

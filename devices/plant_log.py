@@ -22,6 +22,7 @@ from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
+from hilrig.timing.sched import helper_priority
 from hilrig.timing.signals import deferred_signals
 
 log = logging.getLogger("hil.plant_log")
@@ -43,7 +44,8 @@ class PlantLog:
         groups = run_groups(plant_model(cfg.plant.model).diagnostics, plant.nq, link.n_axes,
                             cfg.plant.drive)
         self.telemetry = Telemetry(path, groups, cfg.to_dict(),
-                                   capacity=ring_capacity(cfg.sim.dt, cfg.telemetry.ring_rows))
+                                   capacity=ring_capacity(cfg.sim.dt, cfg.telemetry.ring_rows),
+                                   priority=helper_priority(cfg.emulator.fifo_priority))
         self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
         self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self.cols = row_columns(self.telemetry.columns)

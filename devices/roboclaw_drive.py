@@ -78,6 +78,7 @@ from hilrig.plant.factory import correction_id, jam_schedule, motor_params, plan
 from hilrig.plant.model import METHODS
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
+from hilrig.timing.sched import apply_thread, restore_thread
 
 PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
@@ -742,9 +743,13 @@ def _signed(value: int) -> int:
 
 
 def serve(cfg: Config, port: str | int, stop_event, duration: float | None = None,
-          log_path=None) -> str:
+          log_path=None, ready=None) -> str:
     """Run the emulated drives in this thread until ``stop_event`` is set or for ``duration``
     s (for ``hil emulate``); returns why it stopped.
+
+    The thread serves at SCHED_FIFO ``emulator.fifo_priority`` on ``emulator.cpu``
+    (timing.sched; normal scheduling again on return): it keeps the plant's clock and
+    answers the link within its reply timeout on a busy host too.
 
     Args:
         cfg: resolved config.
@@ -756,6 +761,7 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
         stop_event: threading.Event or multiprocessing.Event.
         duration: wall-clock limit, s (None: none).
         log_path: telemetry of the plant (.mcap), flushed on every way out.
+        ready: an optional Event, set once the pty is in place.
     Raises TelemetryError naming the count if the plant log lost rows (after closing it).
     """
     if isinstance(port, int):
@@ -769,10 +775,14 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
         os.replace(temporary, link_path)
     reason = "stopped"
     try:
+        apply_thread(cfg.emulator.cpu, cfg.emulator.fifo_priority)
+        if ready is not None:
+            ready.set()
         reason = emulator.run(stop_event, duration)
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
+        restore_thread()
         if link_path is not None and os.path.islink(link_path) \
                 and os.readlink(link_path) == emulator.port:
             os.unlink(link_path)

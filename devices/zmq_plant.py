@@ -27,6 +27,15 @@ in lockstep each step waits for room in the telemetry ring, so no row is lost; i
 mode rows lost to a ring overrun stop the emulator or are reported, as
 ``telemetry.on_overrun`` says (telemetry.recorder.RowLoss), and the summary and exit
 code name the count.
+
+Scheduling (docs/RIGPC.md): ``serve`` runs at SCHED_FIFO ``emulator.fifo_priority`` on
+``emulator.cpu``, and so does the I/O thread of the emulator's own ZeroMQ context; the
+telemetry writer and the live view run below, at SCHED_FIFO 1 (they share the
+interpreter lock with the serving loop: timing.sched.helper_priority). In free mode each step
+sleeps until ``emulator.spin`` before its deadline and busy-waits only that last
+stretch: the emulator mostly sleeps, so that it and a controller spinning its
+``loop.spin`` on the other core leave a 2-core machine room for both of their I/O
+threads.
 """
 from __future__ import annotations
 
@@ -64,6 +73,7 @@ from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
+from hilrig.timing.sched import apply_thread, helper_priority, restore_thread
 from hilrig.timing.signals import deferred_signals
 from hilrig.timing.summary import summarize
 
@@ -111,7 +121,10 @@ class Emulator:
         self.rejects = RejectLog()
         self.overruns = 0
         self.ts = timespec()
-        self.context = context or zmq.Context.instance()
+        self.helper_priority = helper_priority(cfg.emulator.fifo_priority)
+        self.owns_context = context is None
+        self.context = context or endpoints.context(cfg.emulator.fifo_priority)
+        self.scheduling: dict = {}
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
@@ -125,6 +138,8 @@ class Emulator:
         except BaseException:
             self.monitor.close(0)
             self.socket.close(0)
+            if self.owns_context:
+                self.context.term()
             raise
         self.endpoint = endpoint
         self.telemetry = None
@@ -134,7 +149,8 @@ class Emulator:
             groups = run_groups(plant_model(cfg.plant.model).diagnostics, plant.nq, self.nact,
                                 cfg.plant.drive)
             capacity = ring_capacity(self.h, cfg.telemetry.ring_rows)
-            self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity)
+            self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity,
+                                       priority=self.helper_priority)
             self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
             self.cols = row_columns(self.telemetry.columns)
             self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
@@ -373,13 +389,15 @@ class Emulator:
         n_ticks = None if duration is None else int(round(duration / self.h))
         timing = np.zeros(5)
         period = int(round(self.h * 1e9))
-        spin = spin_window_ns(self.cfg.loop.spin, self.h)
+        spin = spin_window_ns(self.cfg.emulator.spin, self.h)
         timeout_ns = int(self.cfg.emulator.command_timeout * 1e9)
         budget_ns = int(DRAIN_BUDGET * period)
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         reason = "stopped"
+        emu = self.cfg.emulator
         try:
+            self.scheduling = apply_thread(emu.cpu, emu.fifo_priority)
             while self.controller is None and self.mode == "free":   # the clock starts at HELLO
                 if stop is not None and stop():
                     return reason
@@ -430,13 +448,16 @@ class Emulator:
             self.failed = True
             log.error("plant: %s", exc)
             self._event("plant_fault", reason=reason, tick=self.tick)
+        finally:
+            restore_thread()
         self._event("stop", reason=reason, tick=self.tick)
         return reason
 
     def summary(self, reason: str) -> dict:
         """Timing of the last minute of ticks (free mode), overruns and rejects."""
         timings = self.timings[~np.isnan(self.timings[:, 0])]
-        summary = summarize(timings, self.overruns) if len(timings) else {}
+        summary = summarize(timings, self.overruns, self.scheduling) if len(timings) \
+            else {"scheduling": self.scheduling}
         summary.update(reason=reason, rejected=self.rejected, overruns=self.overruns,
                        ticks=self.tick)
         return summary
@@ -459,4 +480,6 @@ class Emulator:
                 summary["lost_rows"] = self.telemetry.lost_rows
             with deferred_signals():
                 self.telemetry.close(summary)
+        if self.owns_context:       # its sockets are closed: returns at once
+            self.context.term()
         return summary

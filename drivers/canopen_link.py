@@ -34,6 +34,10 @@ Documented reactions (each names the axis, its node-id and the cause):
 - ``safe_stop``: quick stop, then disable voltage, on every drive (RPDO + SYNC
   each, no waiting); later ``write`` calls send nothing, ``read`` raises LinkError
   (the base, drivers.link, keeps the lifecycle).
+
+Threads: the bus' reader (python-can's notifier, which hands the TPDOs to ``read``), the
+controller's heartbeat sender and, on ``hilrig_zmq``, the bus' ZeroMQ I/O thread run at
+``fifo_priority``, the loop's (timing.sched.spawning), since ``read`` waits on them.
 """
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ from hilrig.drivers.cia402 import State
 from hilrig.drivers.link import DriveFault, Link, LinkError, LinkState, LinkTimeout, Measurement
 from hilrig.plant.factory import motor_params
 from hilrig.schema import Config
+from hilrig.timing.sched import spawning
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +86,7 @@ class CanopenLink(Link):
         max_missed: incomplete cycles in a row before ``LinkTimeout``.
         sdo_timeout: SDO response timeout, s.
         boot_timeout: wait for boot-up, and for each state change when enabling, s.
+        fifo_priority: SCHED_FIFO priority of the link's threads (the loop's; 0: normal).
     """
 
     command_unit = "N m"
@@ -89,8 +95,11 @@ class CanopenLink(Link):
                  rated_torque, rated_current, max_torque: int = 5000, master_id: int = 127,
                  heartbeat_period: float = 0.1, heartbeat_timeout: float = 0.3,
                  tpdo_timeout: float | None = None, max_missed: int = 3,
-                 sdo_timeout: float = 0.3, boot_timeout: float = 2.0):
+                 sdo_timeout: float = 0.3, boot_timeout: float = 2.0, fifo_priority: int = 0):
         self.bus_config = dict(bus_config)
+        self.fifo_priority = int(fifo_priority)
+        if self.bus_config.get("interface") == "hilrig_zmq":
+            self.bus_config.setdefault("fifo_priority", self.fifo_priority)
         self.node_ids = [int(i) for i in node_ids]
         self.n_axes = n = len(self.node_ids)
         self.period = float(period)
@@ -138,7 +147,8 @@ class CanopenLink(Link):
         return cls(bus, c.node_ids, cfg.sim.dt, motor_params(cfg).gear_ratio,
                    c.counts_per_rev, c.rated_torque, c.rated_current, c.max_torque,
                    c.master_id, c.heartbeat_period, c.heartbeat_timeout,
-                   c.tpdo_timeout, c.max_missed, c.sdo_timeout, c.boot_timeout)
+                   c.tpdo_timeout, c.max_missed, c.sdo_timeout, c.boot_timeout,
+                   cfg.loop.fifo_priority)
 
     def describe(self) -> str:
         bus = self.bus_config
@@ -161,15 +171,17 @@ class CanopenLink(Link):
         """
         net = canopen.Network()
         net.NOTIFIER_CYCLE = 0.05
-        try:
-            net.connect(**self.bus_config)
-        except (can.CanError, OSError, NotImplementedError, ValueError) as exc:
-            raise LinkError(f"cannot open the CAN bus {self.bus_config}: {exc}") from exc
-        self.network = net
-        for cob_id in self._cob:
-            net.subscribe(cob_id, self._on_frame)
-        self._heartbeat_task = net.send_periodic(0x700 + self.master_id,
-                                                 [cia402.OPERATIONAL], self.heartbeat_period)
+        with spawning(self.fifo_priority):     # the bus' reader, the heartbeat sender
+            try:
+                net.connect(**self.bus_config)
+            except (can.CanError, OSError, NotImplementedError, ValueError) as exc:
+                raise LinkError(f"cannot open the CAN bus {self.bus_config}: {exc}") from exc
+            self.network = net
+            for cob_id in self._cob:
+                net.subscribe(cob_id, self._on_frame)
+            self._heartbeat_task = net.send_periodic(0x700 + self.master_id,
+                                                     [cia402.OPERATIONAL],
+                                                     self.heartbeat_period)
         self.nodes = []
         for node_id in self.node_ids:
             node = net.add_node(node_id, cia402.object_dictionary(node_id))

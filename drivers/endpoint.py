@@ -13,6 +13,9 @@ endpoint) takes its endpoint, ``connect`` how every client reaches one:
   only its owner, and root, connect); ``runtime_dir`` is a per-user 0700 folder for the
   default ones. Over tcp, CURVE authentication (drivers.curve) admits only holders of
   this user's keys, and a bind other than loopback is announced with a warning.
+
+``context`` makes the ZeroMQ context of a link or an emulator, its I/O threads at the
+loop's real-time priority (timing.sched).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from pathlib import Path
 import zmq
 from hilrig.drivers import curve
 from hilrig.errors import ConfigError
+from hilrig.timing.sched import fifo_refusal
 
 log = logging.getLogger("hil.endpoint")
 
@@ -193,3 +197,16 @@ def connect(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
     except zmq.ZMQError as exc:
         raise ConfigError(f"{what} endpoint {endpoint}: cannot connect ({exc.strerror})") \
             from None
+
+
+def context(fifo_priority: int = 0) -> zmq.Context:
+    """A new ZeroMQ context whose I/O threads run at SCHED_FIFO ``fifo_priority`` (the
+    loop's, timing.sched), so that a loop at that priority is never kept waiting by its
+    own sockets' traffic; 0, or a process without the right (said once), keeps normal
+    scheduling. The options take effect at the first socket; ``term`` it when done."""
+    ctx = zmq.Context()
+    if fifo_priority > 0 and fifo_refusal(fifo_priority) is None:
+        # set only once allowed: libzmq aborts the process when its threads are refused
+        ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
+        ctx.set(zmq.THREAD_PRIORITY, fifo_priority)
+    return ctx

@@ -9,6 +9,11 @@ waiting; lockstep: waits for the answer to the last COMMAND, up to
 ``link.timeout``); ``write`` sends a COMMAND; ``safe_stop`` sends BYE, so the
 emulator puts its plant in the safe state; later writes send nothing (the base,
 drivers.link, keeps the lifecycle).
+
+The link's ZeroMQ context is its own (unless one is given), its I/O thread at the
+loop's SCHED_FIFO priority (``fifo_priority``, drivers.endpoint.context): the STATEs
+and COMMANDs go through that thread, so on a busy host it must not wait behind
+processes of normal priority. ``close`` terminates it.
 """
 from __future__ import annotations
 
@@ -46,13 +51,17 @@ class ZmqLink(Link):
         timeout: s to wait for WELCOME and (lockstep) for each STATE.
         takeover: say TAKEOVER instead of HELLO: command the plant even while another
             controller is connected (the emulator logs it); otherwise the emulator refuses.
+        fifo_priority: SCHED_FIFO priority of the I/O thread of the link's own context
+            (the loop's, loop.fifo_priority; 0: normal scheduling); not used when
+            ``context`` is given.
 
     An invalid endpoint, or a tcp endpoint without this user's CURVE keys, is a
     ConfigError here.
     """
 
     def __init__(self, endpoint: str, n_axes: int, timeout: float = 0.1,
-                 context: zmq.Context | None = None, takeover: bool = False):
+                 context: zmq.Context | None = None, takeover: bool = False,
+                 fifo_priority: int = 0):
         transport, _ = endpoints.check(endpoint)
         if transport == "tcp":
             curve.client_keys()
@@ -60,7 +69,9 @@ class ZmqLink(Link):
         self.takeover = takeover
         self.n_axes = n_axes
         self.timeout_ms = max(1, int(timeout * 1000))
-        self.context = context or zmq.Context.instance()
+        self.context = context
+        self.owns_context = context is None     # made at configure, terminated at close
+        self.fifo_priority = fifo_priority
         self.socket = None
         self.lockstep = False
         self.command_unit = "V"
@@ -72,7 +83,8 @@ class ZmqLink(Link):
 
     @classmethod
     def from_config(cls, cfg: Config) -> "ZmqLink":
-        link = cls(cfg.link.endpoint, actuated_joints(cfg), cfg.link.timeout)
+        link = cls(cfg.link.endpoint, actuated_joints(cfg), cfg.link.timeout,
+                   fifo_priority=cfg.loop.fifo_priority)
         link.command_unit = command_unit(cfg.link.type, cfg.plant.drive)   # WELCOME confirms
         return link
 
@@ -85,6 +97,8 @@ class ZmqLink(Link):
         Sends no COMMAND: the emulator's plant stays at zero input. Raises LinkError
         (LinkTimeout when nobody answers); the base then closes the socket.
         """
+        if self.context is None:
+            self.context = endpoints.context(self.fifo_priority)
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, LINGER_MS)
         mode, n_axes, _, voltage = self._hello()
@@ -191,7 +205,10 @@ class ZmqLink(Link):
 
     def _close(self) -> None:
         """Close the socket (if configure got as far), giving queued frames up to
-        LINGER_MS to leave."""
+        LINGER_MS to leave, then the link's own context."""
         if self.socket is not None:
             self.socket.close()
             self.socket = None
+        if self.owns_context and self.context is not None:
+            self.context.term()
+            self.context = None

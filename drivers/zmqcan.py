@@ -27,6 +27,10 @@ Wire format, one ZeroMQ message per CAN frame, little-endian::
 
 Frames with another version or a bad length are dropped and counted in
 ``dropped_frames``.
+
+``fifo_priority`` > 0 runs the bus' ZeroMQ I/O thread (and the hub's) at that
+SCHED_FIFO priority (drivers.endpoint.context): give it the priority of the loop that
+waits on the bus (the CANopen link does).
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ import time
 
 import can
 import zmq
+from hilrig.drivers.endpoint import context
 
 VERSION = 1
 _HEADER = struct.Struct("<BBBBIQd")
@@ -133,13 +138,15 @@ class ZmqCanBus(can.BusABC):
         hub: this bus also runs the hub of the channel (exactly one bus per channel).
         connect_timeout: how long to wait for the hub, s.
         receive_own_messages: deliver this bus' own frames back to it.
+        fifo_priority: SCHED_FIFO priority of the bus' ZeroMQ I/O thread (0: normal).
     Raises:
         can.CanInitializationError: bad channel, the hub's endpoints are taken, or no
             hub answered within ``connect_timeout``.
     """
 
     def __init__(self, channel: str = "ipc:///tmp/hilrig-can", hub: bool = False,
-                 connect_timeout: float = 5.0, receive_own_messages: bool = False, **kwargs):
+                 connect_timeout: float = 5.0, receive_own_messages: bool = False,
+                 fifo_priority: int = 0, **kwargs):
         up, down = endpoints(str(channel))
         self.channel_info = f"hilrig_zmq {channel}" + (" (hub)" if hub else "")
         self._channel = str(channel)
@@ -147,7 +154,7 @@ class ZmqCanBus(can.BusABC):
         self._sender = int.from_bytes(os.urandom(8), "little")
         self._lock = threading.Lock()
         self.dropped_frames = 0
-        self._ctx = zmq.Context()
+        self._ctx = context(int(fifo_priority))
         self._hub = None
         try:
             if hub:

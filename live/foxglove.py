@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from hilrig.errors import ConfigError
+from hilrig.timing.sched import apply_thread
 
 if TYPE_CHECKING:
     from hilrig.live.params import LiveParameters
@@ -164,6 +165,8 @@ class LiveView:
             self.live.listeners.append(self._changed)
         self.telemetry.listeners.append(self._event)
         self._seen = int(self.telemetry.head[0])
+        # below the loop; SCHED_FIFO 1 where the loop runs Python (timing.sched)
+        self.priority = getattr(run, "helper_priority", 0)
         self._thread = threading.Thread(target=self._run, name="hil-live", daemon=True)
         self._thread.start()
         log.info("live view: foxglove ws://%s:%d (Foxglove: Open connection, Foxglove "
@@ -215,6 +218,8 @@ class LiveView:
 
     # -- the publisher thread -------------------------------------------------------
     def _run(self) -> None:
+        if self.priority > 0:
+            apply_thread(-1, self.priority)
         while not self._stop.wait(PERIOD):
             try:
                 self._publish()

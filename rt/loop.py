@@ -19,6 +19,14 @@ e-stops) do the same, and so do rows the telemetry lost (``telemetry.on_overrun`
 a lockstep loop, with no deadline, waits for its writer instead). Whatever the cause, the
 drives get ``safe_stop``, further writes are blocked, and the log is closed complete with
 the timing summary. A run of sim.duration T has ticks at t = 0, h, ..., T.
+
+The loop thread runs at SCHED_FIFO ``loop.fifo_priority`` on ``loop.cpu`` from the
+enable on (in lockstep too: it blocks on each answer, it never spins); the threads the
+link needs (ZeroMQ's I/O, a CAN bus' reader) and the e-stop's I/O thread run at the same
+priority; the telemetry writer and the live view below every real-time thread, at
+SCHED_FIFO 1, since they share the interpreter lock with this loop
+(timing.sched.helper_priority). A process without the right to SCHED_FIFO says so once,
+in one line, and runs on.
 """
 from __future__ import annotations
 
@@ -40,7 +48,13 @@ from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, RowLoss, Telemetry, ring_capacity
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
-from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
+from hilrig.timing.sched import (
+    FrozenGC,
+    apply_thread,
+    fifo_refusal,
+    helper_priority,
+    restore_thread,
+)
 from hilrig.timing.summary import summarize
 
 log = logging.getLogger("hil.loop")
@@ -85,7 +99,9 @@ class LinkLoop:
         self.estop = None
         self.estop_endpoint = estop_endpoint
         if estop_endpoint is not None:
-            self.estop = zmq.Context.instance().socket(zmq.ROUTER)
+            # the e-stop's I/O thread at the loop's priority: heard on a busy host too
+            self.estop_context = endpoints.context(cfg.loop.fifo_priority)
+            self.estop = self.estop_context.socket(zmq.ROUTER)
             self.estop.setsockopt(zmq.LINGER, 0)
             self.estop.setsockopt(zmq.MAXMSGSIZE, 4096)
             self.estop.setsockopt(zmq.RCVHWM, 100)
@@ -93,14 +109,18 @@ class LinkLoop:
                 endpoints.bind(self.estop, estop_endpoint, "e-stop")
             except BaseException:
                 self.estop.close(0)
+                self.estop_context.term()
                 raise
         nact = link.n_axes
         self.limits = np.full((2, nact), np.inf)     # set at configure (link.command_unit)
         self.meas = Measurement(nact)
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         capacity = ring_capacity(self.h, cfg.telemetry.ring_rows, self.n_ticks)
+        # this loop runs Python: its writer and live view must not hold the interpreter
+        # lock while preempted (timing.sched.helper_priority)
+        self.helper_priority = helper_priority(cfg.loop.fifo_priority)
         self.telemetry = Telemetry(log_path, link_groups(nact, cfg.plant.drive), cfg.to_dict(),
-                                   capacity=capacity)
+                                   capacity=capacity, priority=self.helper_priority)
         self.telemetry.released[0] = 0   # a tick's overrun event comes after its row
         self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self.cols = row_columns(self.telemetry.columns)
@@ -176,6 +196,8 @@ class LinkLoop:
         measured = False     # no fresh measurement yet: the controller is not run on NaN
         first_timeout = int(self.cfg.link.first_measurement_timeout * 1e9)
         scheduling = {}
+        if loop.fifo_priority > 0:
+            fifo_refusal(loop.fifo_priority)     # a refusal is said now, before the bring-up
         try:
             self.link.configure()
             self.configured_at_ns = time.monotonic_ns()
@@ -190,7 +212,7 @@ class LinkLoop:
             for hook in self.hooks:
                 hook.start(self)
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
-            scheduling = apply_thread(loop.cpu, loop.fifo_priority if paced else 0)
+            scheduling = apply_thread(loop.cpu, loop.fifo_priority)
             with FrozenGC(loop.gc_freeze):
                 self.link.activate()
                 start = now_ns(self.ts)     # tick 0 right after the enable
@@ -259,6 +281,7 @@ class LinkLoop:
             self.link.close()
             if self.estop is not None:
                 endpoints.close(self.estop, self.estop_endpoint)
+                self.estop_context.term()
             tel.event("stop", t=min(k, self.n_steps) * self.h, tick=k, reason=reason)
             for hook in self.hooks:
                 hook.stop()

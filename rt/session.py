@@ -3,7 +3,9 @@
 Builds plant, controller and telemetry from a config, warms the kernels up,
 then runs rt.realtime.run_loop in a real-time thread (nogil: the loop never
 needs the interpreter) while the main thread stays free to forward events to
-the telemetry, serve live fault requests and catch Ctrl-C. Whatever ends the
+the telemetry, serve live fault requests and catch Ctrl-C. The loop thread and the
+3RRR correction worker run at SCHED_FIFO ``loop.fifo_priority``, the main thread, the
+telemetry writer and the live view at normal priority (timing.sched). Whatever ends the
 run — its duration, Ctrl-C, an invalid plant state, too many overruns, rows the
 telemetry lost (``telemetry.on_overrun``) — the log is closed complete, with the
 timing summary. A run of sim.duration T logs the ticks at t = 0, h, ..., T.
@@ -216,6 +218,16 @@ class Session:
         self.u[:] = 0.0
         self.held[:] = 0.0
 
+    def _worker_thread(self) -> None:
+        """The correction worker at the loop's priority (any CPU): the loop takes its
+        corrections only when ready, but a starved worker would leave the plant
+        uncorrected for longer."""
+        apply_thread(-1, self.cfg.loop.fifo_priority)
+        try:
+            self._worker(self.handoff)
+        finally:
+            restore_thread()
+
     def _thread(self) -> None:
         loop = self.cfg.loop
         self.scheduling = apply_thread(loop.cpu, 0 if self.fast else loop.fifo_priority)
@@ -300,8 +312,8 @@ class Session:
         (POLL_SECONDS; --fast: FAST_POLL_SECONDS)."""
         events, interrupted = [], False
         thread = threading.Thread(target=self._thread, name="hil-rt", daemon=True)
-        worker = threading.Thread(target=self._worker, args=(self.handoff,),
-                                  name="hil-correction", daemon=True)
+        worker = threading.Thread(target=self._worker_thread, name="hil-correction",
+                                  daemon=True)
         try:
             interrupted, _ = in_background(self.warm_up)
             if interrupted:

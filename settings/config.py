@@ -457,9 +457,10 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     if 0 < cfg["telemetry"]["ring_rows"] < 16:
         raise ConfigError(f"telemetry.ring_rows: at least 16 rows (0: 4 s of ticks), got "
                           f"{cfg['telemetry']['ring_rows']}")
-    if cfg["loop"]["fifo_priority"] > 99:
-        raise ConfigError(f"loop.fifo_priority: SCHED_FIFO priorities are 1..99 (0: off), got "
-                          f"{cfg['loop']['fifo_priority']}")
+    for table in ("loop", "emulator"):
+        if cfg[table]["fifo_priority"] > 99:
+            raise ConfigError(f"{table}.fifo_priority: SCHED_FIFO priorities are 1..99 (0: "
+                              f"off), got {cfg[table]['fifo_priority']}")
     if cfg["sim"]["control"] == "continuous" and cfg["sim"]["integrator"] != "accurate":
         raise ConfigError("sim.control: 'continuous' needs sim.integrator = 'accurate' (a "
                           "fixed-step run holds the command over each step)")

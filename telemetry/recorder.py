@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 from hilrig.telemetry.mcap_writer import McapWriter
+from hilrig.timing.sched import apply_thread
 from hilrig.timing.signals import deferred_signals
 
 TICK_TOPIC = "/hil/tick"
@@ -137,6 +138,8 @@ class Telemetry:
         derive: optional ``derive(rows)``, called by the writer thread on each block of
             copied rows (a (n, width) array) before they are written, to fill columns
             the loop leaves to it (e.g. telemetry.derived.Diagnostics), off the critical path.
+        priority: SCHED_FIFO priority of the writer thread (0: normal scheduling; a loop
+            that runs Python gives timing.sched.helper_priority).
 
     Attributes:
         ring: (capacity, width) float64; row k of the run goes to ``ring[k % capacity]``.
@@ -150,7 +153,7 @@ class Telemetry:
     """
 
     def __init__(self, path, groups, meta: dict, capacity: int = 1 << 16, period: float = 0.025,
-                 derive=None):
+                 derive=None, priority: int = 0):
         self.path = Path(path)
         self.groups = [(str(n), w if isinstance(w, tuple) else int(w)) for n, w in groups]
         self.columns = {}
@@ -169,6 +172,7 @@ class Telemetry:
         self.head = np.zeros(2, dtype=np.int64)
         self.period = float(period)
         self.derive = derive
+        self.priority = int(priority)
         self.copied = 0            # rows written to the file, or counted lost
         self.lost_rows = 0
         self.events_written = 0
@@ -305,6 +309,8 @@ class Telemetry:
     # -- writer thread ------------------------------------------------------------------
 
     def _run(self) -> None:
+        if self.priority > 0:
+            apply_thread(-1, self.priority)
         next_chunk = time.monotonic() + CHUNK_PERIOD
         enough = min(CHUNK_ROWS, self.capacity // 2)  # rows that make a wake-up write
         try:

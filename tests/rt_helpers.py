@@ -32,12 +32,14 @@ class EmulatorProcess:
 
     running: list = []
 
-    def __init__(self, config: str, endpoint: str, log: Path, *extra: str, **popen):
-        """``popen``: more keyword arguments of subprocess.Popen (env, preexec_fn)."""
+    def __init__(self, config: str, endpoint: str | None, log: Path | None, *extra: str,
+                 **popen):
+        """``endpoint``: --bind (None: the config's); ``log``: --log (None: no log);
+        ``popen``: more keyword arguments of subprocess.Popen (env, preexec_fn)."""
         self.log = log
+        options = (["--bind", endpoint] if endpoint else []) + (["--log", str(log)] if log else [])
         self.proc = subprocess.Popen(
-            hil("emulate", str(ROOT / "configs" / f"{config}.toml"), "--bind", endpoint,
-                "--log", str(log), *extra),
+            hil("emulate", str(ROOT / "configs" / f"{config}.toml"), *options, *extra),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
         EmulatorProcess.running.append(self)
         line = self.proc.stdout.readline()

@@ -182,6 +182,7 @@ def test_dropped_sync_gives_one_missed_cycle_then_recovers(bench):
 def test_dropped_tpdos_time_out_naming_the_axis(bench):
     _, emu, link = bench
     link.tpdo_timeout = 0.05
+    link.max_missed = 3
     emu.drop_tpdos(2, cycles=10)
     meas = Measurement(3)
     assert link.read(meas) is False and link.read(meas) is False
