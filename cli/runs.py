@@ -6,6 +6,7 @@ plant in this process), ``hil emulate`` (the plant for other processes), ``hil c
 """
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -294,18 +295,34 @@ def _control(args) -> int:
     if estop:
         print(f"run {run_id}: `hil estop {run_id}` (or `hil estop`) stops it ({estop})",
               flush=True)
+    said = _ErrorsSaid()
+    logging.getLogger().addHandler(said)
     try:
         result = loop.run()
     finally:
+        logging.getLogger().removeHandler(said)
         if record is not None:
             runs.unregister(record)
     print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
     failure = result.summary.get("log_failure")
     print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
-    if result.status == "error" and result.reason != failure:
+    if result.status == "error" and result.reason != failure and \
+            result.reason not in said.messages:
         print(f"hil: {result.reason}", file=sys.stderr)
     return run_exit_code(result.status)
+
+
+class _ErrorsSaid(logging.Handler):
+    """The messages logged at ERROR or above while it is attached: what stderr already
+    shows, so that a run's ending is not said twice (the loop logs a link's failure)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.add(record.getMessage())
 
 
 def _sim(args) -> int:

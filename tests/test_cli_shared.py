@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import shutil
 import subprocess
@@ -250,3 +251,16 @@ def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_no
         if ctl.poll() is None:
             ctl.kill()
             ctl.communicate()
+
+
+def test_hil_control_says_why_its_run_ended_once(tmp_path, runtime):
+    """`hil control` with no emulator at --connect printed the reason twice on stderr (the
+    loop's log line, then the command's own); once now."""
+    proc = subprocess.run(hil("control", "rig_zmq", "--connect", NOBODY, "--set",
+                              "link.timeout=0.5", "--log", str(tmp_path / "c.mcap")),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XDG_RUNTIME_DIR": runtime})
+    assert proc.returncode == 1
+    reason = f"no emulator answered at {NOBODY} (is `hil emulate` running there?)"
+    assert _lines(proc.stderr) == [f"hil: {reason}"]
+    assert f"ended: {reason}" in proc.stdout
