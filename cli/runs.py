@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from hilrig.cli.exits import run_exit_code
-from hilrig.cli.options import add_config, add_duration, add_set, positive
+from hilrig.cli.options import add_config, add_duration, add_set, output_path, positive
 from hilrig.errors import ConfigError
 
 
@@ -157,7 +157,10 @@ def _load(args, extra=()):
     return cfg
 
 
-def _default_log(args, suffix: str = "") -> Path:
+def _log_path(args, suffix: str = "") -> Path:
+    """--log (checked: cli.options.output_path), else runs/<config><suffix>.mcap."""
+    if args.log:
+        return output_path("--log", args.log)
     return Path("runs") / f"{Path(args.config).stem}{suffix}.mcap"
 
 
@@ -168,7 +171,9 @@ def _run(args) -> int:
     from hilrig.timing.summary import format_summary
 
     cfg = _load(args)
-    log_path = Path(args.log) if args.log else _default_log(args)
+    log_path = _log_path(args)
+    if args.plot:
+        output_path("--plot", args.plot, (".png",))
     run_id = runs.new_run_id()
     set_endpoint = _set_endpoint(args, run_id)
     hooks = _live_hooks(args, set_endpoint)
@@ -204,6 +209,8 @@ def _emulate(args) -> int:
 
     extra = [f"emulator.mode={args.mode}"] if args.mode else []
     cfg = _load(args, extra)
+    if args.log:
+        output_path("--log", args.log)
     if cfg.link.type in ("canopen", "serial"):
         return _emulate_drives(cfg, cfg.sim.duration if args.duration is not None else None,
                                args.log)
@@ -280,7 +287,7 @@ def _control(args) -> int:
     if args.link:
         extra.append(f"link.type={args.link}")
     cfg = _load(args, extra)
-    log_path = Path(args.log) if args.log else _default_log(args, "-control")
+    log_path = _log_path(args, "-control")
     link = link_from_config(cfg)
     if args.takeover:
         link.takeover = True
@@ -342,6 +349,9 @@ def _sim(args) -> int:
         overrides.append(f"sim.dt={args.dt!r}")
     if args.replay is not None and (args.set or args.dt is not None):
         raise ConfigError("hil sim --replay: the log's config runs as it was (only --duration)")
+    out = output_path("--out", args.out, (".npz",))
+    if args.plot:
+        output_path("--plot", args.plot, (".png",))
     failure = None
     try:
         if args.replay is not None:
@@ -352,7 +362,6 @@ def _sim(args) -> int:
         arrays = run.arrays
     except SimulationError as exc:
         arrays, run, failure = exc.arrays, None, exc
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, **arrays)
     if run is not None:

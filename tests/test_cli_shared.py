@@ -264,3 +264,51 @@ def test_hil_control_says_why_its_run_ended_once(tmp_path, runtime):
     reason = f"no emulator answered at {NOBODY} (is `hil emulate` running there?)"
     assert _lines(proc.stderr) == [f"hil: {reason}"]
     assert f"ended: {reason}" in proc.stdout
+
+
+ROOTLESS = "/nonexistent-hilrig-h3/dir"     # a folder hil must not make at the root
+
+
+def _bad_outputs(tmp: Path) -> list:
+    """(argv, what the one line says) for every command's output option."""
+    mcap, spec = tmp / "run.mcap", tmp / "spec.toml"
+    return [
+        (["sim", "rrr3_pd", "--duration", "0.01", "--out", tmp / "x.txt"],
+         f"--out {tmp / 'x.txt'}: expected a file ending in .npz, got .txt"),
+        (["sim", "rrr3_pd", "--duration", "0.01", "--out", f"{ROOTLESS}/x.npz"],
+         f"--out {ROOTLESS}/x.npz: folder {ROOTLESS} does not exist (hil makes no folder "
+         "at the filesystem root)"),
+        (["sim", "rrr3_pd", "--out", tmp / "x.npz", "--plot", f"{ROOTLESS}/x.png"],
+         f"--plot {ROOTLESS}/x.png: folder {ROOTLESS} does not exist"),
+        (["sim", "rrr3_pd", "--out", tmp], f"--out {tmp}: expected a file ending in .npz"),
+        (["run", "rrr3_pd", "--log", f"{ROOTLESS}/x.mcap"], f"--log {ROOTLESS}/x.mcap: folder"),
+        (["control", "rig_inprocess", "--log", f"{ROOTLESS}/x.mcap"],
+         f"--log {ROOTLESS}/x.mcap: folder"),
+        (["log", "export", mcap, "--out", tmp / "x.txt"], "expected a file ending in .npz"),
+        (["log", "export", mcap, "--out", f"{ROOTLESS}/x.npz"], "at the filesystem root"),
+        (["log", "repair", mcap, "--out", tmp / "x.npz"], "expected a file ending in .mcap"),
+        (["plot", mcap, "--out", f"{ROOTLESS}/x.png"], "at the filesystem root"),
+        (["analyze", "stiffness", "rrr3_pd", "--map", "--out", tmp / "m.txt"],
+         "expected a file ending in .png"),
+        (["canopen", "eds", "--node", "1", "-o", f"{ROOTLESS}/x.eds"],
+         "at the filesystem root"),
+        (["campaign", spec, "--out", ROOTLESS], f"--out {ROOTLESS}: folder {ROOTLESS} does "
+                                                "not exist"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_bad_outputs(ROOT))))
+def test_every_output_option_is_checked_before_any_work(index, tmp_path, runtime, capsys,
+                                                        monkeypatch):
+    """`hil sim --out x.txt` wrote x.txt.npz and `--out /nonexistent/dir/x.npz` made folders
+    at the filesystem root; every command's output option is refused with one line now,
+    before its work, and nothing is written anywhere."""
+    monkeypatch.chdir(tmp_path)
+    argv, cause = _bad_outputs(tmp_path)[index]
+    before = sorted(tmp_path.rglob("*"))
+    status, lines = _hil(argv, capsys)
+    assert status == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("hil: config error: ") and \
+        cause in lines[0], lines
+    assert sorted(tmp_path.rglob("*")) == before
+    assert not Path(ROOTLESS).parent.exists()
