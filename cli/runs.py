@@ -165,15 +165,15 @@ def _log_path(args, suffix: str = "") -> Path:
 
 
 def _run(args) -> int:
+    cfg = _load(args)        # a mistake in it is one line before any kernel is imported
+    log_path = _log_path(args)
+    if args.plot:
+        output_path("--plot", args.plot, (".png",))
     from hilrig.cli.logs import plot_log
     from hilrig.remote import runs
     from hilrig.rt.session import Session
     from hilrig.timing.summary import format_summary
 
-    cfg = _load(args)
-    log_path = _log_path(args)
-    if args.plot:
-        output_path("--plot", args.plot, (".png",))
     run_id = runs.new_run_id()
     set_endpoint = _set_endpoint(args, run_id)
     hooks = _live_hooks(args, set_endpoint)
@@ -205,12 +205,12 @@ def _run(args) -> int:
 
 
 def _emulate(args) -> int:
-    from hilrig.devices.zmq_plant import Emulator
-
     extra = [f"emulator.mode={args.mode}"] if args.mode else []
-    cfg = _load(args, extra)
+    cfg = _load(args, extra)     # a mistake in it is one line before any kernel is imported
     if args.log:
         output_path("--log", args.log)
+    from hilrig.devices.zmq_plant import Emulator
+
     if cfg.link.type in ("canopen", "serial"):
         return _emulate_drives(cfg, cfg.sim.duration if args.duration is not None else None,
                                args.log)
@@ -276,18 +276,18 @@ def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
 
 
 def _control(args) -> int:
-    from hilrig.drivers.registry import link_from_config
-    from hilrig.remote import runs
-    from hilrig.rt.loop import LinkLoop
-    from hilrig.timing.summary import format_summary
-
     extra = []
     if args.connect:
         extra += ["link.type=zmq", f"link.endpoint={args.connect!r}"]
     if args.link:
         extra.append(f"link.type={args.link}")
-    cfg = _load(args, extra)
+    cfg = _load(args, extra)     # a mistake in it is one line before any kernel is imported
     log_path = _log_path(args, "-control")
+    from hilrig.drivers.registry import link_from_config
+    from hilrig.remote import runs
+    from hilrig.rt.loop import LinkLoop
+    from hilrig.timing.summary import format_summary
+
     link = link_from_config(cfg)
     if args.takeover:
         link.takeover = True
@@ -335,9 +335,6 @@ class _ErrorsSaid(logging.Handler):
 def _sim(args) -> int:
     """hil sim: the rows go to --out even when the plant state became invalid (the
     SimulationError is raised after they are written: exit 1, cli.exits)."""
-    import numpy as np
-    from hilrig.analysis.plot import plot_run
-    from hilrig.rt.sim import SimulationError, simulate
     from hilrig.settings.config import load
 
     if (args.config is None) == (args.replay is None):
@@ -352,12 +349,17 @@ def _sim(args) -> int:
     out = output_path("--out", args.out, (".npz",))
     if args.plot:
         output_path("--plot", args.plot, (".png",))
+    # a mistake in the config is one line before any kernel is imported
+    cfg = load(args.config, overrides) if args.replay is None else None
+    import numpy as np
+    from hilrig.analysis.plot import plot_run
+    from hilrig.rt.sim import SimulationError, simulate
+
     failure = None
     try:
         if args.replay is not None:
             run, cfg = _replay(args)
         else:
-            cfg = load(args.config, overrides)
             run = simulate(cfg)
         arrays = run.arrays
     except SimulationError as exc:
