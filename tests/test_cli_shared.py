@@ -333,3 +333,28 @@ def test_a_misspelt_key_is_one_line_before_any_kernel_compiles(argv, key, tmp_pa
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"hil: config error: unknown key {key}"]
     assert not cache.exists() or not any(cache.rglob("*.nbi"))
+
+
+def test_library_messages_do_not_speak_as_hil(tmp_path):
+    """The Foxglove SDK's "Started server", "Shutting down" and "Shutdown complete" were
+    printed as `hil: ...` lines: only hilrig's own messages carry the prefix now, another
+    library's warnings carry its name (cli.main.log_to_stderr)."""
+    import socket
+
+    with socket.socket() as probe:               # a free port for the live view
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.run(hil("run", "rrr3_pd", "--duration", "0.2", "--no-plot", "--live",
+                              f"127.0.0.1:{port}", "--set-endpoint", "", "--log",
+                              str(tmp_path / "run.mcap")),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert _lines(proc.stderr) == [f"hil: live view: foxglove ws://127.0.0.1:{port} "
+                                   "(Foxglove: Open connection, Foxglove WebSocket)"]
+    probe = subprocess.run(
+        [*hil()[:1], "-c", "import logging; from hilrig.cli.main import log_to_stderr; "
+                           "log_to_stderr(); logging.getLogger('canopen').info('chatter'); "
+                           "logging.getLogger('canopen').warning('bus off'); "
+                           "logging.getLogger('hil.loop').info('a line of ours')"],
+        capture_output=True, text=True, timeout=60)
+    assert probe.stderr.splitlines() == ["canopen: warning: bus off", "hil: a line of ours"]
