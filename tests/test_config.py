@@ -626,3 +626,13 @@ def test_a_links_own_keys_are_typed_attributes():
         tuple[int, ...] | None
     serial = load(CONFIGS / "rig_serial.toml").link.serial
     assert serial.axes == ((0x80, 1), (0x80, 2), (0x81, 1))
+
+
+@pytest.mark.parametrize("override, key", [
+    ("controller.kp=-5", "controller.kp[0]"), ("controller.kd=[1.0, -0.5, 1.0]",
+                                               "controller.kd[1]")])
+def test_a_negative_gain_is_refused_at_load(override, key):
+    """A negative kp was accepted (a PD law that pushes away from its target)."""
+    msg = config_error(SERIAL_FREE, ["controller.type='pd'",
+                                     "controller.target=[0.0, 0.0, 0.0]", override])
+    assert msg.startswith(f"{key}: must be >= 0.0, got -"), msg

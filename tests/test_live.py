@@ -487,3 +487,23 @@ def test_hil_set_finds_the_run_by_its_id_and_a_runs_endpoint_cannot_be_taken(
                 proc.kill()
                 proc.communicate()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.mark.system
+def test_hil_set_refuses_a_negative_gain_and_the_run_goes_on(tmp_path):
+    """A negative controller.kp or kd was taken live; refused with its one line now, and
+    a valid change after it is taken."""
+    proc, log, endpoint = start_run(tmp_path, 60.0)
+    try:
+        wait_for_run(proc, endpoint)
+        for change, key in (("controller.kp=-500", "controller.kp[0]"),
+                            ("controller.kd=[0, -1, 0]", "controller.kd[1]")):
+            bad = hil_set(endpoint, change)
+            assert bad.returncode == 1
+            assert f"refused: {key}: must be >= 0.0, got -" in bad.stderr, bad.stderr
+        assert hil_set(endpoint, "controller.kp=70").returncode == 0
+    finally:
+        finish(proc, interrupt=True)
+    _, events, _, _ = read_complete(log)
+    assert [e["changes"] for e in events if e["kind"] == "param"] == [
+        {"controller.kp": [70.0] * 3}]
