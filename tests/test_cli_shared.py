@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -358,3 +359,62 @@ def test_library_messages_do_not_speak_as_hil(tmp_path):
                            "logging.getLogger('hil.loop').info('a line of ours')"],
         capture_output=True, text=True, timeout=60)
     assert probe.stderr.splitlines() == ["canopen: warning: bus off", "hil: a line of ours"]
+
+
+class _FakeController(threading.Thread):
+    """A `hil control`'s e-stop endpoint: answers an ESTOP with ESTOP_ACK at ``tick``,
+    once ``answer_after`` (an Event) is set; sets ``asked`` when the ESTOP arrives."""
+
+    def __init__(self, endpoint: str, tick: int, answer_after: threading.Event):
+        super().__init__(daemon=True)
+        import zmq
+        from hilrig.drivers import endpoint as endpoints
+
+        self.endpoint, self.tick, self.answer_after = endpoint, tick, answer_after
+        self.asked = threading.Event()
+        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        endpoints.bind(self.socket, endpoint, "e-stop")
+
+    def run(self):
+        from hilrig.drivers.wire import MessageType, encode
+
+        if self.socket.poll(30000):
+            peer, _ = self.socket.recv_multipart()
+            self.asked.set()
+            if self.answer_after.wait(30):
+                self.socket.send_multipart([peer, encode(MessageType.ESTOP_ACK, 0, 0.0,
+                                                         [self.tick])])
+
+    def close(self):
+        from hilrig.drivers import endpoint as endpoints
+
+        self.join(35)
+        endpoints.close(self.socket, self.endpoint)
+
+
+def test_a_bare_hil_estop_stops_the_runs_at_once(runtime, capsys):
+    """`hil estop` stopped runs one after another, so a run that did not answer delayed a
+    healthy run's stop by the whole timeout. Now all are asked at once: the first run in
+    the list answers only once the second one was asked, which it never was before its
+    own timeout when they went one by one."""
+    from hilrig.remote import runs
+
+    folder = runs.runtime_dir()
+    healthy = _FakeController(f"ipc://{folder}/estop-ffffff", 22, threading.Event())
+    healthy.answer_after.set()
+    slow = _FakeController(f"ipc://{folder}/estop-aaaaaa", 11, healthy.asked)
+    records = [runs.register("aaaaaa", slow.endpoint, "slow.toml"),
+               runs.register("ffffff", healthy.endpoint, "healthy.toml")]
+    for fake in (slow, healthy):
+        fake.start()
+    try:
+        status = main(["estop", "--timeout", "5"])
+        out = capsys.readouterr().out
+    finally:
+        for record in records:
+            runs.unregister(record)
+        for fake in (slow, healthy):
+            fake.close()
+    assert status == 0
+    assert out.splitlines() == ["e-stop: run aaaaaa stopped its drives at tick 11",
+                                "e-stop: run ffffff stopped its drives at tick 22"]
