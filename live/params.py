@@ -17,6 +17,7 @@ the controller's structure (its type, law, output, the size of its params) is re
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class LiveParameters:
         self._run = None
         self._stopped = False
         self._seq = 0
+        self._refusal_window, self._refusals_suppressed = -1.0, 0   # _record_refusal
 
     def start(self, run) -> None:
         self.cfg = run.cfg
@@ -90,9 +92,7 @@ class LiveParameters:
                 params, limits = controller_arrays(cfg, self._unit, len(run.controller.params),
                                                    run.limits.shape[1])
             except ConfigError as exc:
-                run.telemetry.event("param_refused", source=source,
-                                    request={k: _plain(v) for k, v in changes.items()},
-                                    reason=str(exc))
+                self._record_refusal(run, source, changes, str(exc))
                 raise
             box = run.live_box
             self._seq += 1
@@ -114,6 +114,22 @@ class LiveParameters:
         for listener in self.listeners:
             listener(ack)
         return ack
+
+
+    def _record_refusal(self, run, source: str, changes: dict, reason: str) -> None:
+        """A ``param_refused`` event for the first refused change of each second, naming
+        how many were refused since the last one recorded (``suppressed``): a flood of bad
+        requests costs the log a few events a second. The request is kept short."""
+        now = time.monotonic()
+        if now - self._refusal_window < 1.0:
+            self._refusals_suppressed += 1
+            return
+        request = {k[:100]: _plain(v) for k, v in list(changes.items())[:20]}
+        text = json.dumps(request, default=str)
+        run.telemetry.event("param_refused", source=source, reason=reason[:500],
+                            request=request if len(text) <= 2000 else text[:2000] + "...",
+                            suppressed=self._refusals_suppressed)
+        self._refusal_window, self._refusals_suppressed = now, 0
 
 
 def _plain(value):

@@ -82,11 +82,22 @@ def locate(config: str | Path) -> Path | Traversable:
 
 
 def parse_value(text: str) -> Any:
-    """A TOML value (number, bool, list, quoted string), or a bare word as a string."""
+    """A TOML value (number, bool, list, quoted string), or a bare word as a string;
+    ConfigError for one Python cannot hold (an integer of over 4300 digits, lists nested
+    past the recursion limit)."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"value {_shortened(text)}: not readable ({_shortened(str(exc))})") \
+            from None
+
+
+def _shortened(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was (a message stays one
+    short line whatever was sent)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def apply_override(raw: dict, item: str) -> None:
@@ -377,7 +388,11 @@ def _pairs(value: Any, spec: Key, name: str, sizes: dict) -> list:
 def _number(value: Any, spec: Key, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name}: expected a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ConfigError(f"{name}: must be finite, got an integer of {len(str(value))} "
+                          "digits") from None
     if not math.isfinite(value) and not (spec.infinite_ok and value == math.inf):
         raise ConfigError(f"{name}: must be finite, got {value}")
     _check_range(value, spec, name)
