@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import sys
 from importlib.metadata import entry_points
@@ -22,14 +24,30 @@ def registered(group: str) -> dict[str, str]:
 
 
 def _import_here(module_name: str):
-    """Import a module from the installed packages or, as ``python -m`` would, from the
-    current directory (a user's module beside their config)."""
+    """Import a module from the installed packages or, when none has its top-level name,
+    from the current folder (a user's module or package beside their config).
+
+    Only that module (or package, whose submodules then follow) is taken from the current
+    folder: the folder is never put on ``sys.path``, so a file there named like an
+    installed package (a planted ``matplotlib.py``) is never imported in its place.
+    """
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name != module_name.split(".")[0] or os.getcwd() in sys.path:
+        top = module_name.split(".")[0]
+        if exc.name != top:
             raise
-    sys.path.insert(0, os.getcwd())
+    spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    if spec is None:
+        raise ModuleNotFoundError(f"No module named {top!r} (installed, or in the current "
+                                  f"folder {os.getcwd()})", name=top)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[top] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[top]
+        raise
     return importlib.import_module(module_name)
 
 

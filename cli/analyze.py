@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hilrig.cli.options import add_config, add_set
+from hilrig.cli.options import add_config, add_set, output_path
 
 WHAT = (("modes", "natural frequencies and mode shapes at the configured state"),
         ("stiffness", "3RRR Cartesian stiffness (and --map: workspace maps)"),
@@ -37,6 +37,8 @@ def _analyze(args) -> int:
     from hilrig.analysis import modal
     from hilrig.settings.config import load
 
+    if getattr(args, "out", None):
+        output_path("--out", args.out, (".png",))
     cfg = load(args.config, list(args.set))
     if args.what == "modes":
         print(modal.run_modes(cfg, args.json))

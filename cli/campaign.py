@@ -40,6 +40,9 @@ def _declare(parser) -> None:
 
 def _campaign(args) -> int:
     from hilrig.campaign.runner import TlsFiles, command
+    from hilrig.cli.options import output_folder
 
+    if args.out:
+        output_folder("--out", args.out)
     return command(args.spec, args.scheduler, args.workers, args.out, args.resume, args.force,
                    TlsFiles(args.tls_ca_file, args.tls_cert, args.tls_key), args.insecure)

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from hilrig.cli.options import CONFIG_HELP, add_config, add_set
+from hilrig.cli.options import CONFIG_HELP, add_config, add_set, output_path
 
 
 def register(commands) -> None:
@@ -102,6 +102,8 @@ def _canopen_eds(args) -> int:
     from hilrig.drivers.cia402_eds import eds_text
     from hilrig.settings.config import load
 
+    if args.out:
+        output_path("--out", args.out, (".eds",))
     cfg = load(args.config, list(args.set) + ["link.type=canopen"])
     text = eds_text(cfg, args.node)
     if args.out:

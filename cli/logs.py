@@ -55,8 +55,10 @@ def _with_warnings(handler):
 
 @_with_warnings
 def _export(args) -> int:
+    from hilrig.cli.options import output_path
     from hilrig.telemetry.logfile import export_npz
 
+    output_path("--out", args.out, (".npz",))
     arrays = export_npz(args.log, args.out)
     t = arrays["t"]
     span = f", t = {t[0]:g} .. {t[-1]:g} s" if len(t) else ""
@@ -66,16 +68,21 @@ def _export(args) -> int:
 
 @_with_warnings
 def _plot(args) -> int:
+    if args.out:
+        from hilrig.cli.options import output_path
+
+        output_path("--out", args.out, (".png",))
     plot_log(Path(args.log), args.out)
     return 0
 
 
 def _repair(args) -> int:
     """hil log repair: a finished copy of a log whose writer did not finish."""
+    from hilrig.cli.options import output_path
     from hilrig.telemetry.repair import repair
 
     log_path = Path(args.log)
-    out = Path(args.out) if args.out else log_path.with_name(f"{log_path.stem}-repaired.mcap")
+    out = output_path("--out", args.out, (".mcap",)) if args.out else log_path.with_name(f"{log_path.stem}-repaired.mcap")
     print(repair(log_path, out).describe())
     return 0
 

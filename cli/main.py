@@ -78,10 +78,40 @@ def parser() -> argparse.ArgumentParser:
     return hil
 
 
+OWN_LOGGERS = ("hil", "hilrig")       # hilrig's loggers: hil.loop, hilrig.drivers...
+
+
+class _Speaker(logging.Formatter):
+    """hilrig's messages as ``hil: MESSAGE``; another library's (canopen, the Foxglove
+    SDK, Dask) as ``NAME: LEVEL: MESSAGE``, so that no library speaks as ``hil``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = super().format(record)
+        if record.name.split(".")[0] in OWN_LOGGERS:
+            return f"hil: {message}"
+        return f"{record.name}: {record.levelname.lower()}: {message}"
+
+
+def log_to_stderr() -> None:
+    """The log on stderr: hilrig's loggers from INFO on, every other library's from
+    WARNING on (their progress chatter is not the user's business), each said by its
+    name (_Speaker). Nothing is changed when the root logger has a handler already (an
+    application or a test that called ``main``)."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Speaker())
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``hil ARGV``: the chosen command's exit code (cli.exits for what went wrong)."""
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="hil: %(message)s")
+    log_to_stderr()
     terminate_as_interrupt()
     try:
         return args.handler(args)

@@ -9,6 +9,10 @@ set``) and the checks of their values.
                         which running run: by the id it printed when it started (hil
                         estop --list lists them), or by its endpoint (a run started
                         elsewhere); RUN_ID as a positional on hil estop only
+    --out, --plot, --log
+                        a file of the suffix the command writes (output_path), in a
+                        folder that exists or is made below an existing one, never at
+                        the filesystem root (output_folder)
 
 Checking a value raises ConfigError (cli.exits: one line, exit 2), not argparse's
 usage message, so a bad value is one line whichever command it is given to.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from hilrig.errors import ConfigError
 
@@ -86,3 +91,39 @@ def run_address(args) -> RunAddress:
     if run_id is not None and args.connect is not None:
         raise ConfigError(f"run id {run_id} and --connect {args.connect}: give one of them")
     return RunAddress(run_id, args.connect, args.timeout)
+
+
+def output_path(option: str, value, suffixes: tuple[str, ...] = ()) -> Path:
+    """The file an option (``--out``, ``--plot``, ``--log``) names, checked before any work:
+    ConfigError (one line) unless it ends in one of ``suffixes`` (none: any name), is not
+    a folder, and its folder exists or can be made (``output_folder``)."""
+    path = Path(value)
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise ConfigError(f"{option} {value}: expected a file ending in "
+                          f"{' or '.join(suffixes)}, got {path.suffix or 'no suffix'}")
+    if path.is_dir():
+        raise ConfigError(f"{option} {value}: is a folder (give a file name)")
+    output_folder(option, path.parent, value)
+    return path
+
+
+def output_folder(option: str, folder, value=None) -> Path:
+    """``folder``, where an option's output goes, checked before any work: ConfigError
+    (one line) when it is not a folder, or is missing and its nearest existing folder is
+    the filesystem root (hil makes missing folders below an existing one, never at
+    ``/``) or is not a folder."""
+    folder = Path(folder)
+    named = f"{option} {value if value is not None else folder}"
+    if folder.exists():
+        if not folder.is_dir():
+            raise ConfigError(f"{named}: {folder} is not a folder")
+        return folder
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{named}: {existing} is not a folder")
+    if existing == Path(existing.anchor):
+        raise ConfigError(f"{named}: folder {folder.absolute()} does not exist (hil makes no "
+                          "folder at the filesystem root)")
+    return folder

@@ -5,7 +5,8 @@ All three address the run the same way (cli.options.add_run_address): ``--run RU
 (the id a run prints when it starts; ``hil estop --list``) or ``--connect ENDPOINT``,
 and ``--timeout S``; ``hil estop`` takes the run id as a positional too.
 
-    hil estop                 e-stop every running `hil control` of this user
+    hil estop                 e-stop every running `hil control` of this user (all at
+                              once: one that does not answer delays no other)
     hil estop RUN_ID          e-stop that run (or --run RUN_ID)
     hil estop --list          run id, pid, endpoints, config, start time of each run
     hil estop --connect EP    e-stop the controller serving the e-stop endpoint EP
@@ -19,6 +20,7 @@ takes none (its plant is behind a link: faults go to its emulator, `hil emulate`
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hilrig.cli.options import add_run_address, run_address
@@ -137,14 +139,18 @@ def _estop(args) -> int:
             raise FaultError("no running `hil control` of yours to e-stop (hil estop "
                              "--connect ENDPOINT for one started elsewhere)")
     failed = []
-    for name, endpoint in targets:
-        try:
-            tick = send_estop(endpoint, address.timeout)
-        except FaultError as exc:
-            failed.append(f"{name}: {exc}")
-            continue
-        who = "the controller" if name == endpoint else name
-        print(f"e-stop: {who} stopped its drives at tick {tick}")
+    # every run at once: a hung run must not delay a healthy one's stop by its timeout
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        sent = [(name, endpoint, pool.submit(send_estop, endpoint, address.timeout))
+                for name, endpoint in targets]
+        for name, endpoint, answer in sent:      # printed in the run list's order
+            try:
+                tick = answer.result()
+            except FaultError as exc:
+                failed.append(f"{name}: {exc}")
+                continue
+            who = "the controller" if name == endpoint else name
+            print(f"e-stop: {who} stopped its drives at tick {tick}", flush=True)
     if failed:
         raise FaultError("; ".join(failed))
     return 0

@@ -6,11 +6,12 @@ plant in this process), ``hil emulate`` (the plant for other processes), ``hil c
 """
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
 from hilrig.cli.exits import run_exit_code
-from hilrig.cli.options import add_config, add_duration, add_set, positive
+from hilrig.cli.options import add_config, add_duration, add_set, output_path, positive
 from hilrig.errors import ConfigError
 
 
@@ -156,18 +157,23 @@ def _load(args, extra=()):
     return cfg
 
 
-def _default_log(args, suffix: str = "") -> Path:
+def _log_path(args, suffix: str = "") -> Path:
+    """--log (checked: cli.options.output_path), else runs/<config><suffix>.mcap."""
+    if args.log:
+        return output_path("--log", args.log)
     return Path("runs") / f"{Path(args.config).stem}{suffix}.mcap"
 
 
 def _run(args) -> int:
+    cfg = _load(args)        # a mistake in it is one line before any kernel is imported
+    log_path = _log_path(args)
+    if args.plot:
+        output_path("--plot", args.plot, (".png",))
     from hilrig.cli.logs import plot_log
     from hilrig.remote import runs
     from hilrig.rt.session import Session
     from hilrig.timing.summary import format_summary
 
-    cfg = _load(args)
-    log_path = Path(args.log) if args.log else _default_log(args)
     run_id = runs.new_run_id()
     set_endpoint = _set_endpoint(args, run_id)
     hooks = _live_hooks(args, set_endpoint)
@@ -199,10 +205,12 @@ def _run(args) -> int:
 
 
 def _emulate(args) -> int:
+    extra = [f"emulator.mode={args.mode}"] if args.mode else []
+    cfg = _load(args, extra)     # a mistake in it is one line before any kernel is imported
+    if args.log:
+        output_path("--log", args.log)
     from hilrig.devices.zmq_plant import Emulator
 
-    extra = [f"emulator.mode={args.mode}"] if args.mode else []
-    cfg = _load(args, extra)
     if cfg.link.type in ("canopen", "serial"):
         return _emulate_drives(cfg, cfg.sim.duration if args.duration is not None else None,
                                args.log)
@@ -275,18 +283,18 @@ def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
 
 
 def _control(args) -> int:
-    from hilrig.drivers.registry import link_from_config
-    from hilrig.remote import runs
-    from hilrig.rt.loop import LinkLoop
-    from hilrig.timing.summary import format_summary
-
     extra = []
     if args.connect:
         extra += ["link.type=zmq", f"link.endpoint={args.connect!r}"]
     if args.link:
         extra.append(f"link.type={args.link}")
-    cfg = _load(args, extra)
-    log_path = Path(args.log) if args.log else _default_log(args, "-control")
+    cfg = _load(args, extra)     # a mistake in it is one line before any kernel is imported
+    log_path = _log_path(args, "-control")
+    from hilrig.drivers.registry import link_from_config
+    from hilrig.remote import runs
+    from hilrig.rt.loop import LinkLoop
+    from hilrig.timing.summary import format_summary
+
     link = link_from_config(cfg)
     if args.takeover:
         link.takeover = True
@@ -301,26 +309,39 @@ def _control(args) -> int:
     if estop:
         print(f"run {run_id}: `hil estop {run_id}` (or `hil estop`) stops it ({estop})",
               flush=True)
+    said = _ErrorsSaid()
+    logging.getLogger().addHandler(said)
     try:
         result = loop.run()
     finally:
+        logging.getLogger().removeHandler(said)
         if record is not None:
             runs.unregister(record)
     print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
     print(format_summary(result.summary))
     failure = result.summary.get("log_failure")
     print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
-    if result.status == "error" and result.reason != failure:
+    if result.status == "error" and result.reason != failure and \
+            result.reason not in said.messages:
         print(f"hil: {result.reason}", file=sys.stderr)
     return run_exit_code(result.status)
+
+
+class _ErrorsSaid(logging.Handler):
+    """The messages logged at ERROR or above while it is attached: what stderr already
+    shows, so that a run's ending is not said twice (the loop logs a link's failure)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.add(record.getMessage())
 
 
 def _sim(args) -> int:
     """hil sim: the rows go to --out even when the plant state became invalid (the
     SimulationError is raised after they are written: exit 1, cli.exits)."""
-    import numpy as np
-    from hilrig.analysis.plot import plot_run
-    from hilrig.rt.sim import SimulationError, simulate
     from hilrig.settings.config import load
 
     if (args.config is None) == (args.replay is None):
@@ -332,17 +353,24 @@ def _sim(args) -> int:
         overrides.append(f"sim.dt={args.dt!r}")
     if args.replay is not None and (args.set or args.dt is not None):
         raise ConfigError("hil sim --replay: the log's config runs as it was (only --duration)")
+    out = output_path("--out", args.out, (".npz",))
+    if args.plot:
+        output_path("--plot", args.plot, (".png",))
+    # a mistake in the config is one line before any kernel is imported
+    cfg = load(args.config, overrides) if args.replay is None else None
+    import numpy as np
+    from hilrig.analysis.plot import plot_run
+    from hilrig.rt.sim import SimulationError, simulate
+
     failure = None
     try:
         if args.replay is not None:
             run, cfg = _replay(args)
         else:
-            cfg = load(args.config, overrides)
             run = simulate(cfg)
         arrays = run.arrays
     except SimulationError as exc:
         arrays, run, failure = exc.arrays, None, exc
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, **arrays)
     if run is not None:

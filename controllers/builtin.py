@@ -38,8 +38,10 @@ from numba import cfunc
 KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
 
 KEYS = {
-    "kp": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad (V/rad or N m/rad)"),
-    "kd": Key("floats", 0.0, length="nact", scalar_ok=True, doc="per rad/s"),
+    "kp": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0,
+              doc="per rad (V/rad or N m/rad), >= 0"),
+    "kd": Key("floats", 0.0, length="nact", scalar_ok=True, minimum=0.0,
+              doc="per rad/s, >= 0"),
     "target": Key("floats", None, length="nact", doc="joint targets, rad"),
     "torque_to_voltage": Key("str", "gain", choices=("gain", "motor_model"),
                              doc="gain: u = tau / k (k = r K_m / R_a, the paper's reading); "

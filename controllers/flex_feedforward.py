@@ -63,9 +63,10 @@ from hilrig.schema import Config, Key
 from numba import cfunc
 
 KEYS = {
-    "kp": Key("floats", 0.0, length=2, scalar_ok=True, doc="PD gains on [d, q]: N/m, N m/rad"),
-    "kd": Key("floats", 0.0, length=2, scalar_ok=True,
-              doc="PD gains on [d', q']: N s/m, N m s/rad"),
+    "kp": Key("floats", 0.0, length=2, scalar_ok=True, minimum=0.0,
+              doc="PD gains on [d, q], >= 0: N/m, N m/rad"),
+    "kd": Key("floats", 0.0, length=2, scalar_ok=True, minimum=0.0,
+              doc="PD gains on [d', q'], >= 0: N s/m, N m s/rad"),
     "feedforward": Key("str", "flexible", choices=("rigid", "flexible"),
                        doc="rigid: the rigid model's inverse dynamics; flexible: the paper's "
                            "flexible inverse dynamics along the deflections it causes"),

@@ -235,16 +235,18 @@ class Emulator:
         """Frames rejected since the start."""
         return self.rejects.total
 
-    def _reject(self, peer: bytes, reason: str, detail: str, code: int) -> None:
+    def _reject(self, peer: bytes, reason: str, detail: str, code: int,
+                answer: tuple | None = None) -> None:
         """Count a rejected frame; log and record only the first per reason and second,
-        and answer ERROR while the window's reply budget lasts."""
+        and answer ERROR (or ``answer``: (type, values)) while the window's reply budget
+        lasts."""
         first, reply = self.rejects.note(reason)
         if first:
             text = f"{reason}: {detail}" if detail else reason
             log.warning("rejected a frame from peer %s: %s", peer.hex(), text)
             self._event("rejected", peer=peer.hex(), reason=text, count=1)
         if reply:
-            self._send(peer, MessageType.ERROR, [code])
+            self._send(peer, *(answer or (MessageType.ERROR, [code])))
 
     def _report_rejects(self, force: bool = False) -> None:
         """Once a second (and at the end): one line and one event for the rejects not
@@ -349,10 +351,16 @@ class Emulator:
             self.link.read(self.meas)     # a jam of duration 0 zeroes the joint's rate now
         except ValueError as exc:
             status = ERROR_VALUE
-            self._reject(peer, "fault refused", str(exc), ERROR_VALUE)
+            self._reject(peer, "fault refused", str(exc), ERROR_VALUE,
+                         (MessageType.FAULT_ACK, self._fault_ack(status, kind, joint)))
             return
-        self._send(peer, MessageType.FAULT_ACK, [status, self.tick, self.tick * self.h, kind,
-                                                 joint])
+        self._send(peer, MessageType.FAULT_ACK, self._fault_ack(status, kind, joint))
+
+    def _fault_ack(self, status: int, kind: int, joint: int) -> list:
+        """A FAULT_ACK's values (drivers.wire): with the joints a fault may name (0: this
+        plant has none, a 3RRR), so that the tool can say why a joint was refused."""
+        joints = 0 if self.plant.kind == "rrr3" else self.nact
+        return [status, self.tick, self.tick * self.h, kind, joint, joints]
 
     def _go_safe(self, why: str) -> None:
         if not self.safe:

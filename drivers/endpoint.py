@@ -10,7 +10,8 @@ endpoint) takes its endpoint, ``connect`` how every client reaches one:
   ZeroMQ ipc bind would silently replace its socket file, stealing its peers); the socket
   file of a dead process is removed first. A tcp port in use is refused too.
 - **owner only**: an ipc socket is created 0600 whatever the umask (the kernel then lets
-  only its owner, and root, connect); ``runtime_dir`` is a per-user 0700 folder for the
+  only its owner, and root, connect), and ``connect`` refuses an ipc socket file of
+  another user (a squatter who bound the path first; root is not stopped by the mode); ``runtime_dir`` is a per-user 0700 folder for the
   default ones. Over tcp, CURVE authentication (drivers.curve) admits only holders of
   this user's keys, and a bind other than loopback is announced with a warning.
 
@@ -187,11 +188,28 @@ def close(socket: zmq.Socket, endpoint: str) -> None:
             pass
 
 
+def _refuse_strangers(path: str, endpoint: str, what: str) -> None:
+    """ConfigError when the ipc socket file at ``path`` (if there is one yet) belongs to
+    another user: someone who bound the path first (a squatter) is never talked to, even
+    by root, whom the file's mode does not stop."""
+    try:
+        owner = os.lstat(path).st_uid
+    except FileNotFoundError:
+        return                   # not bound yet: ZeroMQ connects once it is (ours, 0600)
+    except OSError as exc:
+        raise ConfigError(f"{what} endpoint {endpoint}: {exc.strerror}") from None
+    if owner != os.getuid():
+        raise ConfigError(f"{what} endpoint {endpoint} belongs to another user (uid {owner}): "
+                          "refusing to talk to it (stop theirs, or choose another endpoint)")
+
+
 def connect(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
     """Connect ``socket`` to ``endpoint`` (checked; tcp with this user's CURVE client keys)."""
-    transport, _ = check(endpoint)
+    transport, address = check(endpoint)
     if transport == "tcp":
         curve.client(socket)
+    elif transport == "ipc":
+        _refuse_strangers(address, endpoint, what)
     try:
         socket.connect(endpoint)
     except zmq.ZMQError as exc:

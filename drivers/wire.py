@@ -31,7 +31,7 @@ class MessageType(enum.IntEnum):
     COMMAND = 3     # controller -> emulator: u per axis (V or N m); seq = controller tick
     STATE = 4       # emulator -> controller: [t, pos (n), vel (n), current (n)]; seq = emulator tick
     FAULT = 5       # tool -> emulator: [kind (FAULT_JAM, FAULT_CLEAR), joint (1-based), duration (s)]
-    FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint]
+    FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint, joints of the plant (0: none can jam)]
     BYE = 7         # controller -> emulator: the session ends; the plant goes to its safe state
     ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
     ESTOP = 9       # tool -> controller (hil control --estop-endpoint): stop now, drives off

@@ -75,6 +75,7 @@ class ZmqLink(Link):
         self.socket = None
         self.lockstep = False
         self.command_unit = "V"
+        self.configured_unit = None    # from_config: the config's; else the WELCOME's
         self.seq = 0
         self.state_seq = -1
         self.commands_dropped = 0      # COMMANDs the full send queue refused (write)
@@ -85,7 +86,9 @@ class ZmqLink(Link):
     def from_config(cls, cfg: Config) -> "ZmqLink":
         link = cls(cfg.link.endpoint, actuated_joints(cfg), cfg.link.timeout,
                    fifo_priority=cfg.loop.fifo_priority)
-        link.command_unit = command_unit(cfg.link.type, cfg.plant.drive)   # WELCOME confirms
+        # the config decides the unit (and so the clamps); a WELCOME must agree with it
+        link.configured_unit = link.command_unit = command_unit(cfg.link.type,
+                                                                cfg.plant.drive)
         return link
 
     def describe(self) -> str:
@@ -109,7 +112,13 @@ class ZmqLink(Link):
             raise LinkError(f"emulator plant has {int(n_axes)} axes, the controller "
                             f"{self.n_axes}: are both started with the same config?")
         self.lockstep = int(mode) == 1
-        self.command_unit = "V" if voltage else "N m"
+        unit = "V" if voltage else "N m"
+        if self.configured_unit is not None and unit != self.configured_unit:
+            raise LinkError(f"the emulator at {self.endpoint} takes {unit}, this controller's "
+                            f"config {self.configured_unit} (plant.drive): are both started "
+                            "with the same config? (the config's unit and limits hold, "
+                            "never the peer's)")
+        self.command_unit = unit
 
     def _hello(self) -> np.ndarray:
         """Say HELLO until WELCOME; the WELCOME's values [mode, n_axes, dt, voltage].

@@ -42,6 +42,8 @@ import time
 import can
 import zmq
 from hilrig.drivers.endpoint import context
+from hilrig.drivers import endpoint as control_plane
+from hilrig.errors import ConfigError
 
 VERSION = 1
 _HEADER = struct.Struct("<BBBBIQd")
@@ -107,27 +109,41 @@ class _Hub:
     def _run(self, up: str, down: str, ready: threading.Event) -> None:
         xsub, xpub = self._ctx.socket(zmq.XSUB), self._ctx.socket(zmq.XPUB)
         control = self._ctx.socket(zmq.PAIR)
+        bound = []
         try:
             for sock, where in ((xsub, up), (xpub, down), (control, self._control)):
                 sock.setsockopt(zmq.LINGER, 0)
-                sock.bind(where)
-        except zmq.ZMQError as exc:
+                if where.startswith("ipc://"):
+                    # as every control-plane socket: never over a live hub's file, the
+                    # file 0600 whatever the umask, removed at the end
+                    control_plane.bind(sock, where, "CAN hub")
+                else:
+                    sock.bind(where)
+                bound.append((sock, where))
+        except (zmq.ZMQError, ConfigError) as exc:
             self._error = exc
             ready.set()
-            for sock in (xsub, xpub, control):
-                sock.close()
+            _close_all(bound, (xsub, xpub, control))
             return
         ready.set()
         try:
             zmq.proxy_steerable(xsub, xpub, None, control)
         finally:
-            for sock in (xsub, xpub, control):
-                sock.close()
+            _close_all(bound, (xsub, xpub, control))
 
     def close(self) -> None:
         self._stop.send(b"TERMINATE")
         self._thread.join(5.0)
         self._stop.close(linger=0)
+
+
+def _close_all(bound: list, sockets: tuple) -> None:
+    """Close the hub's sockets: those ``bound`` (socket, endpoint) through drivers.endpoint,
+    so that their ipc files go too."""
+    for sock, where in bound:
+        control_plane.close(sock, where)
+    for sock in sockets:
+        sock.close()
 
 
 class ZmqCanBus(can.BusABC):

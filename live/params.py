@@ -20,6 +20,7 @@ channel must never let a command exceed what the config allowed).
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ class LiveParameters:
         self._run = None
         self._stopped = False
         self._seq = 0
+        self._refusal_window, self._refusals_suppressed = -1.0, 0   # _record_refusal
 
     def start(self, run) -> None:
         self.cfg = run.cfg
@@ -98,9 +100,7 @@ class LiveParameters:
                                                    run.limits.shape[1])
                 self._refuse_raised(limits)
             except ConfigError as exc:
-                run.telemetry.event("param_refused", source=source,
-                                    request={k: _plain(v) for k, v in changes.items()},
-                                    reason=str(exc))
+                self._record_refusal(run, source, changes, str(exc))
                 raise
             box = run.live_box
             self._seq += 1
@@ -134,6 +134,22 @@ class LiveParameters:
                     f"{key}: a live change may only lower a safety limit (axis {j + 1}: "
                     f"{limits[row, j]:g} {self._unit}{'/s' if row == L_SLEW else ''} asked, "
                     f"the run started with {self._ceiling[row, j]:g})")
+
+
+    def _record_refusal(self, run, source: str, changes: dict, reason: str) -> None:
+        """A ``param_refused`` event for the first refused change of each second, naming
+        how many were refused since the last one recorded (``suppressed``): a flood of bad
+        requests costs the log a few events a second. The request is kept short."""
+        now = time.monotonic()
+        if now - self._refusal_window < 1.0:
+            self._refusals_suppressed += 1
+            return
+        request = {k[:100]: _plain(v) for k, v in list(changes.items())[:20]}
+        text = json.dumps(request, default=str)
+        run.telemetry.event("param_refused", source=source, reason=reason[:500],
+                            request=request if len(text) <= 2000 else text[:2000] + "...",
+                            suppressed=self._refusals_suppressed)
+        self._refusal_window, self._refusals_suppressed = now, 0
 
 
 def _plain(value):

@@ -80,6 +80,7 @@ class TuningServer:
         self.live = live
         self.run = None         # the running session, once started (live faults)
         self._stop = threading.Event()
+        self._window, self._suppressed = -1.0, 0      # _refused's rate limit
         self.socket = zmq.Context.instance().socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
@@ -114,14 +115,33 @@ class TuningServer:
                 frame = self.socket.recv(zmq.NOBLOCK)
             except zmq.ZMQError:
                 continue
-            self.socket.send(json.dumps(self.answer(frame), default=str).encode())
+            try:
+                reply = self.answer(frame)
+            except Exception as exc:      # noqa: BLE001 - a request must never end the service
+                reply = {"ok": False, "error": f"request refused: {type(exc).__name__}"}
+                self._refused(f"{type(exc).__name__}: {exc}")
+            self.socket.send(json.dumps(reply, default=str).encode())
+
+    def _refused(self, error: str) -> None:
+        """Log a request that ``answer`` could not handle (a bug it refused rather than
+        die of): the first of each second, then how many more came in that second (a
+        flood of such requests is a few lines)."""
+        now = time.monotonic()
+        if now - self._window >= 1.0:
+            if self._suppressed:
+                log.warning("hil set: %d more requests refused in the last second",
+                            self._suppressed)
+            self._window, self._suppressed = now, 0
+            log.warning("hil set: refused a request: %s", error[:200])
+        else:
+            self._suppressed += 1
 
     def answer(self, frame: bytes) -> dict:
         """The reply to one request frame (any bytes)."""
         try:
             request = json.loads(frame.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            return {"ok": False, "error": "not a JSON request"}
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return {"ok": False, "error": "not a JSON request (or nested too deeply)"}
         if not isinstance(request, dict):
             return {"ok": False, "error": "a request is a JSON object"}
         if request.get("get") is True:

@@ -59,11 +59,26 @@ def send_fault(endpoint: str, kind: str, joint: int, duration: float = 0.1,
     code = FAULT_JAM if kind == "jam" else FAULT_CLEAR
     answer, _, _, values = _request(
         endpoint, encode(MessageType.FAULT, 0, 0.0, [code, joint, duration]),
-        {MessageType.FAULT_ACK: 5, MessageType.ERROR: 1}, timeout, "an emulator")
-    if answer == MessageType.ERROR:
-        raise FaultError(f"emulator refused the fault: "
-                         f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)")
+        {MessageType.FAULT_ACK: 6, MessageType.ERROR: 1}, timeout, "an emulator")
+    if answer == MessageType.ERROR or values[0] != 0:
+        raise FaultError(f"emulator refused the fault: {_refusal(answer, values, joint, duration)}")
     return FaultAck(int(values[1]), float(values[2]))
+
+
+def _refusal(answer: MessageType, values, joint: int, duration: float) -> str:
+    """Why the emulator refused a fault on ``joint`` (1-based) of ``duration`` s, from its
+    answer: an ERROR's code, or a FAULT_ACK's status and the plant's joints."""
+    if answer == MessageType.ERROR:
+        return f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
+    joints = int(values[5])
+    if joints == 0:
+        return "this plant has no joint that can jam (jams are modelled for chains only)"
+    if not 1 <= joint <= joints:
+        return f"joint {joint}: this plant has {joints} joints (1..{joints})"
+    from hilrig.plant.jam import jam_duration_error
+
+    return jam_duration_error(duration) or \
+        f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
 
 
 def send_estop(endpoint: str, timeout: float = 2.0) -> int:

@@ -104,11 +104,22 @@ def locate(config: str | Path) -> Path | Traversable:
 
 
 def parse_value(text: str) -> Any:
-    """A TOML value (number, bool, list, quoted string), or a bare word as a string."""
+    """A TOML value (number, bool, list, quoted string), or a bare word as a string;
+    ConfigError for one Python cannot hold (an integer of over 4300 digits, lists nested
+    past the recursion limit)."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"value {_shortened(text)}: not readable ({_shortened(str(exc))})") \
+            from None
+
+
+def _shortened(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was (a message stays one
+    short line whatever was sent)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def apply_override(raw: dict, item: str) -> None:
@@ -190,6 +201,7 @@ def resolve(raw: dict) -> Config:
     """Validate a raw config and return it with every default filled in, typed by the
     declarations that validated it (its plant model's and links' keys included)."""
     raw = copied(raw)
+    refuse_unknown_keys(raw, SCHEMA, "", EXTENDED)
     frame = frame_of(raw)
     out = check_table(raw, frame.schema, "", frame.sizes)
     complete(out, frame, isinstance(raw.get("faults", {}).get("jam"), list))
@@ -278,17 +290,35 @@ def _link_specs(raw: dict) -> dict:
     return {name: link_spec(name) for name in sorted(names)}
 
 
-def check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
-    """The raw table checked against its declarations (``schema``), every default filled
-    in; ConfigError naming the first bad key (``prefix`` + its name)."""
+# the tables whose keys depend on the plant model, the controller type or the links: their
+# declarations are known only once those are imported (frame_of)
+EXTENDED = ("plant", "controller", "link")
+
+
+def refuse_unknown_keys(raw: Any, schema: dict, prefix: str, skip: tuple = ()) -> None:
+    """ConfigError naming the first key of the table ``raw`` (and of its plain sub-tables
+    but those named in ``skip``) that ``schema`` does not declare, with the closest known
+    one. ``resolve`` calls it on the common tables first, so that a misspelt key is one
+    line before frame_of imports (and may compile) the model's and the law's kernels."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a table")
-    for key in raw:
+        return                       # check_table says what it expected
+    for key, value in raw.items():
         if key not in schema:
             hint = difflib.get_close_matches(key, list(schema), n=1)
             extra = f" (did you mean '{prefix}{hint[0]}'?)" if hint else \
                 f" (known: {', '.join(sorted(schema))})"
             raise ConfigError(f"unknown key '{prefix}{key}'{extra}")
+        spec = schema[key]
+        if isinstance(spec, dict) and not isinstance(spec, Tables) and key not in skip:
+            refuse_unknown_keys(value, spec, f"{prefix}{key}.")
+
+
+def check_table(raw: Any, schema: dict, prefix: str, sizes: dict) -> dict:
+    """The raw table checked against its declarations (``schema``), every default filled
+    in; ConfigError naming the first bad key (``prefix`` + its name)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a table")
+    refuse_unknown_keys(raw, schema, prefix)
     out: dict = {}
     for key, spec in schema.items():
         name = prefix + key
@@ -380,7 +410,11 @@ def _pairs(value: Any, spec: Key, name: str, sizes: dict) -> list:
 def _number(value: Any, spec: Key, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name}: expected a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ConfigError(f"{name}: must be finite, got an integer of {len(str(value))} "
+                          "digits") from None
     if not math.isfinite(value) and not (spec.infinite_ok and value == math.inf):
         raise ConfigError(f"{name}: must be finite, got {value}")
     _check_range(value, spec, name)

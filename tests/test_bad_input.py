@@ -36,7 +36,7 @@ def _cases(tmp):
         ("log-in-proc", [*RUN, "--log", "/proc/hilrig-nowhere/run.mcap"],
          "/proc/hilrig-nowhere/run.mcap"),
         ("log-dev-full", [*RUN, "--log", "/dev/full"], "No space left on device"),
-        ("log-is-directory", [*RUN, "--log", str(tmp)], "Is a directory"),
+        ("log-is-directory", [*RUN, "--log", str(tmp)], "is a folder"),
     ]
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -250,3 +252,169 @@ def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_no
         if ctl.poll() is None:
             ctl.kill()
             ctl.communicate()
+
+
+def test_hil_control_says_why_its_run_ended_once(tmp_path, runtime):
+    """`hil control` with no emulator at --connect printed the reason twice on stderr (the
+    loop's log line, then the command's own); once now."""
+    proc = subprocess.run(hil("control", "rig_zmq", "--connect", NOBODY, "--set",
+                              "link.timeout=0.5", "--log", str(tmp_path / "c.mcap")),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "XDG_RUNTIME_DIR": runtime})
+    assert proc.returncode == 1
+    reason = f"no emulator answered at {NOBODY} (is `hil emulate` running there?)"
+    assert _lines(proc.stderr) == [f"hil: {reason}"]
+    assert f"ended: {reason}" in proc.stdout
+
+
+ROOTLESS = "/nonexistent-hilrig-h3/dir"     # a folder hil must not make at the root
+
+
+def _bad_outputs(tmp: Path) -> list:
+    """(argv, what the one line says) for every command's output option."""
+    mcap, spec = tmp / "run.mcap", tmp / "spec.toml"
+    return [
+        (["sim", "rrr3_pd", "--duration", "0.01", "--out", tmp / "x.txt"],
+         f"--out {tmp / 'x.txt'}: expected a file ending in .npz, got .txt"),
+        (["sim", "rrr3_pd", "--duration", "0.01", "--out", f"{ROOTLESS}/x.npz"],
+         f"--out {ROOTLESS}/x.npz: folder {ROOTLESS} does not exist (hil makes no folder "
+         "at the filesystem root)"),
+        (["sim", "rrr3_pd", "--out", tmp / "x.npz", "--plot", f"{ROOTLESS}/x.png"],
+         f"--plot {ROOTLESS}/x.png: folder {ROOTLESS} does not exist"),
+        (["sim", "rrr3_pd", "--out", tmp], f"--out {tmp}: expected a file ending in .npz"),
+        (["run", "rrr3_pd", "--log", f"{ROOTLESS}/x.mcap"], f"--log {ROOTLESS}/x.mcap: folder"),
+        (["control", "rig_inprocess", "--log", f"{ROOTLESS}/x.mcap"],
+         f"--log {ROOTLESS}/x.mcap: folder"),
+        (["log", "export", mcap, "--out", tmp / "x.txt"], "expected a file ending in .npz"),
+        (["log", "export", mcap, "--out", f"{ROOTLESS}/x.npz"], "at the filesystem root"),
+        (["log", "repair", mcap, "--out", tmp / "x.npz"], "expected a file ending in .mcap"),
+        (["plot", mcap, "--out", f"{ROOTLESS}/x.png"], "at the filesystem root"),
+        (["analyze", "stiffness", "rrr3_pd", "--map", "--out", tmp / "m.txt"],
+         "expected a file ending in .png"),
+        (["canopen", "eds", "--node", "1", "-o", f"{ROOTLESS}/x.eds"],
+         "at the filesystem root"),
+        (["campaign", spec, "--out", ROOTLESS], f"--out {ROOTLESS}: folder {ROOTLESS} does "
+                                                "not exist"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_bad_outputs(ROOT))))
+def test_every_output_option_is_checked_before_any_work(index, tmp_path, runtime, capsys,
+                                                        monkeypatch):
+    """`hil sim --out x.txt` wrote x.txt.npz and `--out /nonexistent/dir/x.npz` made folders
+    at the filesystem root; every command's output option is refused with one line now,
+    before its work, and nothing is written anywhere."""
+    monkeypatch.chdir(tmp_path)
+    argv, cause = _bad_outputs(tmp_path)[index]
+    before = sorted(tmp_path.rglob("*"))
+    status, lines = _hil(argv, capsys)
+    assert status == 2, lines
+    assert len(lines) == 1 and lines[0].startswith("hil: config error: ") and \
+        cause in lines[0], lines
+    assert sorted(tmp_path.rglob("*")) == before
+    assert not Path(ROOTLESS).parent.exists()
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["run", "rrr3_pd", "--set", "controler.kp=5"], "'controler' (did you mean 'controller'?)"),
+    (["sim", "rrr3_pd", "--set", "sim.durration=1", "--out", "x.npz"],
+     "'sim.durration' (did you mean 'sim.duration'?)"),
+    (["control", "rig_zmq", "--set", "safety.max_comand=3"],
+     "'safety.max_comand' (did you mean 'safety.max_command'?)"),
+    (["emulate", "rig_zmq", "--set", "emulator.mdoe=free"],
+     "'emulator.mdoe' (did you mean 'emulator.mode'?)"),
+])
+def test_a_misspelt_key_is_one_line_before_any_kernel_compiles(argv, key, tmp_path):
+    """A misspelt --set key compiled kernels for 23 s (cold cache) before its one line:
+    now nothing is compiled: the kernel cache stays empty (from 8-11 s to 1 s on a warm
+    cache, 16-25 s to 1 s on a cold one, on the 2-core machine)."""
+    cache = tmp_path / "cache"
+    proc = subprocess.run(hil(*argv), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HILRIG_CACHE_DIR": str(cache)})
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"hil: config error: unknown key {key}"]
+    assert not cache.exists() or not any(cache.rglob("*.nbi"))
+
+
+def test_library_messages_do_not_speak_as_hil(tmp_path):
+    """The Foxglove SDK's "Started server", "Shutting down" and "Shutdown complete" were
+    printed as `hil: ...` lines: only hilrig's own messages carry the prefix now, another
+    library's warnings carry its name (cli.main.log_to_stderr)."""
+    import socket
+
+    with socket.socket() as probe:               # a free port for the live view
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.run(hil("run", "rrr3_pd", "--duration", "0.2", "--no-plot", "--live",
+                              f"127.0.0.1:{port}", "--set-endpoint", "", "--log",
+                              str(tmp_path / "run.mcap")),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert _lines(proc.stderr) == [f"hil: live view: foxglove ws://127.0.0.1:{port} "
+                                   "(Foxglove: Open connection, Foxglove WebSocket)"]
+    probe = subprocess.run(
+        [*hil()[:1], "-c", "import logging; from hilrig.cli.main import log_to_stderr; "
+                           "log_to_stderr(); logging.getLogger('canopen').info('chatter'); "
+                           "logging.getLogger('canopen').warning('bus off'); "
+                           "logging.getLogger('hil.loop').info('a line of ours')"],
+        capture_output=True, text=True, timeout=60)
+    assert probe.stderr.splitlines() == ["canopen: warning: bus off", "hil: a line of ours"]
+
+
+class _FakeController(threading.Thread):
+    """A `hil control`'s e-stop endpoint: answers an ESTOP with ESTOP_ACK at ``tick``,
+    once ``answer_after`` (an Event) is set; sets ``asked`` when the ESTOP arrives."""
+
+    def __init__(self, endpoint: str, tick: int, answer_after: threading.Event):
+        super().__init__(daemon=True)
+        import zmq
+        from hilrig.drivers import endpoint as endpoints
+
+        self.endpoint, self.tick, self.answer_after = endpoint, tick, answer_after
+        self.asked = threading.Event()
+        self.socket = zmq.Context.instance().socket(zmq.ROUTER)
+        endpoints.bind(self.socket, endpoint, "e-stop")
+
+    def run(self):
+        from hilrig.drivers.wire import MessageType, encode
+
+        if self.socket.poll(30000):
+            peer, _ = self.socket.recv_multipart()
+            self.asked.set()
+            if self.answer_after.wait(30):
+                self.socket.send_multipart([peer, encode(MessageType.ESTOP_ACK, 0, 0.0,
+                                                         [self.tick])])
+
+    def close(self):
+        from hilrig.drivers import endpoint as endpoints
+
+        self.join(35)
+        endpoints.close(self.socket, self.endpoint)
+
+
+def test_a_bare_hil_estop_stops_the_runs_at_once(runtime, capsys):
+    """`hil estop` stopped runs one after another, so a run that did not answer delayed a
+    healthy run's stop by the whole timeout. Now all are asked at once: the first run in
+    the list answers only once the second one was asked, which it never was before its
+    own timeout when they went one by one."""
+    from hilrig.remote import runs
+
+    folder = runs.runtime_dir()
+    healthy = _FakeController(f"ipc://{folder}/estop-ffffff", 22, threading.Event())
+    healthy.answer_after.set()
+    slow = _FakeController(f"ipc://{folder}/estop-aaaaaa", 11, healthy.asked)
+    records = [runs.register("aaaaaa", slow.endpoint, "slow.toml"),
+               runs.register("ffffff", healthy.endpoint, "healthy.toml")]
+    for fake in (slow, healthy):
+        fake.start()
+    try:
+        status = main(["estop", "--timeout", "5"])
+        out = capsys.readouterr().out
+    finally:
+        for record in records:
+            runs.unregister(record)
+        for fake in (slow, healthy):
+            fake.close()
+    assert status == 0
+    assert out.splitlines() == ["e-stop: run aaaaaa stopped its drives at tick 11",
+                                "e-stop: run ffffff stopped its drives at tick 22"]

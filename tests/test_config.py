@@ -640,3 +640,13 @@ def test_a_config_that_is_no_file_or_too_large_is_one_line(tmp_path, name, error
     with pytest.raises(ConfigError) as refused:
         load(path)
     assert str(refused.value) == error.format(tmp=tmp_path)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("controller.kp=-5", "controller.kp[0]"), ("controller.kd=[1.0, -0.5, 1.0]",
+                                               "controller.kd[1]")])
+def test_a_negative_gain_is_refused_at_load(override, key):
+    """A negative kp was accepted (a PD law that pushes away from its target)."""
+    msg = config_error(SERIAL_FREE, ["controller.type='pd'",
+                                     "controller.target=[0.0, 0.0, 0.0]", override])
+    assert msg.startswith(f"{key}: must be >= 0.0, got -"), msg

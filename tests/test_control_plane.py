@@ -4,6 +4,7 @@ bounded cost, and one clear line for every bad endpoint. Real subprocesses, real
 from __future__ import annotations
 
 import os
+import sys
 import re
 import shutil
 import signal
@@ -14,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -416,10 +418,10 @@ def test_a_flood_of_malformed_frames_is_counted_not_narrated_and_the_controller_
         while True:
             assert peer.poll(max(1, int(1000 * (deadline - time.monotonic())))), \
                 "the emulator did not acknowledge a fault after the flood"
-            kind = decode(peer.recv())[0]
-            if kind == MessageType.FAULT_ACK:
+            kind, _, _, values = decode(peer.recv())
+            if kind == MessageType.FAULT_ACK and values[0] == 0:
                 break
-            errors += kind == MessageType.ERROR
+            errors += kind == MessageType.ERROR or kind == MessageType.FAULT_ACK
     elapsed = time.monotonic() - started
     assert emu.proc.poll() is None
     grown = _rss_bytes(emu.proc.pid) - rss
@@ -491,3 +493,36 @@ def test_a_controller_whose_emulator_takes_no_more_commands_drops_them_without_a
     link.safe_stop()
     link.close()
     emu.stop()
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                    reason="a stranger is `nobody` through setpriv, as root")
+def test_a_strangers_socket_at_the_endpoint_is_refused_with_one_line(tmp_path):
+    """A stranger who bound the emulator's path first got the user's `hil control` (and
+    `hil fault`) talking to a fake emulator: an ipc socket file of another user is
+    refused now, naming its owner."""
+    folder = Path(tempfile.mkdtemp(prefix="hil-sq-", dir="/tmp"))
+    folder.chmod(0o1777)
+    ep = f"ipc://{folder}/emulator"
+    squatter = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+         "import sys, zmq; s = zmq.Context().socket(zmq.ROUTER); "
+         f"s.bind({ep!r}); print('bound', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert squatter.stdout.readline() == "bound\n"
+        # hil control: the link's failure ends the run (exit 1); hil fault: a bad endpoint
+        for argv, code, kind in (
+                (["control", RIG_ZMQ, "--connect", ep, "--log", str(tmp_path / "c.mcap")], 1,
+                 ""),
+                (["fault", "jam", "--joint", "1", "--connect", ep], 2, "config error: ")):
+            proc = subprocess.run(hil(*argv), cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=300)
+            assert proc.returncode == code, proc.stderr
+            assert _without_compile_progress(proc.stderr).splitlines() == [
+                f"hil: {kind}emulator endpoint {ep} belongs to another user (uid 65534): refusing to talk to it "
+                "(stop theirs, or choose another endpoint)"]
+    finally:
+        squatter.stdin.close()
+        squatter.wait(30)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -25,7 +25,15 @@ from hilrig.drivers.wire import (
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.rt.loop import LinkLoop
 from hilrig.rt.sim import simulate
-from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
+from rt_helpers import (
+    ROOT,
+    EmulatorProcess,
+    endpoint,
+    hil,
+    read_complete,
+    stderr_lines,
+    wait_for,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -297,6 +305,30 @@ def test_an_absurd_jam_duration_is_refused_live_and_in_the_config(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "faults.jam.duration: jam duration must be 0" in proc.stderr
+
+
+@pytest.mark.system
+def test_a_jam_of_a_joint_the_plant_lacks_names_the_joint_and_the_plants_joints(tmp_path):
+    """`hil fault jam --joint 7` on a 3-joint arm said only "invalid value (see its log)";
+    it names the joint and the joints the plant has, and the emulator serves on."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep")
+    try:
+        for joint in ("7", "0"):
+            proc = subprocess.run(hil("fault", "jam", "--joint", joint, "--connect", ep),
+                                  capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 1, proc.stderr
+            assert stderr_lines(proc.stderr) == [
+                f"hil: emulator refused the fault: joint {joint}: this plant has 3 joints "
+                "(1..3)"]
+        proc = subprocess.run(hil("fault", "jam", "--joint", "2", "--duration", "1e9",
+                                  "--connect", ep), capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and "jam duration must be 0" in proc.stderr, proc.stderr
+        proc = subprocess.run(hil("fault", "jam", "--joint", "3", "--connect", ep),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "joint 3 jammed at tick" in proc.stdout, proc.stderr
+    finally:
+        emu.stop()
 
 
 @pytest.mark.system

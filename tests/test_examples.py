@@ -196,3 +196,23 @@ def test_a_registered_controller_family_brings_its_own_keys(tmp_path):
         proc = sim(override)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert message in proc.stderr
+
+
+@pytest.mark.system
+def test_a_law_from_the_current_folder_does_not_let_its_neighbours_shadow_packages(tmp_path):
+    """Loading my_laws.py from the current folder put that folder first on sys.path for
+    good, and `python -m` put it there too: a planted matplotlib.py beside it ran when the
+    plot was drawn. Now only the named module comes from the folder."""
+    import shutil
+
+    for name in ("my_laws.py", "rrr3_my_pd.toml"):
+        shutil.copy(USER_LAW / name, tmp_path / name)
+    planted = tmp_path / "planted-ran"
+    (tmp_path / "matplotlib.py").write_text(
+        f"open({str(planted)!r}, 'w').close()\nraise SystemExit('planted matplotlib')\n")
+    proc = run(["sim", "rrr3_my_pd.toml", "--duration", "0.05", "--out", "x.npz", "--plot",
+                "x.png"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not planted.exists()
+    assert (tmp_path / "x.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(np.load(tmp_path / "x.npz")["t"]) == 51       # the user's law ran

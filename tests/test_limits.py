@@ -9,7 +9,9 @@ import time
 import numpy as np
 import pytest
 import zmq
+from hilrig.drivers.link import LinkError
 from hilrig.drivers.registry import link_from_config
+from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.drivers.wire import MessageType, decode, encode
 from hilrig.rt.loop import LinkLoop
 from hilrig.rt.session import Session
@@ -95,10 +97,11 @@ def test_the_emulator_holds_the_slew_limit_per_its_own_tick(tmp_path):
 
 
 class SilentPlant:
-    """A ZeroMQ peer that welcomes a controller (3 voltage axes) and never sends a state:
-    a link whose measurements never come."""
+    """A ZeroMQ peer that welcomes a controller (3 axes of volts, or of N m with
+    ``voltage`` 0) and never sends a state: a link whose measurements never come."""
 
-    def __init__(self, ep: str):
+    def __init__(self, ep: str, voltage: float = 1.0):
+        self.voltage = voltage
         self.socket = zmq.Context.instance().socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.bind(ep)
@@ -114,7 +117,7 @@ class SilentPlant:
                                                MessageType.BYE: 0})
                 if kind == MessageType.HELLO:
                     self.socket.send_multipart(
-                        [peer, encode(MessageType.WELCOME, 0, 0.0, [0, 3, 0.001, 1.0])])
+                        [peer, encode(MessageType.WELCOME, 0, 0.0, [0, 3, 0.001, self.voltage])])
 
     def close(self):
         self.stop.set()
@@ -142,3 +145,19 @@ def test_no_first_measurement_stops_with_its_own_timeout_and_names_the_link(tmp_
     arrays = read_complete(result.log)[0]
     assert np.all(arrays["u"] == 0.0)                # nothing but zero was ever written
     assert took < 3.0
+
+
+def test_a_peer_saying_torque_does_not_move_the_controllers_unit_or_clamp(tmp_path):
+    """A squatter's WELCOME saying "torque" made `hil control` of a voltage config take
+    N m and move its default clamp from the supply's 48 V to the drives' 1000 N m. The
+    config's unit holds: the link refuses the peer, naming both units."""
+    ep = endpoint(tmp_path)
+    plant = SilentPlant(ep, voltage=0.0)
+    try:
+        cfg = config("rig_zmq", f"link.endpoint='{ep}'")
+        link = ZmqLink.from_config(cfg)
+        with pytest.raises(LinkError, match=r"takes N m, this controller's config V "):
+            link.open()
+        assert link.command_unit == "V"
+    finally:
+        plant.close()

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import websockets
+from hilrig.live.tuning import TuningError, send_request
 from hilrig.live.foxglove import parse_address
 from hilrig.settings.live_changes import changed_config, live_keys
 from hilrig.settings.config import load
@@ -507,3 +508,50 @@ def test_hil_set_finds_the_run_by_its_id_and_a_runs_endpoint_cannot_be_taken(
                 proc.kill()
                 proc.communicate()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@pytest.mark.system
+def test_hil_set_refuses_a_negative_gain_and_the_run_goes_on(tmp_path):
+    """A negative controller.kp or kd was taken live; refused with its one line now, and
+    a valid change after it is taken."""
+    proc, log, endpoint = start_run(tmp_path, 60.0)
+    try:
+        wait_for_run(proc, endpoint)
+        for change, key in (("controller.kp=-500", "controller.kp[0]"),
+                            ("controller.kd=[0, -1, 0]", "controller.kd[1]")):
+            bad = hil_set(endpoint, change)
+            assert bad.returncode == 1
+            assert f"refused: {key}: must be >= 0.0, got -" in bad.stderr, bad.stderr
+        assert hil_set(endpoint, "controller.kp=70").returncode == 0
+    finally:
+        finish(proc, interrupt=True)
+    _, events, _, _ = read_complete(log)
+    assert [e["changes"] for e in events if e["kind"] == "param"] == [
+        {"controller.kp": [70.0] * 3}]
+
+
+@pytest.mark.system
+def test_bad_hil_set_requests_are_refused_and_the_tuning_thread_lives_on(tmp_path):
+    """A 400-digit number, a 60,000-digit number and a 40 kB nested array each killed the
+    tuning thread for the rest of the run; each is refused with its reason now, a flood of
+    refusals is a few events in the log, and a valid change is still taken."""
+    proc, log, endpoint = start_run(tmp_path, 60.0)
+    try:
+        wait_for_run(proc, endpoint)
+        for value, reason in (("1" * 400, "controller.kp[0]: must be finite, got an "
+                                          "integer of 400 digits"),
+                              ("1" * 60000, "not readable (Exceeds the limit"),
+                              ("[" * 20000 + "]" * 20000, "not readable (maximum recursion")):
+            with pytest.raises(TuningError, match=re.escape(reason)):
+                send_request(endpoint, {"set": [f"controller.kp={value}"]})
+        for _ in range(50):                       # a flood of refused changes
+            with pytest.raises(TuningError):
+                send_request(endpoint, {"set": ["controller.kp=-1"]})
+        assert hil_set(endpoint, "controller.kp=70").returncode == 0
+    finally:
+        finish(proc, interrupt=True)
+    _, events, _, _ = read_complete(log)
+    refused = [e for e in events if e["kind"] == "param_refused"]
+    assert 1 <= len(refused) < 10 and refused[0]["suppressed"] == 0
+    assert [e["changes"] for e in events if e["kind"] == "param"] == [
+        {"controller.kp": [70.0] * 3}]

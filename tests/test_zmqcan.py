@@ -1,6 +1,7 @@
 """The hilrig_zmq python-can interface: frames between buses through the hub, the wire
 format, and clear errors when there is no hub."""
 import os
+import stat
 
 import can
 import pytest
@@ -46,3 +47,25 @@ def test_no_hub_and_bad_channels_fail_clearly(channel):
         can.Bus(interface="hilrig_zmq", channel=channel + "-nobody", connect_timeout=0.2)
     with pytest.raises(can.CanInitializationError, match="expected ipc://PATH"):
         can.Bus(interface="hilrig_zmq", channel="can0")
+
+
+def test_the_hubs_socket_files_are_owner_only_under_umask_000_and_never_taken_over(channel):
+    """Under umask 000 the hub's ipc files were 0777 (anyone could drive the motors), and a
+    second hub on the channel silently replaced the first: now 0600, a second hub is
+    refused while the first lives, and the files go with the hub."""
+    path = channel[len("ipc://"):]
+    old = os.umask(0)
+    try:
+        hub = can.Bus(interface="hilrig_zmq", channel=channel, hub=True)
+    finally:
+        os.umask(old)
+    try:
+        for end in (".up", ".down"):
+            assert stat.S_IMODE(os.stat(path + end).st_mode) == 0o600, end
+        with pytest.raises(can.CanInitializationError, match="in use by a running process"):
+            can.Bus(interface="hilrig_zmq", channel=channel, hub=True)
+        other = can.Bus(interface="hilrig_zmq", channel=channel)     # the first hub serves
+        other.shutdown()
+    finally:
+        hub.shutdown()
+    assert not os.path.exists(path + ".up") and not os.path.exists(path + ".down")
