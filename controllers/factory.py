@@ -4,15 +4,25 @@ user's own law (``controller.law = "package.module:function"``).
 Controllers are ControllerSpecs found in the entry-point group ``hilrig.controllers``
 (name -> the spec: its builder, keys and rules); hilrig's own (open_loop, pd,
 feedforward) are registered there too (pyproject.toml). A law named by ``controller.law`` gets
-``controller.params`` as its params and ``controller.state_size`` zeros as its state.
+``controller.params`` as its params and ``controller.state_size`` zeros as its state; the
+sizes it declares (controllers.interface.declare_sizes) are checked when the config is
+loaded (``check_law_sizes``), and a compiled one is tried once in Python before it
+compiles (controllers.interface.trial_call).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-from hilrig.controllers.interface import Controller, ControllerSpec, compile_law
+from hilrig.controllers.interface import (
+    Controller,
+    ControllerSpec,
+    check_declared_sizes,
+    compile_law,
+    trial_call,
+)
 from hilrig.errors import ConfigError
+from hilrig.plant.factory import actuated_joints
 from hilrig.plugins import load_object, lookup
 from hilrig.schema import Config
 from numba.core.ccallback import CFunc
@@ -47,6 +57,7 @@ def controller_from_config(cfg: Config, unit: str,
     params = np.array(c.params, dtype=float)
     state = np.zeros(c.state_size)
     if isinstance(target, (CFunc, CPUDispatcher)):
+        trial_call(target, c.law, params, state, actuated_joints(cfg))
         return Controller(compile_law(target), params, state, name=c.law)
     if isinstance(target, type):       # a class: its instance is the law
         target = target(params)
@@ -58,3 +69,11 @@ def controller_from_config(cfg: Config, unit: str,
             "control` (any link.type, inprocess included), or decorate it with @numba.njit "
             "to run it in the compiled loop of `hil run` and `hil sim`")
     return Controller(target, params, state, compiled=False, name=c.law)
+
+
+def check_law_sizes(law: str, n_params: int, state_size: int, n_outputs: int) -> None:
+    """The config's sizes against those the law ``law`` ("module:function") declares
+    (controllers.interface.declare_sizes): ConfigError in one line when they differ.
+    Imports the law's module, compiles nothing (settings.config calls it on load)."""
+    check_declared_sizes(load_object(law, "controller.law"), law, n_params, state_size,
+                         n_outputs)
