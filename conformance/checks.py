@@ -227,10 +227,10 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     - with a config: two ``simulate`` runs of ``steps`` steps of the config (its
       controller included, so it must run under ``hil sim``) give identical arrays;
     - chains (serial arms and a user's chains, which report their energy,
-      plant.stepping.diagnostics): the mass matrix M(q) is finite, symmetric (to 1e-9 of
+      plant.stepping.diagnostics), before any step: the mass matrix M(q) is finite, symmetric (to 1e-9 of
       its largest entry) and positive definite at the plant's q and at 12 states drawn
       from a generator seeded by ``seed`` (q within q0 +- 1 rad, qd within +- 2 rad/s);
-      torque-driven, the plant does not gain energy over 0.5 s of RK4 at 1 ms under zero
+      after the steps above, torque-driven, the plant does not gain energy over 0.5 s of RK4 at 1 ms under zero
       input (damping only takes energy away); with a config whose model declares the keys
       that dissipate (PlantModel.dissipation; a user's chain always does, none by
       default), the same plant driven by torque with those keys zero conserves its energy
@@ -248,6 +248,9 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     method = cfg.sim.integrator if cfg is not None and cfg.sim.integrator in METHODS else "rk4"
     name = _plant_name(plant)
     _check_plant_arrays(plant, name)
+    if plant.reports_energy:      # first: a step with a bad M fails with a vaguer message
+        states = _sampled_states(plant, seed)
+        _check_mass_matrix(plant, name, states)
     _step(plant.copy(), name, np.zeros(plant.nact), h, "one step under zero input", method)
     nan_state = plant.copy()
     nan_state.x[0] = np.nan
@@ -269,8 +272,6 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     if cfg is not None:
         _check_simulation_determinism(cfg, name, steps)
     if plant.reports_energy:
-        states = _sampled_states(plant, seed)
-        _check_mass_matrix(plant, name, states)
         if int(plant.params[H_DRIVE]) == DRIVE_TORQUE and not plant.jammed_joints():
             drift = _energy_drift(plant.copy(), name, method)
             if drift.gain > drift.tolerance:
@@ -360,7 +361,7 @@ def _check_mass_matrix(plant: Plant, name: str, states: np.ndarray) -> None:
         i, j = np.unravel_index(int(np.argmax(asymmetry)), mass.shape)
         if asymmetry[i, j] > SYMMETRY_TOLERANCE * np.abs(mass).max():
             raise ConformanceError(f"{name}: M(q) is not symmetric {where}: M[{i},{j}] = "
-                                   f"{mass[i, j]!r} but M[{j},{i}] = {mass[j, i]!r}")
+                                   f"{float(mass[i, j])!r} but M[{j},{i}] = {float(mass[j, i])!r}")
         eigenvalues = np.linalg.eigvalsh(mass)
         if eigenvalues[0] <= 0.0:
             raise ConformanceError(f"{name}: M(q) is not positive definite {where}: its "

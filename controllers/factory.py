@@ -6,8 +6,8 @@ Controllers are ControllerSpecs found in the entry-point group ``hilrig.controll
 feedforward) are registered there too (pyproject.toml). A law named by ``controller.law`` gets
 ``controller.params`` as its params and ``controller.state_size`` zeros as its state; the
 sizes it declares (controllers.interface.declare_sizes) are checked when the config is
-loaded (``check_law_sizes``), and a compiled one is tried once in Python before it
-compiles (controllers.interface.trial_call).
+loaded, and a compiled one is tried once in Python then, before it compiles
+(``check_law``).
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from hilrig.controllers.interface import (
     trial_call,
 )
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import actuated_joints
 from hilrig.plugins import load_object, lookup
 from hilrig.schema import Config
 from numba.core.ccallback import CFunc
@@ -57,7 +56,6 @@ def controller_from_config(cfg: Config, unit: str,
     params = np.array(c.params, dtype=float)
     state = np.zeros(c.state_size)
     if isinstance(target, (CFunc, CPUDispatcher)):
-        trial_call(target, c.law, params, state, actuated_joints(cfg))
         return Controller(compile_law(target), params, state, name=c.law)
     if isinstance(target, type):       # a class: its instance is the law
         target = target(params)
@@ -71,9 +69,12 @@ def controller_from_config(cfg: Config, unit: str,
     return Controller(target, params, state, compiled=False, name=c.law)
 
 
-def check_law_sizes(law: str, n_params: int, state_size: int, n_outputs: int) -> None:
-    """The config's sizes against those the law ``law`` ("module:function") declares
-    (controllers.interface.declare_sizes): ConfigError in one line when they differ.
-    Imports the law's module, compiles nothing (settings.config calls it on load)."""
-    check_declared_sizes(load_object(law, "controller.law"), law, n_params, state_size,
-                         n_outputs)
+def check_law(law: str, params: list, state_size: int, n_outputs: int) -> None:
+    """The law ``law`` ("module:function") against the config's sizes: those it declares
+    (controllers.interface.declare_sizes), then, compiled, its trial call in Python
+    (controllers.interface.trial_call). ConfigError in one line when they disagree.
+    Imports the law's module and compiles nothing (settings.config calls it on load)."""
+    target = load_object(law, "controller.law")
+    check_declared_sizes(target, law, len(params), state_size, n_outputs)
+    if isinstance(target, (CFunc, CPUDispatcher)):
+        trial_call(target, law, np.array(params, dtype=float), np.zeros(state_size), n_outputs)

@@ -25,10 +25,12 @@ compiled code anyway.
 
 A law may declare the lengths of its arrays (``declare_sizes``: params, state, outputs);
 the config is then checked against them when it is loaded, before any kernel compiles
-(settings.config through ``check_declared_sizes``). Every compiled law is also called
-once in Python on the config's sizes before a run (``trial_call``): a law that reads past
-its params or state fails there, in one line, instead of inside the compiled loop, where
-numba can only print the exception ("Exception ignored") and go on.
+(``check_declared_sizes``, from settings.config through controllers.factory.check_law).
+Every compiled law is also called once in Python on the config's sizes then
+(``trial_call``): a law that reads past its params or state fails there, in one line,
+instead of inside the compiled loop, where numba can only print the exception
+("Exception ignored in: <numba.core.cpu.CPUContext>", a cfunc cannot raise) on every
+tick and go on with the command unwritten.
 """
 from __future__ import annotations
 

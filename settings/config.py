@@ -428,11 +428,11 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
                           "give input.torque or set plant.drive = 'voltage'")
     _check_controller(ctrl, voltage_driven)
-    from hilrig.controllers.factory import check_law_sizes, controller_spec
+    from hilrig.controllers.factory import check_law, controller_spec
     from hilrig.plant.factory import plant_model
 
     if ctrl["law"] is not None:     # before any kernel compiles
-        check_law_sizes(ctrl["law"], len(ctrl["params"]), ctrl["state_size"], sizes["nact"])
+        check_law(ctrl["law"], ctrl["params"], ctrl["state_size"], sizes["nact"])
     elif controller_spec(ctrl["type"]).check is not None:
         controller_spec(ctrl["type"]).check(cfg, voltage_driven)
     if 0 < cfg["telemetry"]["ring_rows"] < 16:
