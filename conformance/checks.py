@@ -355,8 +355,9 @@ def _check_mass_matrix(plant: Plant, name: str, states: np.ndarray) -> None:
         mass = probe.work[:nq, :nq].copy()
         where = f"at q = {_show(q)} ({label})"
         if not np.all(np.isfinite(mass)):
-            raise ConformanceError(f"{name}: M(q) has non-finite entries {where} (entries the "
-                                   f"mechanism does not write stay NaN): M = {_show(mass)}")
+            raise ConformanceError(f"{name}: M(q) has non-finite entries {where} (non-finite "
+                                   "params, or entries the mechanism does not write, which "
+                                   f"stay NaN here): M = {_show(mass)}")
         asymmetry = np.abs(mass - mass.T)
         i, j = np.unravel_index(int(np.argmax(asymmetry)), mass.shape)
         if asymmetry[i, j] > SYMMETRY_TOLERANCE * np.abs(mass).max():
@@ -594,7 +595,7 @@ def _identical(a, b) -> bool:
 def _show(array) -> str:
     """An array in a message: 6 significant digits, one line."""
     return np.array2string(np.asarray(array), precision=6, separator=", ",
-                           max_line_width=10_000)
+                           max_line_width=10_000).replace("\n", "")
 
 
 def _describe_array(array) -> str:
