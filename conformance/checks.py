@@ -46,6 +46,16 @@ ENERGY_TOLERANCE = 1e-6     # drift allowed, relative to the peak kinetic energy
 ENERGY_FLOOR = 1e-9         # J: drift allowed whatever the motion (round-off)
 ENERGY_RATE = 1.0           # rad/s: initial joint rates of the conservation run
 PROBE_INPUT = 0.1           # N m or V: the constant input of the plant's determinism run
+SEED = 0                    # of the seeded states both checks sample
+PLANT_SAMPLES = 12          # seeded states of the plant's energy and mass-matrix checks
+SAMPLE_ANGLE = 1.0          # rad (m): sampled q within q0 +- this
+SAMPLE_RATE = 2.0           # rad/s (m/s): sampled qd within +- this
+SYMMETRY_TOLERANCE = 1e-9   # |M - M^T| allowed, relative to the largest |M_ij|
+CONTROLLER_SAMPLES = 64     # seeded measurements of the controller check
+SAMPLE_TIME = 10.0          # s: sampled t within [0, this)
+SAMPLE_POSITION = math.pi   # rad: sampled pos within +- this
+SAMPLE_VELOCITY = 5.0       # rad/s: sampled vel within +- this
+SAMPLE_CURRENT = 5.0        # A: sampled currents within +- this
 GUARD = -9.87654321e123     # the value around u that a law writing past its end overwrites
 DRIVE_NAMES = {value: name for name, value in DRIVES.items()}
 
@@ -63,7 +73,8 @@ class ConformanceError(AssertionError):
 # -- controllers ----------------------------------------------------------------------
 
 def check_controller(controller: Controller, n_axes: int, *, ticks: int = 5,
-                     dt: float = 1e-3) -> None:
+                     dt: float = 1e-3, samples: int = CONTROLLER_SAMPLES,
+                     seed: int = SEED) -> None:
     """Check a controller (compiled or Python law) for a link of ``n_axes`` axes.
 
     The law is called on a fixed, finite measurement (t = 0.25 s, pos = 0.1 k rad,
@@ -76,6 +87,10 @@ def check_controller(controller: Controller, n_axes: int, *, ticks: int = 5,
     - give bit-identical u and state over ``ticks`` calls (t advancing by ``dt`` s)
       from two fresh copies of its initial state: its memory lives in ``state``;
     - not raise when the currents are NaN (links that cannot measure them);
+    - write n_axes finite values for each of ``samples`` measurements drawn from a
+      generator seeded by ``seed`` (t in [0, 10) s, pos within +-pi rad, vel within
+      +-5 rad/s, currents within +-5 A), and for each again with NaN currents, every call
+      from a fresh copy of its initial state;
     - (compiled laws) not allocate on numba's heap per call, when numba can count it.
 
     Raises ConformanceError naming the controller (``controller.name``).
@@ -102,8 +117,30 @@ def check_controller(controller: Controller, n_axes: int, *, ticks: int = 5,
             "(a random number, or memory kept outside state?)")
     _run_law(controller, name, n_axes, t, pos, vel, np.full(n_axes, np.nan), ticks=1, dt=dt,
              measurement="a measurement with NaN currents")
+    _check_sampled_measurements(controller, name, n_axes, samples, seed)
     if controller.compiled:
         _check_no_allocation(controller, name, n_axes, t, pos, vel, cur)
+
+
+def _check_sampled_measurements(controller, name, n_axes, samples, seed) -> None:
+    """One call per seeded measurement, with its currents and with NaN currents, each from
+    a fresh copy of the initial state: u must be finite."""
+    rng = np.random.default_rng(seed)
+    nan = np.full(n_axes, np.nan)
+    for k in range(samples):
+        t = float(rng.uniform(0.0, SAMPLE_TIME))
+        pos, vel, cur = (rng.uniform(-1.0, 1.0, n_axes) * scale
+                         for scale in (SAMPLE_POSITION, SAMPLE_VELOCITY, SAMPLE_CURRENT))
+        for currents in (cur, nan):
+            where = (f"t = {t!r} s, pos = {_show(pos)}, vel = {_show(vel)}, "
+                     f"cur = {_show(currents)} (seeded measurement {k + 1} of {samples}, "
+                     f"seed {seed})")
+            u = _run_law(controller, name, n_axes, t, pos, vel, currents, ticks=1, dt=0.0,
+                         measurement=where)[0][0]
+            if not np.all(np.isfinite(u)):
+                raise ConformanceError(f"{name}: u = {_show(u)} has non-finite entries for "
+                                       f"{where}: it must write {n_axes} finite values "
+                                       "wherever it is measured, also without currents")
 
 
 def _probe_measurement(n_axes: int):
@@ -177,7 +214,8 @@ def _check_no_allocation(controller, name, n_axes, t, pos, vel, cur, calls: int 
 
 # -- plants ---------------------------------------------------------------------------
 
-def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | None = None) -> None:
+def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | None = None,
+                seed: int = SEED) -> None:
     """Check a plant, given as a ``Plant`` or as a resolved config (settings.config) to build one.
 
     - params 1-D float64; x 1-D float64 of 2 nq values (+ nact currents for drive
@@ -189,12 +227,16 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     - with a config: two ``simulate`` runs of ``steps`` steps of the config (its
       controller included, so it must run under ``hil sim``) give identical arrays;
     - chains (serial arms and a user's chains, which report their energy,
-      plant.stepping.diagnostics):
-      torque-driven, the plant does not gain energy over 0.5 s of RK4 at 1 ms under zero
+      plant.stepping.diagnostics), before any step: the mass matrix M(q) is finite, symmetric (to 1e-9 of
+      its largest entry) and positive definite at the plant's q and at 12 states drawn
+      from a generator seeded by ``seed`` (q within q0 +- 1 rad, qd within +- 2 rad/s);
+      after the steps above, torque-driven, the plant does not gain energy over 0.5 s of RK4 at 1 ms under zero
       input (damping only takes energy away); with a config whose model declares the keys
-      that dissipate (PlantModel.dissipation), the same plant driven by torque, those keys
-      zero and started at 1 rad/s per coordinate conserves it (drift within
-      1e-6 of its peak kinetic energy).
+      that dissipate (PlantModel.dissipation; a user's chain always does, none by
+      default), the same plant driven by torque with those keys zero conserves its energy
+      (drift within 1e-6 of its peak kinetic energy over 0.5 s of RK4 at 1 ms) from q0 at
+      1 rad/s per coordinate and from each of the seeded states: a damping term that is
+      not among the declared keys, or a wrong Coriolis term, breaks it.
 
     The plant passed in is not changed. Raises ConformanceError naming the plant.
     """
@@ -206,6 +248,9 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     method = cfg.sim.integrator if cfg is not None and cfg.sim.integrator in METHODS else "rk4"
     name = _plant_name(plant)
     _check_plant_arrays(plant, name)
+    if plant.reports_energy:      # first: a step with a bad M fails with a vaguer message
+        states = _sampled_states(plant, seed)
+        _check_mass_matrix(plant, name, states)
     _step(plant.copy(), name, np.zeros(plant.nact), h, "one step under zero input", method)
     nan_state = plant.copy()
     nan_state.x[0] = np.nan
@@ -234,14 +279,10 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
                     f"{name}: gained {drift.gain:.3g} J in {ENERGY_STEPS * ENERGY_STEP} s under "
                     f"zero torque (allowed {drift.tolerance:.3g} J): damping only takes "
                     "energy away")
-        dissipation = plant_model(cfg.plant.model).dissipation if cfg is not None else ()
-        if dissipation:
-            drift = _energy_drift(_conservative_plant(cfg, dissipation), name)
-            if drift.largest > drift.tolerance:
-                raise ConformanceError(
-                    f"{name}: undamped and torque-driven, energy drifted by {drift.largest:.3g} J "
-                    f"in {ENERGY_STEPS * ENERGY_STEP} s under zero torque (allowed "
-                    f"{drift.tolerance:.3g} J, peak kinetic energy {drift.peak_kinetic:.3g} J)")
+        dissipation = plant_model(cfg.plant.model).dissipation if cfg is not None else None
+        if dissipation is not None:
+            _check_conservation(_conservative_plant(cfg, dissipation), name, dissipation,
+                                states)
 
 
 def _plant_name(plant: Plant) -> str:
@@ -284,6 +325,70 @@ def _check_simulation_determinism(cfg: Config, name: str, steps: int) -> None:
     if differ:
         raise ConformanceError(f"{name}: not deterministic: two simulate runs of {steps} "
                                f"steps differ in {', '.join(differ)}")
+
+
+def _sampled_states(plant: Plant, seed: int) -> np.ndarray:
+    """PLANT_SAMPLES states [q, qd] (rows of 2 nq) around the plant's q: q within
+    +- SAMPLE_ANGLE of it, qd within +- SAMPLE_RATE, from a generator seeded by ``seed``."""
+    rng = np.random.default_rng(seed)
+    nq = plant.nq
+    states = rng.uniform(-1.0, 1.0, (PLANT_SAMPLES, 2 * nq))
+    states[:, :nq] = plant.q + SAMPLE_ANGLE * states[:, :nq]
+    states[:, nq:] *= SAMPLE_RATE
+    return states
+
+
+def _check_mass_matrix(plant: Plant, name: str, states: np.ndarray) -> None:
+    """M(q) (plant.stepping.diagnostics leaves it in the work array; NaN first, so an entry
+    the mechanism does not write shows) must be finite, symmetric and positive definite at
+    the plant's q and at each sampled state."""
+    nq = plant.nq
+    probe = plant.copy()
+    out = np.zeros(3)
+    for label, q in [("the plant's q", plant.q)] + [
+            (f"seeded state {k + 1} of {len(states)}", row[:nq]) for k, row in enumerate(states)]:
+        x = probe.x.copy()
+        x[:nq] = q
+        x[nq:2 * nq] = 0.0
+        probe.work[:nq, :nq] = np.nan
+        diagnostics(probe.params, x, out, probe.work, probe.mechanism)
+        mass = probe.work[:nq, :nq].copy()
+        where = f"at q = {_show(q)} ({label})"
+        if not np.all(np.isfinite(mass)):
+            raise ConformanceError(f"{name}: M(q) has non-finite entries {where} (non-finite "
+                                   "params, or entries the mechanism does not write, which "
+                                   f"stay NaN here): M = {_show(mass)}")
+        asymmetry = np.abs(mass - mass.T)
+        i, j = np.unravel_index(int(np.argmax(asymmetry)), mass.shape)
+        if asymmetry[i, j] > SYMMETRY_TOLERANCE * np.abs(mass).max():
+            raise ConformanceError(f"{name}: M(q) is not symmetric {where}: M[{i},{j}] = "
+                                   f"{float(mass[i, j])!r} but M[{j},{i}] = {float(mass[j, i])!r}")
+        eigenvalues = np.linalg.eigvalsh(mass)
+        if eigenvalues[0] <= 0.0:
+            raise ConformanceError(f"{name}: M(q) is not positive definite {where}: its "
+                                   f"smallest eigenvalue is {eigenvalues[0]:.6g} "
+                                   f"(eigenvalues {_show(eigenvalues)})")
+
+
+def _check_conservation(plant: Plant, name: str, dissipation: tuple,
+                        states: np.ndarray) -> None:
+    """The conservative variant (``_conservative_plant``) keeps its energy from its own
+    state and from each sampled state."""
+    nq = plant.nq
+    zeroed = ", ".join(dissipation) if dissipation else "no keys declared"
+    for label, state in [("q0 at 1 rad/s per coordinate", plant.x[:2 * nq])] + [
+            (f"seeded state {k + 1} of {len(states)}", row) for k, row in enumerate(states)]:
+        probe = plant.copy()
+        probe.x[:2 * nq] = state
+        drift = _energy_drift(probe, name)
+        if drift.largest > drift.tolerance:
+            raise ConformanceError(
+                f"{name}: with torque drives and its dissipation zero ({zeroed}), energy "
+                f"drifted by {drift.largest:.3g} J in {ENERGY_STEPS * ENERGY_STEP} s under zero "
+                f"torque (allowed {drift.tolerance:.3g} J, peak kinetic energy "
+                f"{drift.peak_kinetic:.3g} J) from q = {_show(state[:nq])}, qd = "
+                f"{_show(state[nq:])} ({label}): a damping term not among the keys its model "
+                "declares as dissipation, or a wrong Coriolis or centrifugal term")
 
 
 def _conservative_plant(cfg: Config, dissipation: tuple) -> Plant:
@@ -485,6 +590,12 @@ def _identical(a, b) -> bool:
     """Bit for bit equal arrays (NaN equal to NaN)."""
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _show(array) -> str:
+    """An array in a message: 6 significant digits, one line."""
+    return np.array2string(np.asarray(array), precision=6, separator=", ",
+                           max_line_width=10_000).replace("\n", "")
 
 
 def _describe_array(array) -> str:

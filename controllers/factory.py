@@ -4,14 +4,23 @@ user's own law (``controller.law = "package.module:function"``).
 Controllers are ControllerSpecs found in the entry-point group ``hilrig.controllers``
 (name -> the spec: its builder, keys and rules); hilrig's own (open_loop, pd,
 feedforward) are registered there too (pyproject.toml). A law named by ``controller.law`` gets
-``controller.params`` as its params and ``controller.state_size`` zeros as its state.
+``controller.params`` as its params and ``controller.state_size`` zeros as its state; the
+sizes it declares (controllers.interface.declare_sizes) are checked when the config is
+loaded, and a compiled one is tried once in Python then, before it compiles
+(``check_law``).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-from hilrig.controllers.interface import Controller, ControllerSpec, compile_law
+from hilrig.controllers.interface import (
+    Controller,
+    ControllerSpec,
+    check_declared_sizes,
+    compile_law,
+    trial_call,
+)
 from hilrig.errors import ConfigError
 from hilrig.plugins import load_object, lookup
 from hilrig.schema import Config
@@ -58,3 +67,20 @@ def controller_from_config(cfg: Config, unit: str,
             "control` (any link.type, inprocess included), or decorate it with @numba.njit "
             "to run it in the compiled loop of `hil run` and `hil sim`")
     return Controller(target, params, state, compiled=False, name=c.law)
+
+
+def check_law(law: str, params: list, state_size: int, n_outputs: int) -> None:
+    """The law ``law`` ("module:function") against the config's sizes: those it declares
+    (controllers.interface.declare_sizes), then, compiled, its trial call in Python
+    (controllers.interface.trial_call). ConfigError in one line when they disagree.
+    Imports the law's module and compiles nothing (settings.config calls it on load).
+    A law that cannot be loaded here is left to the commands that run it, which say so in
+    one line (``controller_from_config``): ``hil emulate`` loads the same config on a host
+    that may not have the controller's module."""
+    try:
+        target = load_object(law, "controller.law")
+    except ConfigError:
+        return
+    check_declared_sizes(target, law, len(params), state_size, n_outputs)
+    if isinstance(target, (CFunc, CPUDispatcher)):
+        trial_call(target, law, np.array(params, dtype=float), np.zeros(state_size), n_outputs)

@@ -22,6 +22,15 @@ are compiled and cached once for every law: a new law costs only its own compila
 A Python controller (anything callable with the same arguments: a neural network, a call
 into another library) runs through ``hil control`` only, where each tick leaves the
 compiled code anyway.
+
+A law may declare the lengths of its arrays (``declare_sizes``: params, state, outputs);
+the config is then checked against them when it is loaded, before any kernel compiles
+(``check_declared_sizes``, from settings.config through controllers.factory.check_law).
+Every compiled law is also called once in Python on the config's sizes then
+(``trial_call``): a law that reads past its params or state fails there, in one line,
+instead of inside the compiled loop, where numba can only print the exception
+("Exception ignored in: <numba.core.cpu.CPUContext>", a cfunc cannot raise) on every
+tick and go on with the command unwritten.
 """
 from __future__ import annotations
 
@@ -29,12 +38,120 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+from hilrig.errors import ConfigError
 from hilrig.jit.kernel import compile_pointer, kernel
 from numba import types
 from numba.core.ccallback import CFunc
 
 ARRAY = types.float64[::1]
 LAW_SIGNATURE = types.void(types.float64, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY)
+SIZES_ATTRIBUTE = "hilrig_sizes"   # where declare_sizes puts a law's LawSizes
+
+
+@dataclass(frozen=True)
+class LawSizes:
+    """The lengths a law declares for its arrays; None: any length.
+
+    params: len(params) (``controller.params``); state: len(state)
+    (``controller.state_size``); outputs: len(u), the plant's actuated joints. params and
+    state are an int or a function of the number of outputs n (``lambda n: 3 + n``: three
+    gains, then one target per joint).
+    """
+
+    params: int | Callable[[int], int] | None = None
+    state: int | Callable[[int], int] | None = None
+    outputs: int | None = None
+
+    def wanted(self, n_outputs: int) -> dict:
+        """What it asks for with ``n_outputs`` outputs: {"params": int, ...}, declared only."""
+        wanted = {}
+        for label in ("params", "state", "outputs"):
+            value = getattr(self, label)
+            if value is not None:
+                wanted[label] = int(value(n_outputs) if callable(value) else value)
+        return wanted
+
+
+def declare_sizes(params=None, state=None, outputs=None) -> Callable:
+    """Decorator: declare the lengths of a law's arrays (LawSizes), above or below
+    ``@numba.njit``::
+
+        @declare_sizes(params=lambda n: 3 + n, state=0)
+        @njit
+        def pd_torque(t, pos, vel, cur, params, state, u): ...
+    """
+    sizes = LawSizes(params, state, outputs)
+
+    def attach(function):
+        setattr(function, SIZES_ATTRIBUTE, sizes)
+        return function
+    return attach
+
+
+def declared_sizes(law: Any) -> LawSizes | None:
+    """The LawSizes a law (a plain, ``@numba.njit`` or cfunc function, or a class)
+    declares, or None."""
+    for holder in (law, getattr(law, "py_func", None), getattr(law, "_pyfunc", None)):
+        sizes = getattr(holder, SIZES_ATTRIBUTE, None)
+        if isinstance(sizes, LawSizes):
+            return sizes
+    return None
+
+
+def check_declared_sizes(law: Any, name: str, n_params: int, state_size: int,
+                         n_outputs: int) -> None:
+    """ConfigError (one line, naming the law and the key) when the config's sizes differ
+    from what the law declares: ``n_params`` values in controller.params,
+    ``state_size`` (controller.state_size), ``n_outputs`` actuated joints of the plant."""
+    sizes = declared_sizes(law)
+    if sizes is None:
+        return
+    given = {"params": (n_params, "controller.params has {} values"),
+             "state": (state_size, "controller.state_size = {}"),
+             "outputs": (n_outputs, "the plant has {} actuated joints")}
+    for label, wanted in sizes.wanted(n_outputs).items():
+        value, says = given[label]
+        if value != wanted:
+            raise ConfigError(f"controller.law: {name!r} declares {label} = {wanted} "
+                              f"(for {n_outputs} outputs), but {says.format(value)}")
+
+
+def trial_call(law: Any, name: str, params: np.ndarray, state: np.ndarray,
+               n_outputs: int) -> None:
+    """Call a compiled law's Python function once on copies of its arrays (t = 0, pos, vel
+    and currents zero), where numpy checks every index and shape: ConfigError in one line
+    when it reads or writes past an array (IndexError) or mixes lengths (a ValueError
+    about shapes or broadcasting).
+    Compiled, the same law would raise inside the loop's kernel, where numba only prints
+    the exception and the tick goes on with the command unwritten. Other exceptions are
+    left to the compiled law (its Python function may use what only numba runs)."""
+    python = getattr(law, "py_func", None) or getattr(law, "_pyfunc", None) or law
+    zeros = np.zeros(n_outputs)
+    try:
+        with np.errstate(all="ignore"):
+            python(0.0, zeros.copy(), zeros.copy(), zeros.copy(), params.copy(), state.copy(),
+                   zeros.copy())
+    except (IndexError, ValueError) as exc:
+        if isinstance(exc, ValueError) and not any(word in str(exc)
+                                                   for word in ("shape", "broadcast")):
+            return      # e.g. a math domain error, which the compiled law turns into NaN
+        raise ConfigError(
+            f"controller.law: {name!r} raised {type(exc).__name__} ({exc}) on a trial call "
+            f"with {len(params)} params, controller.state_size = {len(state)} and "
+            f"{n_outputs} outputs: does it read past its params or state?") from None
+    except Exception:   # noqa: BLE001 - not a size mistake: the compiled run decides
+        pass
+
+
+def bad_command_reason(name: str, t: float, pos: np.ndarray, vel: np.ndarray,
+                       cur: np.ndarray, u: np.ndarray) -> str:
+    """What a run that a law's non-finite command stopped reports: the law's name, the
+    command u (V or N m) and the inputs it was computed from (t s, pos rad, vel rad/s,
+    cur A)."""
+    def show(array):
+        return np.array2string(np.asarray(array), precision=6, separator=", ")
+    return (f"controller produced a non-finite command: law {name!r} gave u = {show(u)} "
+            f"for t = {t:.6f} s, pos = {show(pos)}, vel = {show(vel)}, cur = {show(cur)}")
 
 
 def compile_law(function: Callable) -> CFunc:

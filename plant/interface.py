@@ -94,7 +94,10 @@ class PlantModel:
       paper 002's flexible inverse model).
     - analyses: ``hil analyze`` commands of its own, name -> function(cfg) -> dict.
     - dissipation: the ``[plant]`` keys that take energy away (damping); with them zero
-      and torque drives the model conserves energy, which ``check_plant`` checks.
+      and torque drives the model conserves energy, which ``check_plant`` checks over
+      many states. ``()``: nothing takes energy away; None (the default of a PlantModel):
+      not declared, and that check is skipped (a ChainModel always declares: ``()`` by
+      default).
     """
 
     name: str
@@ -112,7 +115,7 @@ class PlantModel:
     stiff_step: bool = True
     provides: frozenset = frozenset()
     analyses: dict = field(default_factory=dict)
-    dissipation: tuple = ()
+    dissipation: tuple | None = None
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""
@@ -147,7 +150,9 @@ class ChainModel:
     cfunc of MECHANISM_SIGNATURE). nq, nact: coordinates and actuated coordinates.
     keys: its ``[plant]`` keys. params(plant) -> the params array the mechanism reads,
     from the resolved ``[plant]`` table (typed: its keys are attributes, ``plant.gravity``).
-    dissipation: the keys of ``keys`` that take energy away (PlantModel.dissipation).
+    dissipation: the keys of ``keys`` that take energy away (PlantModel.dissipation); with
+    them zero and torque drives the chain must conserve energy, so a damping term without
+    a key of its own here (or a wrong Coriolis term) fails ``check_plant``.
     """
 
     name: str

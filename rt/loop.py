@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.interface import bad_command_reason
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
@@ -233,7 +234,10 @@ class LinkLoop:
                     apply_pending(self.live_box, self.controller.params, self.limits, k, t)
                     measured = measured or fresh
                     if measured and not self._control(t):   # before any: hold zero
-                        reason, status = "controller produced a non-finite command", "error"
+                        m = self.meas
+                        reason = bad_command_reason(self.controller.name, t, m.pos, m.vel,
+                                                    m.current, self.u)
+                        status = "error"
                         break
                     t_control = now_ns(self.ts)
                     self.link.write(self.held)

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.interface import bad_command_reason
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
@@ -354,6 +355,10 @@ class Session:
             for hook in self.hooks:
                 hook.stop()
             reason = rtk.REASONS.get(int(self.mail[rtk.M_REASON]), "interrupted")
+            if int(self.mail[rtk.M_REASON]) == rtk.R_BAD_COMMAND:   # the law's, with its inputs
+                m = self.meas
+                reason = bad_command_reason(self.controller.name, m.t, m.pos, m.vel,
+                                            m.current, self.u)
             if interrupted and thread.ident is None:
                 reason = "interrupted during warm-up"
             elif self.log_failure is not None and self.log_errors == "stop":

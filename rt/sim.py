@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.interface import bad_command_reason
 from hilrig.controllers.limits import command_limits
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
@@ -101,11 +102,12 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
             _warm_up(run)
             out.startup_seconds = time.perf_counter() - started
         c = controller
+        meas = Measurement(nact)
         started = time.perf_counter()
         rows = lockstep.run(plant.params, plant.jams, lockstep.law_of(c), c.params, c.state,
                             schedule, plant.x, 0.0, h, n_steps, run.method, run.correction,
                             plant.work,
-                            plant.stages, Measurement(nact).buffer, np.zeros(nact),
+                            plant.stages, meas.buffer, np.zeros(nact),
                             run.limits, rec["t"], rec["x"], rec["u"], run.noise, run.pending,
                             for_plant(plant, run.method))
         out.stepping_seconds = time.perf_counter() - started
@@ -116,8 +118,23 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
     out.plant = plant
     if rows < n_steps + 1:
+        u = rec["u"][rows - 1]
+        if sim.integrator != "accurate" and not np.all(np.isfinite(u)):   # the law's, not the plant's
+            raise SimulationError(_bad_command(controller, meas, u, len(run.pending), h, rows),
+                                  out.arrays, plant)
         raise SimulationError(invalid_state(rec["t"][rows - 1], rows), out.arrays, plant)
     return out
+
+
+def _bad_command(controller, meas: Measurement, u: np.ndarray, delay: int, h: float,
+                 rows: int) -> str:
+    """What a fixed-step run that the law's non-finite command ``u`` ended reports: the law
+    and the inputs of its last call (``meas``); under a command latency of ``delay`` steps
+    u was computed that many steps (h s each) before that call."""
+    reason = bad_command_reason(controller.name, meas.t, meas.pos, meas.vel, meas.current, u)
+    if delay:
+        reason += f" (its last call; under the command latency u was computed {delay * h:g} s earlier)"
+    return f"{reason}; {rows} rows kept"
 
 
 def invalid_state(t: float, rows: int) -> str:

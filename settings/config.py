@@ -245,7 +245,9 @@ def frame_of(raw: dict) -> Frame:
         if isinstance(controller, dict) else None
     if not isinstance(kind, str):
         raise ConfigError(f"controller.type: expected a string, got {kind!r}")
-    schema["controller"].update(controller_spec(kind).keys)
+    if not (isinstance(controller, dict) and "law" in controller and "type" not in controller):
+        # a law named by controller.law has no type keys: nothing registered is loaded
+        schema["controller"].update(controller_spec(kind).keys)
     links_used = _link_specs(raw)
     for name, link in links_used.items():
         if link.keys:
@@ -482,12 +484,13 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
         raise ConfigError("input.voltage: the plant is torque-driven (plant.drive = 'torque'); "
                           "give input.torque or set plant.drive = 'voltage'")
     _check_controller(ctrl, voltage_driven)
-    from hilrig.controllers.factory import controller_spec
+    from hilrig.controllers.factory import check_law, controller_spec
     from hilrig.plant.factory import plant_model
 
-    check = controller_spec(ctrl["type"]).check
-    if ctrl["law"] is None and check is not None:
-        check(cfg, voltage_driven)
+    if ctrl["law"] is not None:     # before any kernel compiles
+        check_law(ctrl["law"], ctrl["params"], ctrl["state_size"], sizes["nact"])
+    elif controller_spec(ctrl["type"]).check is not None:
+        controller_spec(ctrl["type"]).check(cfg, voltage_driven)
     if 0 < cfg["telemetry"]["ring_rows"] < 16:
         raise ConfigError(f"telemetry.ring_rows: at least 16 rows (0: 4 s of ticks), got "
                           f"{cfg['telemetry']['ring_rows']}")

@@ -14,6 +14,7 @@ import hilrig
 import numpy as np
 import pytest
 from conftest import arm_config, config
+from hilrig.settings.config import resolve
 from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.interface import Controller, compile_law
 from hilrig.devices.cia402_drive import EmulatedDrives
@@ -196,6 +197,36 @@ def test_a_broken_law_is_caught_by_name(controller, message):
         check_controller(controller, 3)
 
 
+@pytest.mark.parametrize("law, cur", [("nan_elsewhere", r"cur = \[[-0-9. ,]+\]"),
+                                      ("nan_without_currents", r"cur = \[nan, nan, nan\]")])
+def test_a_law_that_is_nan_away_from_the_probe_or_without_currents_is_caught(law, cur):
+    """Both are finite on the one measurement the check tried before it sampled (pos 0.1,
+    0.2, 0.3 rad; currents 0.2 A, and NaN currents were only asked not to raise), so that
+    check passed them; the seeded measurements find the state and name it."""
+    import user_parts
+    controller = compiled(getattr(user_parts, law), params=np.array([20.0, 2.0]))
+    u = np.zeros(3)
+    controller(0.25, np.array([0.1, 0.2, 0.3]), np.full(3, -0.05), np.full(3, 0.2), u)
+    assert np.all(np.isfinite(u))            # the old probe's measurement: finite
+    with pytest.raises(ConformanceError,
+                       match=rf"'{law}': u = \[nan, nan, nan\] has non-finite entries for "
+                             rf"t = .* s, pos = .*, vel = .*, {cur} \(seeded measurement "
+                             r"\d+ of 64, seed 0\)"):
+        check_controller(controller, 3)
+
+
+def test_the_sampled_measurements_follow_the_seed():
+    """The same seed finds the same measurement; another seed another one."""
+    import user_parts
+    controller = compiled(user_parts.nan_elsewhere, params=np.array([20.0, 2.0]))
+    messages = []
+    for seed in (0, 0, 1):
+        with pytest.raises(ConformanceError) as caught:
+            check_controller(controller, 3, seed=seed)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] != messages[2]
+
+
 # -- plants ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", CONFIG_NAMES)
@@ -217,7 +248,9 @@ def test_a_plant_with_corrupted_params_is_caught():
     plant = plant_from_config(config("serial3_free"))
     plant.params[int(plant.params[H_BODY]):] = np.nan     # the arm's masses and lengths
     with pytest.raises(ConformanceError, match=r"plant serial_arm \(torque, nq = 3, nact = 3\): "
-                                               r"one step under zero input: plant state invalid"):
+                                               r"M\(q\) has non-finite entries at q = \[ ?0.444134, "
+                                               r"-0.444134, +0.529083\] \(the plant's q\) .*: "
+                                               r"M = \[\[nan, nan, nan\], +\[nan"):
         check_plant(plant)
 
 
@@ -236,6 +269,78 @@ def test_a_plant_that_gains_energy_is_caught():
     plant = Plant.build(arm, "torque")
     plant.set_state([0.4, -0.4, 0.5])
     with pytest.raises(ConformanceError, match=r"gained .* J in 0.5 s under zero torque"):
+        check_plant(plant)
+
+
+def user_chain(name: str, **plant):
+    """A resolved config of one of tests/user_parts.py's two-link arms, hanging at rest."""
+    return resolve({"plant": {"model": f"user_parts:{name}", **plant},
+                    "sim": {"duration": 0.5}})
+
+
+def test_a_users_arm_passes_with_its_damping_declared():
+    check_plant(user_chain("ARM", damping=0.3))
+
+
+@pytest.mark.parametrize("name, message", [
+    ("HALVED_CORIOLIS", r"energy drifted by 0.000498 J"),
+    ("HIDDEN_DAMPING", r"energy drifted by 0.0163 J"),
+])
+def test_a_chain_with_a_wrong_coriolis_term_or_hidden_damping_is_caught(name, message):
+    """Hanging at rest, neither moves, so the check that only asked the plant not to gain
+    energy from its own state passed both (and ran no conservation run: they declare no
+    dissipation). The conservative variant now runs for every chain, from q0 at 1 rad/s
+    per coordinate and from seeded states, and names the state and the likely terms."""
+    with pytest.raises(ConformanceError,
+                       match=rf"plant chain \(torque, nq = 2, nact = 2\): with torque drives and "
+                             rf"its dissipation zero \(no keys declared\), {message} in 0.5 s "
+                             r"under zero torque .* from q = \[0., 0.\], qd = \[1., 1.\] .*: a "
+                             r"damping term not among the keys its model declares as "
+                             r"dissipation, or a wrong Coriolis or centrifugal term"):
+        check_plant(user_chain(name))
+
+
+def test_the_conservation_runs_from_the_seeded_states_too():
+    """A friction that acts only fast (|qd| above 1.5 rad/s) is missed from q0 at 1 rad/s
+    and found from a seeded state."""
+    import user_parts
+    from hilrig.plant.interface import compile_mechanism
+
+    @njit
+    def fast_friction(q, qd, params, mass, bias):
+        potential = user_parts.arm(q, qd, params, mass, bias)
+        for i in range(2):
+            if abs(qd[i]) > 1.5:
+                bias[i] += 0.05 * qd[i]
+        return potential
+
+    plant = Plant.chain(compile_mechanism(fast_friction), 2, 2,
+                        user_parts.params(user_chain("ARM").plant))
+    plant.x[2:] = 1.0
+    energy = checks_module()._energy_drift(plant, "fast friction")
+    assert energy.largest <= energy.tolerance            # conserved from q0 at 1 rad/s
+    states = checks_module()._sampled_states(plant, 0)
+    with pytest.raises(ConformanceError, match=r"from q = .* \(seeded state \d+ of 12\)"):
+        checks_module()._check_conservation(plant, "fast friction", (), states)
+
+
+def checks_module():
+    return importlib.import_module("hilrig.conformance.checks")
+
+
+def test_a_mass_matrix_that_is_not_symmetric_or_not_positive_definite_is_caught():
+    import user_parts
+    from hilrig.plant.interface import compile_mechanism
+    with pytest.raises(ConformanceError,
+                       match=r"M\(q\) is not symmetric at q = \[0., 0.\] \(the plant's q\): "
+                             r"M\[0,1\] = 0.122.* but M\[1,0\] = 0.042"):
+        check_plant(user_chain("LOPSIDED"))
+    params = user_parts.params(user_chain("ARM").plant)
+    params[user_parts.I2] = -0.05          # a sign lost: the second link's inertia negative
+    plant = Plant.chain(compile_mechanism(user_parts.arm), 2, 2, params)
+    with pytest.raises(ConformanceError,
+                       match=r"M\(q\) is not positive definite at q = \[0., 0.\] \(the "
+                             r"plant's q\): its smallest eigenvalue is -0.0[0-9]+"):
         check_plant(plant)
 
 

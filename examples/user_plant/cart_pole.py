@@ -52,6 +52,7 @@ def params(plant) -> np.ndarray:
 
 CART_POLE = ChainModel(
     name="cart_pole", mechanism=mechanism, nq=2, nact=1, params=params,
+    dissipation=("cart_damping", "pole_damping"),
     keys={"cart_mass": Key("float", 1.0, positive=True, doc="M, kg"),
           "pole_mass": Key("float", 0.2, positive=True, doc="m, kg"),
           "pole_length": Key("float", 0.6, positive=True, doc="L, m"),
