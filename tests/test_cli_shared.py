@@ -350,8 +350,12 @@ def test_library_messages_do_not_speak_as_hil(tmp_path):
                               str(tmp_path / "run.mcap")),
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert _lines(proc.stderr) == [f"hil: live view: foxglove ws://127.0.0.1:{port} "
-                                   "(Foxglove: Open connection, Foxglove WebSocket)"]
+    lines = _lines(proc.stderr)
+    assert lines[0] == (f"hil: live view: foxglove ws://127.0.0.1:{port} "
+                        "(Foxglove: Open connection, Foxglove WebSocket)")
+    assert len(lines) == 2 and re.fullmatch(
+        r"hil: live view: to change parameters from Foxglove, set hil\.token to [0-9a-f]{8} "
+        r"in its parameter panel first", lines[1]), lines
     probe = subprocess.run(
         [*hil()[:1], "-c", "import logging; from hilrig.cli.main import log_to_stderr; "
                            "log_to_stderr(); logging.getLogger('canopen').info('chatter'); "
