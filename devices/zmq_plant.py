@@ -359,8 +359,7 @@ class Emulator:
     def _fault_ack(self, status: int, kind: int, joint: int) -> list:
         """A FAULT_ACK's values (drivers.wire): with the joints a fault may name (0: this
         plant has none, a 3RRR), so that the tool can say why a joint was refused."""
-        joints = 0 if self.plant.kind == "rrr3" else self.nact
-        return [status, self.tick, self.tick * self.h, kind, joint, joints]
+        return [status, self.tick, self.tick * self.h, kind, joint, self.plant.jammable_joints]
 
     def _go_safe(self, why: str) -> None:
         if not self.safe:

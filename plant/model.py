@@ -192,6 +192,12 @@ class Plant:
         """1-based joints that are jamming or blocked."""
         return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] != HEALTHY]
 
+    @property
+    def jammable_joints(self) -> int:
+        """How many joints a jam may name (1 .. this); 0 for a plant that cannot jam (a
+        3RRR: jams are modelled for chains only)."""
+        return 0 if self.model == MODEL_RRR3 else self.nact
+
     def jam_index(self, joint: int, duration: float = 0.0) -> int:
         """The 0-based index of ``joint`` (1-based) for a jam of ``duration`` s; ValueError
         naming the reason when this plant cannot jam it (a 3RRR, a joint out of range, a
@@ -199,7 +205,7 @@ class Plant:
         error = jam.jam_duration_error(duration)
         if error is not None:
             raise ValueError(error)
-        if self.model == MODEL_RRR3:
+        if self.jammable_joints == 0:
             raise ValueError("jams are modelled for chains only (serial arms, a user's chain)")
         if not 1 <= joint <= self.nact:
             raise ValueError(f"joint must be 1..{self.nact}, got {joint}")

@@ -53,6 +53,18 @@ def _threads(pid: int | str = "self") -> dict:
     return out
 
 
+def _io_threads() -> dict:
+    """{thread id: (policy, priority)} of this process's ZeroMQ I/O threads."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            if Path(f"/proc/self/task/{tid}/comm").read_text().strip() == "ZMQbg/IO/0":
+                out[int(tid)] = _policy(int(tid))
+        except OSError:      # the thread ended meanwhile
+            continue
+    return out
+
+
 FIFO = os.SCHED_FIFO
 
 
@@ -133,6 +145,7 @@ def test_a_canopen_links_bus_reader_and_heartbeat_run_at_the_loops_priority():
 
     channel = f"ipc:///tmp/hil-prio-{uuid.uuid4().hex[:8]}"
     cfg = config("rig_canopen", f"link.canopen.channel='{channel}'")
+    earlier = set(_io_threads())     # other tests' contexts in this process: not ours
     with EmulatedDrives(cfg, bus_config_from(cfg)):
         link = CanopenLink.from_config(cfg)
         link.configure()
@@ -148,7 +161,8 @@ def test_a_canopen_links_bus_reader_and_heartbeat_run_at_the_loops_priority():
             for node in (1, 2, 3):      # the drives' heartbeat producers
                 assert _policy(threads[f"Cyclic send task for 0x{0x700 + node:X}"]) \
                     == (FIFO, EMULATOR)
-            assert {p for p in _threads()["ZMQbg/IO/0"]} == {(FIFO, LOOP), (FIFO, EMULATOR)}
+            assert {p for tid, p in _io_threads().items() if tid not in earlier} == \
+                {(FIFO, LOOP), (FIFO, EMULATOR)}
         finally:
             link.close()
     assert _policy(threading.get_native_id()) == (os.SCHED_OTHER, 0)
