@@ -29,7 +29,7 @@ from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
 from hilrig.rt.live_mailbox import new_mailbox
-from hilrig.rt.tick import LawArrays, RingArrays, Stepping, TickIO, law_of, plant_arrays
+from hilrig.rt.tick import LawArrays, RingArrays, Stepping, TickIO, plant_arrays
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import (
@@ -198,7 +198,7 @@ class Session:
         scratch = rtk.rehearsal(int(loop.rehearse * 1e9) if self.rehearse else 0, arrays, ctrl,
                                 io)
         return rtk.run_loop(
-            law_of(c), arrays, ctrl, io,
+            c.law, arrays, ctrl, io,
             Stepping(self.h, self.method, 0 if self.use_worker else self.correction),
             schedule, n_steps, RingArrays(ring, head, self.cols),
             rtk.Supervision(mail, events, timings), pace,
