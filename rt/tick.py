@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
-from hilrig.jit.kernel import inline_kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -143,6 +143,15 @@ def limit_tick(limits, h, u, held):
     return True
 
 
+@kernel   # a call of its own, as the loops measured fastest (inlined: 20-40 ns a tick more)
+def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
+    """The law into ``out`` (``command``), then the limits on ``u`` into ``held``
+    (``limit_tick``; ``out`` is ``u`` but under a command latency); False on a non-finite
+    command."""
+    command(law, t, pos, vel, cur, params, state, out)
+    return limit_tick(limits, h, u, held)
+
+
 @inline_kernel
 def record_state(rec, k, t, x):
     """Row k of ``rec`` (Records): t and the state x (its first rec.x.shape[1] entries)."""
@@ -195,13 +204,15 @@ def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timin
     u = io.u
     delay = 0 if imperfect is None else imperfect.pending.shape[0]
     if delay == 0:
-        command(law, t, pos, vel, cur, ctrl.params, ctrl.state, u)
+        controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, u, ctrl.limits,
+                             stepping.h, u, held)
     else:
         due = imperfect.pending[k % delay]
         for j in range(nact):
             u[j] = due[j]                                           # computed d ticks ago
-        command(law, t, pos, vel, cur, ctrl.params, ctrl.state, due)  # applied d ticks on
-    if not limit_tick(ctrl.limits, stepping.h, u, held):
+        controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, due,  # applied
+                             ctrl.limits, stepping.h, u, held)                   # d ticks on
+    if not controlled:
         return T_BAD_COMMAND
     if timing is not None:
         t_control = now_ns(ts)
