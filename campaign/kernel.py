@@ -25,6 +25,7 @@ from hilrig.plant.family import for_plant
 from hilrig.campaign.metrics import FOUND, measure_rows
 from hilrig.rt.lockstep import law_of
 from hilrig.rt.lockstep import run as lockstep_run
+from hilrig.rt.tick import Imperfections, LawArrays, PlantArrays, Records, Stepping, TickIO
 from hilrig.rt.sim import OfflineRun
 from hilrig.timing.clock import now_ns, timespec
 
@@ -130,10 +131,12 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
         for i in range(meas.shape[0]):
             meas[i] = np.nan
         started = now_ns(ts)
-        rows = lockstep_run(p, jams[s], law, law_params[s], law_state[s], schedule[s], x[s],
-                            0.0, settings[s, 0], n_steps, method, correction, work[s],
-                            stages[s], meas, held, limits[s], rec_t, rec_x, rec_u, noise[s],
-                            pending[s], mech)
+        rows = lockstep_run(law, PlantArrays(p, jams[s], x[s], work[s], stages[s]),
+                            LawArrays(law_params[s], law_state[s], limits[s]),
+                            TickIO(meas, held, held),
+                            Stepping(settings[s, 0], method, correction), schedule[s], 0.0,
+                            n_steps, Records(rec_t, rec_x, rec_u),
+                            Imperfections(noise[s], pending[s]), mech)
         stepped = now_ns(ts)
         for j in range(nact):
             healthy[j] = 1.0

@@ -73,6 +73,7 @@ from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
+from hilrig.timing.pacing import CATCH_UP, Pacer
 from hilrig.timing.sched import apply_thread, helper_priority, restore_thread
 from hilrig.timing.signals import deferred_signals
 from hilrig.timing.summary import summarize
@@ -119,12 +120,13 @@ class Emulator:
         self.last_command_ns = 0
         self.safe = True                  # zero input until the first command
         self.rejects = RejectLog()
-        self.overruns = 0
         self.ts = timespec()
         self.helper_priority = helper_priority(cfg.emulator.fifo_priority)
         self.owns_context = context is None
         self.context = context or endpoints.context(cfg.emulator.fifo_priority)
         self.scheduling: dict = {}
+        self.pacer = Pacer(int(round(self.h * 1e9)), spin_window_ns(cfg.emulator.spin, self.h),
+                           CATCH_UP)       # free mode: every tick runs, late ones catch up
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
@@ -166,6 +168,7 @@ class Emulator:
         twin.read(Measurement(self.nact))
         currents(p.params, p.x, self.command, self.meas.current.copy())
         wait_until_ns(self.ts, 0, 0)
+        self.pacer.warm_up()
         if self.telemetry is not None:
             ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
             fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command,
@@ -395,8 +398,8 @@ class Emulator:
         """
         n_ticks = None if duration is None else int(round(duration / self.h))
         timing = np.zeros(5)
-        period = int(round(self.h * 1e9))
-        spin = spin_window_ns(self.cfg.emulator.spin, self.h)
+        pacer = self.pacer
+        period = pacer.period
         timeout_ns = int(self.cfg.emulator.command_timeout * 1e9)
         budget_ns = int(DRAIN_BUDGET * period)
         poller = zmq.Poller()
@@ -411,7 +414,7 @@ class Emulator:
                 if poller.poll(10):
                     self._drain()
                 self._report_rejects()
-            start = now_ns(self.ts)
+            pacer.start()
             while n_ticks is None or self.tick < n_ticks:
                 if stop is not None and stop():
                     break
@@ -420,8 +423,7 @@ class Emulator:
                         self._drain(timing)
                     self._report_rejects()
                     continue
-                deadline = start + self.tick * period
-                wake = wait_until_ns(self.ts, deadline, spin)
+                deadline, wake = pacer.wait(self.tick)
                 timing[0] = (wake - deadline) * 1e-9
                 self._drain(budget_ns=budget_ns)
                 if self.tick % 64 == 0:        # keep the disconnection queue short
@@ -437,11 +439,10 @@ class Emulator:
                 done = now_ns(self.ts)
                 timing[4] = (done - wake) * 1e-9
                 self.timings[(self.tick - 1) % len(self.timings)] = timing
-                late = done - (start + self.tick * period)
-                if late > 0:                   # this tick ended after the next deadline
-                    self.overruns += 1
-                    self._event("overrun", tick=self.tick - 1, missed=int(late // period + 1),
-                                lateness=late * 1e-9)
+                missed, _ = pacer.overrun(self.tick, done)   # the plant catches up
+                if missed:                     # this tick ended after the next deadline
+                    self._event("overrun", tick=self.tick - 1, missed=int(missed),
+                                lateness=(done - pacer.deadline(self.tick)) * 1e-9)
                 self._report_rejects()
                 if self.row_loss is not None and self.row_loss.check():
                     reason = "telemetry ring overrun"     # close() gives the count
@@ -459,6 +460,11 @@ class Emulator:
             restore_thread()
         self._event("stop", reason=reason, tick=self.tick)
         return reason
+
+    @property
+    def overruns(self) -> int:
+        """Ticks (free mode) that ended after the next tick's deadline."""
+        return self.pacer.overruns
 
     def summary(self, reason: str) -> dict:
         """Timing of the last minute of ticks (free mode), overruns and rejects."""

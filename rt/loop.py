@@ -45,10 +45,12 @@ from hilrig.drivers.wire import MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
 from hilrig.rt.live_mailbox import apply_pending, new_mailbox
 from hilrig.rt.session import SessionResult, close_log
+from hilrig.rt.tick import limit_tick
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, RowLoss, Telemetry, ring_capacity
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
+from hilrig.timing.pacing import POLICIES, SKIP_TICKS, STOP_RUN, Pacer
 from hilrig.timing.sched import (
     FrozenGC,
     apply_thread,
@@ -127,6 +129,9 @@ class LinkLoop:
         self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)
         self.ts = timespec()
+        loop = cfg.loop
+        self.pacer = Pacer(int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
+                           POLICIES[loop.overrun], loop.max_overruns)
         self.configured_at_ns = self.warmed_at_ns = self.first_command_ns = None
 
     def _check_estop(self, tick: int) -> None:
@@ -151,7 +156,7 @@ class LinkLoop:
             return rtk.control_tick(c.law, c.params, c.state, self.limits, self.h, t, m.pos,
                                     m.vel, m.current, self.u, self.held)
         c.law(t, m.pos, m.vel, m.current, c.params, c.state, self.u)
-        return rtk.limit_tick(self.limits, self.h, self.u, self.held)
+        return limit_tick(self.limits, self.h, self.u, self.held)
 
     def warm_up(self) -> None:
         """Compile or load, and call once, every kernel the tick calls from Python (the link
@@ -165,7 +170,7 @@ class LinkLoop:
             rtk.control_tick(c.law, c.params, c.state.copy(), self.limits, self.h, 0.0,
                              self.meas.pos, self.meas.vel, self.meas.current, self.u,
                              self.held.copy())
-        rtk.limit_tick(self.limits, self.h, self.u, self.held.copy())
+        limit_tick(self.limits, self.h, self.u, self.held.copy())
         apply_pending(self.live_box.copy(), c.params.copy(), self.limits.copy(), 0, 0.0)
         self.u[:] = 0.0
         ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(2, np.int64)
@@ -174,6 +179,7 @@ class LinkLoop:
         publish_row(ring, head, self.cols, np.zeros(5))
         wait_until_ns(self.ts, 0, 0)
         now_ns(self.ts)
+        self.pacer.warm_up()
 
     def lifecycle_summary(self) -> dict:
         """Bring-up times in s, as far as the run got: ``warm_up_s`` (link configured to
@@ -187,16 +193,13 @@ class LinkLoop:
 
     def run(self) -> SessionResult:
         loop, safety = self.cfg.loop, self.cfg.safety
-        period = int(round(self.h * 1e9))
-        spin = spin_window_ns(loop.spin, self.h)
         watchdog = safety.watchdog_ticks
-        policy = rtk.POLICIES[loop.overrun]
         tel, ring, head, cols = self.telemetry, self.telemetry.ring, self.telemetry.head, self.cols
         nact = self.link.n_axes
-        reason, status, overruns, stale, k = "done", "ok", 0, 0, 0
+        reason, status, stale, k = "done", "ok", 0, 0
         measured = False     # no fresh measurement yet: the controller is not run on NaN
         first_timeout = int(self.cfg.link.first_measurement_timeout * 1e9)
-        scheduling = {}
+        scheduling, pacer = {}, self.pacer
         if loop.fifo_priority > 0:
             fifo_refusal(loop.fifo_priority)     # a refusal is said now, before the bring-up
         try:
@@ -216,10 +219,9 @@ class LinkLoop:
             scheduling = apply_thread(loop.cpu, loop.fifo_priority)
             with FrozenGC(loop.gc_freeze):
                 self.link.activate()
-                start = now_ns(self.ts)     # tick 0 right after the enable
+                start = pacer.start()     # tick 0 right after the enable
                 while k < self.n_ticks:
-                    deadline = start + k * period
-                    wake = wait_until_ns(self.ts, deadline, spin) if paced else now_ns(self.ts)
+                    deadline, wake = pacer.wait(k) if paced else (0, now_ns(self.ts))
                     if self.estop is not None:
                         self._check_estop(k)
                     fresh = self.link.read(self.meas)
@@ -261,15 +263,14 @@ class LinkLoop:
                     if self.row_loss.check():
                         status = "error"     # the reason, with the final count, at the end
                         break
-                    late = now_ns(self.ts) - (start + k * period)
-                    if paced and late > 0 and k < self.n_ticks:
-                        overruns += 1
-                        missed = late // period + 1
-                        tel.event("overrun", t=t, tick=k - 1, missed=int(missed))
-                        if policy == rtk.STOP and overruns >= loop.max_overruns:
+                    if paced and k < self.n_ticks:
+                        missed, action = pacer.overrun(k)
+                        if missed:
+                            tel.event("overrun", t=t, tick=k - 1, missed=int(missed))
+                        if action == STOP_RUN:
                             reason, status = "too many overruns", "error"
                             break
-                        if policy == rtk.SKIP:     # (the last tick is never skipped)
+                        if action == SKIP_TICKS:    # (the last tick is never skipped)
                             k = min(k + int(missed), self.n_steps)
                     tel.released[0] = k
         except KeyboardInterrupt:
@@ -299,7 +300,7 @@ class LinkLoop:
                     reason = lost
                     status = "interrupted" if status == "interrupted" else "error"
             ran = self.timings[:min(k, self.n_ticks)]
-            summary = summarize(ran, overruns, scheduling)
+            summary = summarize(ran, self.pacer.overruns, scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
                            policy=loop.overrun, **self.lifecycle_summary())
             if self.log_failure is not None:

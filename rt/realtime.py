@@ -2,9 +2,10 @@
 
 ``run_loop`` runs a whole session inside numba (nogil), so no tick crosses
 the Python boundary: per tick it waits for the absolute deadline t0 + k·period
-(sleep, then spin), applies due faults, reads the measurement, runs the
-controller and the command limits, steps the plant, and records one telemetry
-row. A run of n steps has n + 1 ticks and rows, at t = 0, h, ..., n h (as ``hil
+(sleep, then spin: timing.pacing, as every paced loop), applies due faults and live
+changes, then runs rt.tick.tick, the tick body every compiled loop shares: it reads
+the measurement, runs the controller and the command limits, records one telemetry
+row and steps the plant. A run of n steps has n + 1 ticks and rows, at t = 0, h, ..., n h (as ``hil
 sim``'s): the last tick measures and controls but steps nothing. Python threads talk
 to it through two preallocated arrays read and written with atomics: ``mail`` (stop
 and fault requests, acknowledgements, progress) and ``events`` (fault, overrun and
@@ -24,13 +25,16 @@ lateness and compute times.
 Deadlines never drift: tick k is due at t0 + k·period (int64 ns), whatever
 happened before it.
 """
+from typing import NamedTuple
+
 import numpy as np
+from hilrig.jit.kernel import kernel
 from hilrig.plant.jam import clear_jam, start_jam
-from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
 from hilrig.rt.live_mailbox import apply_pending
+from hilrig.rt.tick import T_BAD_COMMAND, T_OK, LawArrays, PlantArrays, TickIO, limit_tick, tick
 from hilrig.telemetry.rows import fill_row, publish_row, ring_full
 from hilrig.timing.clock import (
     atomic_load,
@@ -39,6 +43,7 @@ from hilrig.timing.clock import (
     sleep_until_ns,
     wait_until_ns,
 )
+from hilrig.timing.pacing import GO_ON, STOP_RUN, after_overrun, deadline_ns, missed_ticks
 
 # mail slots
 M_STOP, M_REQ_SEQ, M_REQ_KIND, M_REQ_JOINT, M_REQ_DURATION, M_ACK_SEQ, M_ACK_TICK, \
@@ -55,11 +60,6 @@ R_DONE, R_STOP_REQUEST, R_OVERRUNS, R_INVALID_STATE, R_BAD_COMMAND = 1, 2, 3, 4,
 REASONS = {R_DONE: "done", R_STOP_REQUEST: "stop requested", R_OVERRUNS: "too many overruns",
            R_INVALID_STATE: "plant state invalid (NaN or singular mass matrix)",
            R_BAD_COMMAND: "controller produced a non-finite command"}
-# overrun policies
-SKIP, CATCH_UP, STOP = 0, 1, 2
-POLICIES = {"skip": SKIP, "catch_up": CATCH_UP, "stop": STOP}
-# limits rows: max |u| (V or N m), max slew (V/s or N m/s)
-L_MAX, L_SLEW = 0, 1
 RING_WAIT_NS = 100_000   # unpaced: a full telemetry ring is polled this often, ns
 
 
@@ -120,19 +120,6 @@ def _serve_request(p, jams, x, mail, events, tick, t):
     atomic_store(mail, M_ACK_SEQ, seq)
 
 
-@inline_kernel
-def _limit(limits, h, u, held):
-    """Clamp u's change per tick to max slew · h, then u to ±max (the bound wins: a max
-    lowered below the held command clamps at once); False if u is not finite."""
-    for j in range(u.shape[0]):
-        if not np.isfinite(u[j]):
-            return False
-        step = limits[L_SLEW, j] * h
-        u[j] = min(max(u[j], held[j] - step), held[j] + step)
-        u[j] = min(max(u[j], -limits[L_MAX, j]), limits[L_MAX, j])
-    return True
-
-
 # the post-adjustment worker's handoff array: [state, stop flag, corrections done]
 W_STATE, W_STOP, W_DONE = 0, 1, 2
 W_IDLE, W_REQUESTED, W_READY = 0.0, 1.0, 2.0
@@ -187,8 +174,8 @@ def correction_worker(p, handoff, snap, delta, corrected, correction, work, poll
 
 @kernel
 def control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
-    """The control law (controllers.interface), then the command limits; the result
-    becomes ``held``.
+    """The control law (controllers.interface), then the command limits (rt.tick.limit_tick);
+    the result becomes ``held``: what a Python loop (rt.loop) calls per tick.
 
     Returns False (``held`` unchanged) if the controller produced a non-finite command.
     """
@@ -196,187 +183,179 @@ def control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
     return limit_tick(limits, h, u, held)
 
 
-@inline_kernel
-def limit_tick(limits, h, u, held):
-    """The command limits on a command u computed elsewhere (a Python law); the result
-    becomes ``held``. Returns False (``held`` unchanged) if u is not finite."""
-    if not _limit(limits, h, u, held):
-        return False
-    for j in range(u.shape[0]):
-        held[j] = u[j]
-    return True
+class Supervision(NamedTuple):
+    """What run_loop shares with the thread that supervises it (rt.session): ``mail``
+    (MAIL_SIZE slots: requests, acknowledgements, progress), ``events`` (rows of
+    EVENT_COLUMNS) and ``timings`` (a row of 5 per tick, s: lateness, read, control,
+    write, whole tick; NaN for skipped ticks)."""
+    mail: np.ndarray
+    events: np.ndarray
+    timings: np.ndarray
 
 
-def rehearsal_scratch(jams, x, u, held, meas, state) -> tuple:
-    """The copies ``run_loop``'s rehearsals step (``scratch``): of the jams, the state, the
-    command and the held command, the measurement buffer and the law's state."""
-    return jams.copy(), x.copy(), u.copy(), held.copy(), meas.copy(), state.copy()
+class Worker(NamedTuple):
+    """The constraint correction's worker (``correction_worker``): ``handoff`` (W_* slots;
+    no entries: no worker), the ``snap`` shot of the state and the ``delta`` to add."""
+    handoff: np.ndarray
+    snap: np.ndarray
+    delta: np.ndarray
+
+
+class Rehearsal(NamedTuple):
+    """The rehearsal (``_rehearse``): ``ns`` before each paced deadline (0: none), and the
+    copies it steps: the plant's jams and state (its params and scratch shared), the
+    law's state, the command, the held command and the measurement buffer."""
+    ns: int
+    plant: PlantArrays
+    ctrl: LawArrays
+    io: TickIO
+
+
+def rehearsal(ns: int, plant: PlantArrays, ctrl: LawArrays, io: TickIO) -> Rehearsal:
+    """The Rehearsal record of a loop over ``plant``, ``ctrl`` and ``io``: its copies made
+    here, before the loop (run_loop allocates nothing)."""
+    return Rehearsal(ns, plant._replace(jams=plant.jams.copy(), x=plant.x.copy()),
+                     ctrl._replace(state=ctrl.state.copy()),
+                     TickIO(io.meas.copy(), io.u.copy(), io.held.copy()))
 
 
 @kernel
-def _rehearse(p, jams, law, params, state, limits, h, t, x, held, work, stages, method,
-              correction, scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas,
-              scratch_state, mech):
-    """The tick's arithmetic (measure, control, limits, step, correction) on scratch copies.
+def _rehearse(law, plant, ctrl, io, stepping, t, k, scratch, mech):
+    """The tick (rt.tick.tick) on scratch copies, run in the spin shortly before a deadline.
 
-    Run in the spin shortly before a deadline. After the sleep, the vCPU's caches,
-    TLB and branch predictors hold other work: the tick's first pass through its
-    code costs about twice a warm one (bench/bench_rt.py, with and without
-    ``loop.rehearse``). Rehearsing it
-    moves those misses ahead of the deadline, so the real tick (and the command
-    it sends) runs warm. The run's state, jams and commands are left untouched;
-    The law runs on a copy of its state (``scratch_state``); ``work`` and ``stages``
-    are scratch that every tick overwrites (but for the Rosenbrock step's lagged
+    After the sleep, the vCPU's caches, TLB and branch predictors hold other work: the
+    tick's first pass through its code costs about twice a warm one (bench/bench_rt.py,
+    with and without ``loop.rehearse``). Rehearsing it moves those misses ahead of the
+    deadline, so the real tick (and the command it sends) runs warm. The run's state,
+    jams and commands are left untouched: ``scratch`` (Rehearsal) gets copies of them
+    (element loops: kernels run without numba's runtime); the plant's ``work`` and
+    ``stages`` are scratch that every tick overwrites (but for the Rosenbrock step's lagged
     Jacobian in ``work``, of which the rehearsal refreshes a column at the run's state).
     """
-    nq = int(p[H_NQ])
-    nact = held.shape[0]
-    for r in range(jams.shape[0]):   # element loops: kernels run without numba's runtime
-        for c in range(jams.shape[1]):
-            scratch_jams[r, c] = jams[r, c]
-    for i in range(x.shape[0]):
-        scratch_x[i] = x[i]
-    for j in range(nact):
-        scratch_held[j] = held[j]
-    for i in range(state.shape[0]):
-        scratch_state[i] = state[i]
-    pos = scratch_meas[1:1 + nact]
-    vel = scratch_meas[1 + nact:1 + 2 * nact]
-    cur = scratch_meas[1 + 2 * nact:1 + 3 * nact]
-    for j in range(nact):
-        pos[j] = scratch_x[j]
-        vel[j] = scratch_x[nq + j]
-    currents(p, scratch_x, scratch_held, cur)
-    if control_tick(law, params, scratch_state, limits, h, t, pos, vel, cur, scratch_u,
-                    scratch_held):
-        advance(p, scratch_jams, t, scratch_x, scratch_held, h, method, correction, work,
-                stages, mech)
+    copy = scratch.plant
+    for r in range(plant.jams.shape[0]):
+        for c in range(plant.jams.shape[1]):
+            copy.jams[r, c] = plant.jams[r, c]
+    for i in range(plant.x.shape[0]):
+        copy.x[i] = plant.x[i]
+    for j in range(io.held.shape[0]):
+        scratch.io.held[j] = io.held[j]
+    for i in range(ctrl.state.shape[0]):
+        scratch.ctrl.state[i] = ctrl.state[i]
+    tick(law, copy, scratch.ctrl, scratch.io, stepping, t, k, False, None, None, None, None,
+         None, 0, mech)
 
 
 @kernel
-def run_loop(p, jams, law, params, state, schedule, x, h, n_steps, method, correction, work,
-             stages, limits, u, held, meas, ring, head, cols, mail, events, timings, paced,
-             period_ns, spin_ns, rehearse_ns, policy, max_overruns, ts, handoff, snap, delta,
+def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace, worker,
              scratch, mech=None, live=None):
     """Run ticks k = 0 .. n_steps (plant time t = k h at tick k), the plant stepped after
     each but the last; returns the tick count run (n_steps + 1 for a whole run).
 
-    ``timings`` (n_steps + 1, 5): per tick lateness, read, control, write and whole
-    tick compute time, s (NaN for skipped ticks).
-    ``u`` and ``held`` (n_act): the new and the held command; ``meas``: a
-    drivers.link.Measurement buffer; ``paced`` False runs as fast as it can
-    (lockstep, no deadline; the arithmetic is the same as rt.lockstep.run), waiting
-    only for room in the telemetry ring (``ring``, ``head``: telemetry.recorder).
-    The reason the run ended is left in mail[M_REASON]. With ``handoff`` of
-    length > 0 the constraint correction runs in ``correction_worker`` (pass
-    correction = 0): the loop only swaps snapshots and corrections at tick
-    boundaries. With ``rehearse_ns`` > 0 (at most ``spin_ns``) each paced tick
-    is rehearsed (``_rehearse``) that long before its deadline. ``mech``: a user's
-    chain's mechanism (plant.interface; None for the built-in models). ``live``: a
-    live-parameter mailbox (rt.live_mailbox), polled once per tick before the controller.
-    ``scratch``: the rehearsal's copies (``rehearsal_scratch``), made before the loop.
+    Records (rt.tick): ``plant`` (PlantArrays), ``ctrl`` (LawArrays), ``io`` (TickIO),
+    ``stepping`` (Stepping), ``ring`` (RingArrays: telemetry.recorder), ``sup``
+    (Supervision), ``pace`` (timing.pacing.Pacing), ``worker`` (Worker), ``scratch``
+    (Rehearsal). ``law``: a compiled law, or None for the built-in (rt.tick.law_of);
+    ``schedule``: the config's jams (plant.factory.jam_schedule).
+
+    Each tick runs rt.tick.tick, the body every compiled loop shares. Unpaced
+    (``pace.paced`` False) the loop runs as fast as it can (no deadline; the arithmetic is
+    rt.lockstep.run's), waiting only for room in the telemetry ring. Paced, it waits for
+    each deadline and applies the overrun policy (timing.pacing). The reason the run ended
+    is left in mail[M_REASON]. With a worker (``worker.handoff`` of length > 0; pass
+    ``stepping.correction`` = 0) the constraint correction runs in ``correction_worker``:
+    the loop only swaps snapshots and corrections at tick boundaries. With
+    ``scratch.ns`` > 0 (at most ``pace.spin_ns``) each paced tick is rehearsed
+    (``_rehearse``) that long before its deadline. ``mech``: what the plant code is
+    compiled for (plant.family). ``live``: a live-parameter mailbox (rt.live_mailbox),
+    polled once per tick before the controller.
 
     Compiled without numba's runtime, as every kernel it calls: it allocates nothing, and
     no tick counts references to the arrays it passes on (with the runtime, the inlined
     plant step counted about 18 a tick).
     """
-    use_worker = handoff.shape[0] > 0
+    use_worker = worker.handoff.shape[0] > 0
+    x, jams, p, held = plant.x, plant.jams, plant.p, io.held
+    mail, events, timings = sup.mail, sup.events, sup.timings
+    h = stepping.h
+    paced, period_ns, ts = pace.paced, pace.period_ns, pace.ts
     nq = int(p[H_NQ])
-    nact = int(p[H_NACT])
-    pos = meas[1:1 + nact]
-    vel = meas[1 + nact:1 + 2 * nact]
-    cur = meas[1 + 2 * nact:1 + 3 * nact]
+    cur = io.meas[1 + 2 * held.shape[0]:1 + 3 * held.shape[0]]
     tol = 1e-9 * h
     overruns = 0
     reason = R_DONE
-    rehearse_ns = min(rehearse_ns, spin_ns) if paced else 0
-    scratch_jams, scratch_x, scratch_u, scratch_held, scratch_meas, scratch_state = scratch
+    rehearse_ns = min(scratch.ns, pace.spin_ns) if paced else 0
     start = now_ns(ts) + period_ns
     k = 0
     while k <= n_steps:
         if not paced:       # no deadline: wait for the writer rather than lap it
-            while ring_full(ring, head) and atomic_load(mail, M_STOP) == 0.0:
+            while ring_full(ring.ring, ring.head) and atomic_load(mail, M_STOP) == 0.0:
                 sleep_until_ns(ts, now_ns(ts) + RING_WAIT_NS)
         if atomic_load(mail, M_STOP) != 0.0:
             reason = R_STOP_REQUEST
             break
-        deadline = start + k * period_ns
+        deadline = deadline_ns(start, k, period_ns)
         if rehearse_ns > 0:
-            woke = wait_until_ns(ts, deadline - rehearse_ns, spin_ns - rehearse_ns)
+            woke = wait_until_ns(ts, deadline - rehearse_ns, pace.spin_ns - rehearse_ns)
             if woke < deadline - rehearse_ns // 2:      # not when already late
-                _rehearse(p, jams, law, params, state, limits, h, k * h, x, held, work, stages,
-                          method, correction, scratch_jams, scratch_x, scratch_u,
-                          scratch_held, scratch_meas, scratch_state, mech)
-        wake = wait_until_ns(ts, deadline, spin_ns) if paced else now_ns(ts)
+                _rehearse(law, plant, ctrl, io, stepping, k * h, k, scratch, mech)
+        wake = wait_until_ns(ts, deadline, pace.spin_ns) if paced else now_ns(ts)
         t = k * h
-        # read: a finished correction, faults due now, then the measurement
+        # before the tick: a finished correction, faults due now, live changes
         if use_worker:
-            _apply_correction(handoff, snap, delta, x)
+            _apply_correction(worker.handoff, worker.snap, worker.delta, x)
         _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
         _serve_request(p, jams, x, mail, events, k, t)
         if live is not None:
-            apply_pending(live, params, limits, k, t)
-        meas[0] = t
-        for j in range(nact):
-            pos[j] = x[j]
-            vel[j] = x[nq + j]
-        currents(p, x, held, cur)
-        t_read = now_ns(ts)
-        # control and safety limits
-        if not control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
-            reason = R_BAD_COMMAND
-            break
-        t_control = now_ns(ts)
-        # write: the plant steps under the command (the row holds the state before it
-        # and the currents under the new command, as rt.lockstep rows do); not after
-        # the last tick, at t = n_steps h
-        currents(p, x, held, cur)
-        fill_row(ring, head, cols, k, t, x, nq, held, cur)
+            apply_pending(live, ctrl.params, ctrl.limits, k, t)
         last = k == n_steps
-        ok = True
-        if not last:
-            ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
-            if use_worker:
-                _request_correction(handoff, snap, x)
-        t_write = now_ns(ts)
         timing = timings[k]
         timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
-        timing[1] = (t_read - wake) * 1e-9
-        timing[2] = (t_control - t_read) * 1e-9
-        timing[3] = (t_write - t_control) * 1e-9
-        timing[4] = (t_write - wake) * 1e-9
-        publish_row(ring, head, cols, timing)
+        done = tick(law, plant, ctrl, io, stepping, t, k, last, ring, None, None, timing, ts,
+                    wake, mech)
+        if done == T_BAD_COMMAND:
+            reason = R_BAD_COMMAND
+            break
+        if use_worker and not last:
+            _request_correction(worker.handoff, worker.snap, x)
+        publish_row(ring.ring, ring.head, ring.cols, timing)
         k += 1
         atomic_store(mail, M_TICK, float(k))
+        ok = done == T_OK
         if not ok:
             reason = R_INVALID_STATE
             break
-        if paced and not last and now_ns(ts) > start + k * period_ns:
-            overruns += 1
-            missed = (now_ns(ts) - (start + k * period_ns)) // period_ns + 1
-            atomic_store(mail, M_OVERRUNS, float(overruns))
-            _event(events, mail, EV_OVERRUN, k - 1, t, float(missed), timing[0], timing[4])
-            if policy == STOP and overruns >= max_overruns:
-                reason = R_OVERRUNS
+        if not paced or last:
+            continue
+        missed = missed_ticks(now_ns(ts), start, k, period_ns)
+        if missed == 0:
+            continue
+        overruns += 1
+        atomic_store(mail, M_OVERRUNS, float(overruns))
+        _event(events, mail, EV_OVERRUN, k - 1, t, float(missed), timing[0], timing[4])
+        action = after_overrun(pace.policy, overruns, pace.max_overruns)
+        if action == STOP_RUN:
+            reason = R_OVERRUNS
+            break
+        if action == GO_ON:
+            continue
+        for m in range(missed):  # skip: no control, the plant goes on under the held command
+            if k >= n_steps or not ok:      # (the last tick is never skipped)
                 break
-            if policy == CATCH_UP:
-                continue
-            for m in range(missed):  # skip: no control, the plant goes on under the held command
-                if k >= n_steps or not ok:      # (the last tick is never skipped)
-                    break
-                t = k * h
-                _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
-                currents(p, x, held, cur)
-                fill_row(ring, head, cols, k, t, x, nq, held, cur)
-                ok = advance(p, jams, t, x, held, h, method, correction, work, stages, mech)
-                for c in range(timings.shape[1]):
-                    timings[k, c] = np.nan
-                publish_row(ring, head, cols, timings[k])
-                k += 1
-                atomic_store(mail, M_TICK, float(k))
-            if not ok:
-                reason = R_INVALID_STATE
-                break
+            t = k * h
+            _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
+            currents(p, x, held, cur)
+            fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur)
+            ok = advance(p, jams, t, x, held, h, stepping.method, stepping.correction,
+                         plant.work, plant.stages, mech)
+            for c in range(timings.shape[1]):
+                timings[k, c] = np.nan
+            publish_row(ring.ring, ring.head, ring.cols, timings[k])
+            k += 1
+            atomic_store(mail, M_TICK, float(k))
+        if not ok:
+            reason = R_INVALID_STATE
+            break
     mail[M_REASON] = reason
     # the stop: at the ticks run, and the time the run got to
     _event(events, mail, EV_STOP, k, min(k, n_steps) * h, float(reason), float(overruns), 0.0)

@@ -5,9 +5,9 @@ The log holds the resolved config (``meta``) and one ``param`` event per live ch
 (live.params: the tick that took it and the new values). The replay builds the
 params and command limits of every change the way the run did (the config with the
 change applied, validated, the controller built again), then runs ``replay_ticks``,
-which does per tick exactly what the fast path of rt.realtime.run_loop does (due jams,
-a change due at this tick, the measurement, the law and the command limits, the plant
-step with its correction in the tick), in chunks of ticks so that a long replay
+which runs per tick the tick of rt.realtime.run_loop's fast path (the jams and a
+change due at this tick, then rt.tick.tick: the measurement, the law and the command
+limits, the plant step with its correction in the tick), in chunks of ticks so that a long replay
 reports its progress.
 
 The trajectory equals the run's row for row when the run did the same arithmetic:
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import NamedTuple
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
@@ -30,62 +31,68 @@ from hilrig.plant import stepping
 from hilrig.plant.factory import actuated_joints, correction_id, jam_schedule, plant_from_config
 from hilrig.plant.family import for_plant
 from hilrig.jit.kernel import kernel
-from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.model import METHODS
-from hilrig.plant.motor import currents
-from hilrig.plant.stepping import advance, apply_schedule
+from hilrig.plant.stepping import apply_schedule
 from hilrig.settings.config import resolve
 from hilrig.settings.live_changes import changed_config, controller_arrays, raw_config
-from hilrig.rt.realtime import control_tick
+from hilrig.rt.tick import (
+    T_BAD_COMMAND,
+    T_OK,
+    LawArrays,
+    Records,
+    Stepping,
+    TickIO,
+    law_of,
+    plant_arrays,
+    tick,
+)
 from hilrig.rt.sim import SimRun, SimulationError, _named
 from hilrig.telemetry.logfile import read_log
 
 CHUNK_SECONDS = 0.25     # wall time between progress reports, about
 
 
+class Changes(NamedTuple):
+    """A log's live changes in the order taken: change c at the start of tick ``ticks[c]``
+    sets the law's params to ``params[c]`` and the command limits to ``limits[c]``."""
+    ticks: np.ndarray
+    params: np.ndarray
+    limits: np.ndarray
+
+
 @kernel
-def replay_ticks(p, jams, law, params, state, schedule, x, h, k0, k1, n_steps, method,
-                 correction, work, stages, limits, meas, u, held, change_ticks, change_params,
-                 change_limits, rec_t, rec_x, rec_u, mech=None):
+def replay_ticks(law, plant, ctrl, io, stepping, schedule, k0, k1, n_steps, changes, rec,
+                 mech=None):
     """Ticks k0 .. k1 - 1 (rows k0 ..; plant time t = k h), stopping after row n_steps.
 
-    Change c (params ``change_params[c]``, limits ``change_limits[c]``) is taken at the
-    start of tick ``change_ticks[c]``, before the law runs, as the real-time loop takes a
-    live change. Returns the next tick to run, or -(rows written) once the plant state
-    became invalid or the law gave a non-finite command.
+    Records (rt.tick): ``plant``, ``ctrl``, ``io`` (its ``u`` not used: tick k computes
+    its command into ``rec.u[k]``), ``stepping``, ``rec`` (Records); ``changes``
+    (Changes): each taken at the start of its tick, before the law runs, as the real-time
+    loop takes a live change. Per tick: the jams due, the changes due, then rt.tick.tick,
+    the tick every compiled loop runs. Returns the next tick to run, or -(rows written)
+    once the plant state became invalid or the law gave a non-finite command.
     """
-    nq = int(p[H_NQ])
-    nact = int(p[H_NACT])
+    h = stepping.h
     tol = 1e-9 * h
-    pos = meas[1:1 + nact]
-    vel = meas[1 + nact:1 + 2 * nact]
-    cur = meas[1 + 2 * nact:1 + 3 * nact]
+    params, limits = ctrl.params, ctrl.limits
     for k in range(k0, min(k1, n_steps + 1)):
         t = k * h
-        apply_schedule(p, jams, schedule, t, x, tol)
-        for c in range(change_ticks.shape[0]):
-            if change_ticks[c] == k:
+        apply_schedule(plant.p, plant.jams, schedule, t, plant.x, tol)
+        for c in range(changes.ticks.shape[0]):
+            if changes.ticks[c] == k:
                 for i in range(params.shape[0]):
-                    params[i] = change_params[c, i]
-                for r in range(2):
-                    for j in range(nact):
-                        limits[r, j] = change_limits[c, r, j]
-        meas[0] = t
-        for j in range(nact):
-            pos[j] = x[j]
-            vel[j] = x[nq + j]
-        currents(p, x, held, cur)
-        if not control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
+                    params[i] = changes.params[c, i]
+                for r in range(limits.shape[0]):
+                    for j in range(limits.shape[1]):
+                        limits[r, j] = changes.limits[c, r, j]
+        done = tick(law, plant, ctrl, TickIO(io.meas, rec.u[k], io.held), stepping, t, k,
+                    k == n_steps, None, rec, None, None, None, 0, mech)
+        if done == T_BAD_COMMAND:
             return -k
-        rec_t[k] = t
-        for i in range(x.shape[0]):
-            rec_x[k, i] = x[i]
-        for j in range(nact):
-            rec_u[k, j] = held[j]
+        if done != T_OK:
+            return -(k + 1)
         if k == n_steps:
             return k + 1
-        if not advance(p, jams, t, x, held, h, method, correction, work, stages, mech):
-            return -(k + 1)
     return min(k1, n_steps + 1)
 
 
@@ -134,24 +141,26 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
            "diag": np.zeros((n_steps + 1, 3))}
     method = METHODS[cfg.sim.integrator]
     c = controller
-    meas, u, held = Measurement(nact).buffer, np.zeros(nact), np.zeros(nact)
+    law, step = law_of(c), Stepping(h, method, correction)
+    changes, mech = Changes(ticks, change_params, change_limits), for_plant(plant, method)
     out = SimRun()
 
     def ticks_from(k0, k1, arrays):
-        p, s, x, jams, sched, lim, prm, mh, uu, hh, rt_, rx, ru = arrays
-        return replay_ticks(p, jams, c.law, prm, s, sched, x, h, k0, k1, n_steps, method,
-                            correction, plant.work, plant.stages, lim, mh, uu, hh, ticks,
-                            change_params, change_limits, rt_, rx, ru, for_plant(plant, method))
+        return replay_ticks(law, *arrays[:3], step, arrays[3], k0, k1, n_steps, changes,
+                            arrays[4], mech)
+
+    def io() -> TickIO:
+        return TickIO(Measurement(nact).buffer, np.zeros(nact), np.zeros(nact))
 
     started = time.perf_counter()
-    scratch = plant.copy()
-    ticks_from(0, 1, (scratch.params, c.state.copy(), scratch.x, scratch.jams, schedule.copy(),
-                      limits.copy(), c.params.copy(), meas.copy(), u.copy(), held.copy(),
-                      np.zeros(n_steps + 1), np.zeros((n_steps + 1, nx)),
-                      np.zeros((n_steps + 1, nact))))            # compile or load
+    ticks_from(0, 1, (plant_arrays(plant.copy()),                 # compile or load
+                      LawArrays(c.params.copy(), c.state.copy(), limits.copy()), io(),
+                      schedule.copy(), Records(np.zeros(n_steps + 1),
+                                               np.zeros((n_steps + 1, nx)),
+                                               np.zeros((n_steps + 1, nact)))))
     out.startup_seconds = time.perf_counter() - started
-    live = (plant.params, c.state, plant.x, plant.jams, schedule, limits, c.params, meas, u,
-            held, rec["t"], rec["x"], rec["u"])
+    live = (plant_arrays(plant), LawArrays(c.params, c.state, limits), io(), schedule,
+            Records(rec["t"], rec["x"], rec["u"]))
     k, chunk, rows = 0, 1000, None
     started = time.perf_counter()
     while rows is None:

@@ -32,6 +32,7 @@ from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
 from hilrig.rt.live_mailbox import new_mailbox
+from hilrig.rt.tick import LawArrays, RingArrays, Stepping, TickIO, plant_arrays
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import (
@@ -43,6 +44,7 @@ from hilrig.telemetry.recorder import (
 )
 from hilrig.telemetry.rows import row_columns
 from hilrig.timing.clock import spin_window_ns, timespec
+from hilrig.timing.pacing import POLICIES, Pacing
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
 from hilrig.timing.signals import deferred_signals
 from hilrig.timing.summary import summarize
@@ -187,18 +189,24 @@ class Session:
     # -- the loop thread -----------------------------------------------------------
     def _call(self, plant, state, schedule, n_steps, paced, ring, head, mail, events, timings, ts,
               handoff, live):
+        """run_loop over ``plant`` (a plant.model.Plant) and the law's ``state``, with its
+        records built here: the run's own arrays, or the warm-up's copies."""
         loop = self.cfg.loop
         c = self.controller
+        arrays = plant_arrays(plant)
+        ctrl = LawArrays(c.params, state, self.limits)
+        io = TickIO(self.meas.buffer, self.u, self.held)
+        pace = Pacing(paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
+                      POLICIES[loop.overrun], loop.max_overruns, ts)
+        scratch = rtk.rehearsal(int(loop.rehearse * 1e9) if self.rehearse else 0, arrays, ctrl,
+                                io)
         return rtk.run_loop(
-            plant.params, plant.jams, c.law, c.params, state, schedule, plant.x, self.h, n_steps,
-            self.method, 0 if self.use_worker else self.correction, plant.work, plant.stages,
-            self.limits, self.u, self.held, self.meas.buffer, ring, head, self.cols, mail, events,
-            timings, paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
-            int(loop.rehearse * 1e9) if self.rehearse else 0,
-            rtk.POLICIES[loop.overrun], loop.max_overruns, ts,
-            handoff, self.snap, self.delta,
-            rtk.rehearsal_scratch(plant.jams, plant.x, self.u, self.held, self.meas.buffer, state),
-            for_plant(plant, self.method), live)
+            c.law, arrays, ctrl, io,
+            Stepping(self.h, self.method, 0 if self.use_worker else self.correction),
+            schedule, n_steps, RingArrays(ring, head, self.cols),
+            rtk.Supervision(mail, events, timings), pace,
+            rtk.Worker(handoff, self.snap, self.delta), scratch, for_plant(plant, self.method),
+            live)
 
     def _worker(self, handoff) -> int:
         return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,

@@ -26,6 +26,15 @@ from hilrig.plant.family import for_plant
 from hilrig.plant.model import METHODS
 from hilrig.plant.offline import SimRun, SimulationError
 from hilrig.rt import accurate, lockstep
+from hilrig.rt.tick import (
+    Imperfections,
+    LawArrays,
+    Records,
+    Stepping,
+    TickIO,
+    law_of,
+    plant_arrays,
+)
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import to_json
 
@@ -104,12 +113,8 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
         c = controller
         meas = Measurement(nact)
         started = time.perf_counter()
-        rows = lockstep.run(plant.params, plant.jams, lockstep.law_of(c), c.params, c.state,
-                            schedule, plant.x, 0.0, h, n_steps, run.method, run.correction,
-                            plant.work,
-                            plant.stages, meas.buffer, np.zeros(nact),
-                            run.limits, rec["t"], rec["x"], rec["u"], run.noise, run.pending,
-                            for_plant(plant, run.method))
+        rows = _lockstep(run, plant, c.state, run.schedule, n_steps,
+                         Records(rec["t"], rec["x"], rec["u"]), run.noise, run.pending, meas)
         out.stepping_seconds = time.perf_counter() - started
     if not minimal:
         stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows],
@@ -146,14 +151,25 @@ def invalid_state(t: float, rows: int) -> str:
 
 def _warm_up(run: OfflineRun) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
-    plant, c = run.plant, run.controller
+    plant = run.plant
     nx, nact = len(plant.x), plant.nact
-    lockstep.run(plant.params, plant.jams.copy(), lockstep.law_of(c), c.params, c.state.copy(),
-                 run.schedule.copy(), plant.x.copy(), 0.0, run.h, 1, run.method,
-                 run.correction, plant.work.copy(), plant.stages.copy(),
-                 Measurement(nact).buffer, np.zeros(nact), run.limits, np.zeros(2),
-                 np.zeros((2, nx)), np.zeros((2, nact)), np.zeros((0, 2 * nact)),
-                 np.zeros((0, nact)), for_plant(plant, run.method))
+    _lockstep(run, plant.copy(), run.controller.state.copy(), run.schedule.copy(), 1,
+              Records(np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact))),
+              np.zeros((0, 2 * nact)), np.zeros((0, nact)))
+
+
+def _lockstep(run: OfflineRun, plant, state: np.ndarray, schedule: np.ndarray, n_steps: int,
+              rec: Records, noise: np.ndarray, pending: np.ndarray,
+              meas: Measurement | None = None) -> int:
+    """rt.lockstep.run of ``run``'s controller and limits over ``plant`` (a
+    plant.model.Plant), the law's ``state`` and ``schedule``, for n_steps from t = 0 into
+    ``rec``; returns the rows written. ``meas`` ends holding the law's last inputs."""
+    c, nact = run.controller, plant.nact
+    meas = Measurement(nact) if meas is None else meas
+    return lockstep.run(law_of(c), plant_arrays(plant), LawArrays(c.params, state, run.limits),
+                        TickIO(meas.buffer, np.zeros(nact), np.zeros(nact)),
+                        Stepping(run.h, run.method, run.correction), schedule, 0.0, n_steps,
+                        rec, Imperfections(noise, pending), for_plant(plant, run.method))
 
 
 def measurement_noise(sim, n_steps: int, nact: int) -> np.ndarray:

@@ -1,0 +1,233 @@
+"""The one tick body every compiled loop runs: measure, control, limit, record, step.
+
+``tick`` is inlined into each loop that ticks a plant with a controller:
+rt.realtime.run_loop (``hil run``, paced and ``--fast``) and its rehearsal,
+rt.lockstep.run (``hil sim``, campaigns) and rt.replay.replay_ticks (``hil sim
+--replay``). What a loop does around it (faults due now, live changes, the pacing, the
+telemetry row's publication) stays in the loop; what differs inside it is an argument,
+None where a loop has no such part (numba compiles only the branches a loop uses). One
+body is why ``hil sim`` = ``--fast`` = lockstep = replay, bit for bit.
+
+The arrays travel in named records built once at set-up (NamedTuples, which numba
+passes as structs: the loops are compiled without numba's runtime, so a record costs no
+reference counting):
+
+- ``PlantArrays``: the plant (plant.model.Plant: params ``p``, ``jams``, state ``x``,
+  scratch ``work`` and ``stages``); ``Stepping``: step h (s), integrator and correction;
+- ``LawArrays``: the law's ``params`` and ``state`` (controllers.interface) and the
+  command ``limits`` (controllers.limits: row 0 max |u|, row 1 max slew per s);
+- ``TickIO``: the measurement buffer ``meas`` (drivers.link.Measurement: t, pos, vel,
+  current), the command ``u`` this tick computes and the ``held`` command (V or N m);
+- ``RingArrays``: the telemetry ring a real-time loop fills (telemetry.rows);
+- ``Records``: the rows an offline loop keeps (t, x and u per tick);
+- ``Imperfections``: an offline run's measurement noise and command latency.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from hilrig.controllers.builtin import builtin_command
+from hilrig.controllers.interface import Controller
+from hilrig.jit.kernel import inline_kernel, kernel
+from hilrig.plant.layout import H_NQ
+from hilrig.plant.motor import currents
+from hilrig.plant.stepping import advance
+from hilrig.telemetry.rows import fill_row
+from hilrig.timing.clock import now_ns
+
+# what a tick ends with
+T_OK, T_BAD_COMMAND, T_INVALID_STATE = 0, 1, 2
+# limits rows: max |u| (V or N m), max slew (V/s or N m/s)
+L_MAX, L_SLEW = 0, 1
+
+
+class PlantArrays(NamedTuple):
+    """A plant's arrays as the loops step them (plant.model.Plant)."""
+    p: np.ndarray        # params (plant.layout)
+    jams: np.ndarray     # jam rows (plant.jam)
+    x: np.ndarray        # state: q (rad or m), qd, currents (A) for the full motor model
+    work: np.ndarray     # scratch of the step
+    stages: np.ndarray   # scratch of the integrator's stages
+
+
+class Stepping(NamedTuple):
+    """How the plant steps: ``h`` (s), ``method`` (plant.model.METHODS or a model's own
+    tick), ``correction`` (plant.factory.correction_id; 0 when a worker corrects)."""
+    h: float
+    method: int
+    correction: int
+
+
+class LawArrays(NamedTuple):
+    """The law's ``params`` and ``state`` and the command ``limits`` (2, nact)."""
+    params: np.ndarray
+    state: np.ndarray
+    limits: np.ndarray
+
+
+class TickIO(NamedTuple):
+    """The measurement buffer ``meas``, the command ``u`` a tick computes and the
+    ``held`` command (nact; V or N m)."""
+    meas: np.ndarray
+    u: np.ndarray
+    held: np.ndarray
+
+
+class RingArrays(NamedTuple):
+    """The telemetry ring (telemetry.recorder.Telemetry: ``ring``, ``head``) and the
+    columns of a row (telemetry.rows.row_columns)."""
+    ring: np.ndarray
+    head: np.ndarray
+    cols: np.ndarray
+
+
+class Records(NamedTuple):
+    """The rows an offline loop keeps: ``t`` (s), ``x`` (the state before the step) and
+    ``u`` (the command applied over the step), one row per tick."""
+    t: np.ndarray
+    x: np.ndarray
+    u: np.ndarray
+
+
+class Imperfections(NamedTuple):
+    """An offline run's ``noise`` (a row per tick of nact position noises, rad, then nact
+    rate noises, rad/s, added to what the law sees; no rows: none) and ``pending`` (d
+    rows of nact: commands computed, applied d ticks later; no rows: no latency)."""
+    noise: np.ndarray
+    pending: np.ndarray
+
+
+def plant_arrays(plant) -> PlantArrays:
+    """The record of a plant.model.Plant's arrays (views: the loop steps the plant)."""
+    return PlantArrays(plant.params, plant.jams, plant.x, plant.work, plant.stages)
+
+
+def law_arrays(controller: Controller, limits: np.ndarray) -> LawArrays:
+    return LawArrays(controller.params, controller.state, limits)
+
+
+def law_of(controller: Controller):
+    """What the loops take as the law of ``controller``: None for the built-in law, which
+    ``tick`` then calls directly (about 30 ns a tick less than through its pointer, the
+    same arithmetic), else its compiled law."""
+    return None if controller.builtin else controller.law
+
+
+@inline_kernel
+def command(law, t, pos, vel, cur, params, state, u):
+    """law(t, pos, vel, cur, params, state, u); law None: the built-in law, called directly
+    (numba compiles one of the two branches)."""
+    if law is None:
+        builtin_command(t, pos, vel, cur, params, state, u)
+    else:
+        law(t, pos, vel, cur, params, state, u)
+
+
+@inline_kernel
+def limit_tick(limits, h, u, held):
+    """Clamp u's change per tick to max slew · h, then u to ±max (the bound wins: a max
+    lowered below the held command clamps at once); the result becomes ``held``. Returns
+    False (``held`` unchanged) if u is not finite."""
+    for j in range(u.shape[0]):
+        if not np.isfinite(u[j]):
+            return False
+        step = limits[L_SLEW, j] * h
+        u[j] = min(max(u[j], held[j] - step), held[j] + step)
+        u[j] = min(max(u[j], -limits[L_MAX, j]), limits[L_MAX, j])
+    for j in range(u.shape[0]):
+        held[j] = u[j]
+    return True
+
+
+@kernel   # a call of its own, as the loops measured fastest (inlined: 20-40 ns a tick more)
+def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
+    """The law into ``out`` (``command``), then the limits on ``u`` into ``held``
+    (``limit_tick``; ``out`` is ``u`` but under a command latency); False on a non-finite
+    command."""
+    command(law, t, pos, vel, cur, params, state, out)
+    return limit_tick(limits, h, u, held)
+
+
+@inline_kernel
+def record_state(rec, k, t, x):
+    """Row k of ``rec`` (Records): t and the state x (its first rec.x.shape[1] entries)."""
+    rec.t[k] = t
+    for i in range(rec.x.shape[1]):
+        rec.x[k, i] = x[i]
+
+
+@inline_kernel
+def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timing, ts, wake,
+         mech):
+    """Tick k at plant time t (s): measure, control, limit, record, then step the plant.
+
+    Measure: ``io.meas`` gets t, the actuated joints' positions and rates (plus row k of
+    ``imperfect.noise``) and the motor currents under the held command. Control: the law
+    (``command``) computes ``io.u`` (with ``imperfect.pending`` rows: the command computed
+    that many ticks ago, this tick's kept for later), ``limit_tick`` clamps it into
+    ``io.held``. Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
+    held command and the currents under it; the caller publishes it), ``rec`` (Records)
+    row k of t and x (u is ``io.u``, which the offline loops point at row k). Step: unless
+    ``last``, the plant advances over h under the held command (plant.stepping.advance).
+
+    ``timing`` (a row of 5, or None): [1..4] get the read, control, write and whole-tick
+    times, s, from ``wake`` (ns of ``ts``, timing.clock). ``law``: a compiled law or None
+    (the built-in); ``mech``: what the plant code is compiled for (plant.family).
+    ``ring``, ``rec``, ``imperfect`` and ``timing`` may be None. Returns T_OK,
+    T_BAD_COMMAND (a non-finite command: nothing recorded, nothing stepped) or
+    T_INVALID_STATE (the step left NaN or a singular mass matrix).
+    """
+    p, x, meas, held = plant.p, plant.x, io.meas, io.held
+    nq = int(p[H_NQ])
+    nact = held.shape[0]
+    pos = meas[1:1 + nact]
+    vel = meas[1 + nact:1 + 2 * nact]
+    cur = meas[1 + 2 * nact:1 + 3 * nact]
+    # read
+    meas[0] = t
+    for j in range(nact):
+        pos[j] = x[j]
+        vel[j] = x[nq + j]
+    if imperfect is not None:
+        if imperfect.noise.shape[0] > 0:
+            for j in range(nact):
+                pos[j] += imperfect.noise[k, j]
+                vel[j] += imperfect.noise[k, nact + j]
+    currents(p, x, held, cur)
+    if timing is not None:
+        t_read = now_ns(ts)
+    # control and safety limits
+    u = io.u
+    delay = 0 if imperfect is None else imperfect.pending.shape[0]
+    if delay == 0:
+        controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, u, ctrl.limits,
+                             stepping.h, u, held)
+    else:
+        due = imperfect.pending[k % delay]
+        for j in range(nact):
+            u[j] = due[j]                                           # computed d ticks ago
+        controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, due,  # applied
+                             ctrl.limits, stepping.h, u, held)                   # d ticks on
+    if not controlled:
+        return T_BAD_COMMAND
+    if timing is not None:
+        t_control = now_ns(ts)
+    # record: the state before the step, the command over it
+    if ring is not None:
+        currents(p, x, held, cur)
+        fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur)
+    if rec is not None:
+        record_state(rec, k, t, x)
+    # write: the plant steps under the command
+    ok = True
+    if not last:
+        ok = advance(p, plant.jams, t, x, held, stepping.h, stepping.method,
+                     stepping.correction, plant.work, plant.stages, mech)
+    if timing is not None:
+        t_write = now_ns(ts)
+        timing[1] = (t_read - wake) * 1e-9
+        timing[2] = (t_control - t_read) * 1e-9
+        timing[3] = (t_write - t_control) * 1e-9
+        timing[4] = (t_write - wake) * 1e-9
+    return T_OK if ok else T_INVALID_STATE
