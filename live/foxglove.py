@@ -206,6 +206,8 @@ class LiveView:
         nact = u.stop - u.start
         params = getattr(controller, "params", None)   # (the emulator has none)
         self.signals = RowSignals(run.cfg, run.telemetry.columns, params, nact)
+        self.signals.block(run.telemetry.ring[:1].copy())   # load its kernels now, not at
+                                                            # the first rows (~1 s late)
         self.context = foxglove.Context()
         groups = set(run.telemetry.columns) | ({"reference", "reference_rate", "tracking_error"}
                                                if self.signals.has_reference else set())
@@ -256,8 +258,9 @@ class LiveView:
         self._stop.set()
         self._thread.join(5.0)
         self._publish(last=True)        # the last rows and the stop event
+        self.shim.drain()               # (the SDK's stop drops what it has not sent yet)
+        self.server.stop()              # (its close frames pass the shim, then the shim ends)
         self.shim.close()
-        self.server.stop()
         self._thread = None
         if self.skipped:
             log.info("live view: %d rows were not shown (its publisher fell behind; the "

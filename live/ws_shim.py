@@ -104,10 +104,22 @@ class Shim:
         self._unsaid = 0                # refusals not logged yet (rate limit)
         self._last_said = 0.0           # monotonic s of the last refusal logged
         self._sockets: set = set()
+        self.last_down = 0.0            # monotonic s of the last bytes passed to a client
         self._lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._accept, name="hil-live-shim", daemon=True)
         self._thread.start()
+
+    def drain(self, quiet: float = 0.05, limit: float = 1.0) -> None:
+        """Wait until no bytes went to any client for ``quiet`` s (at most ``limit`` s):
+        the server's last messages, still queued when the view stops, reach the clients
+        that read them (a stalled client is not waited for)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and time.monotonic() - self.last_down < quiet:
+            time.sleep(quiet / 5)
+
+    def _sent(self) -> None:
+        self.last_down = time.monotonic()
 
     def close(self) -> None:
         self._closed = True
@@ -171,7 +183,7 @@ class Shim:
             upstream = threading.Thread(target=_copy, args=(client, server), daemon=True,
                                         name="hil-live-upstream")
             upstream.start()
-            _copy(server, client)
+            _copy(server, client, self._sent)
             upstream.join()
         except (OSError, HandshakeRefused):
             pass                        # a client gone or the view stopped: nothing to say
@@ -196,14 +208,17 @@ class Shim:
                     reason, also)
 
 
-def _copy(source: socket.socket, sink: socket.socket) -> None:
-    """Copy until ``source`` ends, then end ``sink``'s side (both directions end so)."""
+def _copy(source: socket.socket, sink: socket.socket, sent=None) -> None:
+    """Copy until ``source`` ends, then end ``sink``'s side (both directions end so);
+    ``sent()`` after each piece passed on."""
     try:
         while True:
             data = source.recv(CHUNK)
             if not data:
                 break
             sink.sendall(data)
+            if sent is not None:
+                sent()
     except OSError:
         pass
     _shut(sink)
