@@ -163,8 +163,9 @@ class Shim:
                                b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
                                % (len(body), body))
                 return
-            except (socket.timeout, UnicodeError) as exc:
-                self._refuse(address, f"no complete upgrade request ({exc or 'timed out'})")
+            except socket.timeout:
+                self._refuse(address, f"no complete upgrade request within "
+                                      f"{HANDSHAKE_TIMEOUT:g} s")
                 return
             client.settimeout(None)
             server = socket.create_connection(("127.0.0.1", self.backend), timeout=10.0)
