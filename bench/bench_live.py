@@ -1,29 +1,38 @@
-"""Live view benchmarks (issue 15). Prints medians and tails.
+"""Live view benchmarks (issues 15, 25). Prints medians and tails.
 
-    python bench/bench_live.py [--duration 10] [--repeats 3]
+    python bench/bench_live.py [--duration 10] [--repeats 3] [--setups off,1kHz]
 
-The in-process 1 kHz loop (3RRR, PD: ``hil run rrr3_pd``) in four setups, interleaved
+The in-process 1 kHz loop (3RRR, PD: ``hil run rrr3_pd``) in five setups, interleaved
 ``--repeats`` times so that each sees the same host:
 
 - off: no live view (the tuning mailbox is polled every tick all the same);
 - live: the Foxglove server running, no client;
-- client: one client subscribed to every channel and reading them;
-- stalled: one client subscribed to every channel that never reads (its TCP window
-  fills, the SDK drops its oldest messages).
+- 100Hz: one client subscribed to every channel at the default --live-rate (100 Hz);
+- 1kHz: one client subscribed to every channel, every channel at the full 1 kHz;
+- stalled: one client subscribed to every channel (1 kHz) that never reads (its TCP
+  window fills, the SDK drops its oldest messages).
 
 Per setup: whole-tick compute time (compute_tick) and lateness, median and p99 (µs),
 overruns, rows lost by the telemetry writer; the spread of each figure over the repeats
-of one setup is the run-to-run noise to compare the setups against. For "client": the
-latency from a row's publication by the loop (seen by a thread polling the ring's head
-every 0.1 ms) to its joint-state message's arrival at the client (CLOCK_MONOTONIC in
-both processes); it is dominated by the publisher's wake-up period (live.foxglove.PERIOD).
-The clients are separate processes (``websockets``), as Foxglove would be.
+of one setup is the run-to-run noise to compare the setups against. For the reading
+clients: per message of every channel, the latency from its row's publication by the
+loop (seen by a thread polling the ring's head every 0.5 ms) to its arrival at the
+client (CLOCK_MONOTONIC in both processes), median, p99 and max; and the messages
+received against those the rates give for the ticks from the client's first message to
+the run's end (missing: published rows that never arrived). The loop starts once the
+client subscribed (hook ``Subscribed``). The clients are separate
+processes (``websockets``), as Foxglove would be, offering only ``foxglove.websocket.v1``.
+
+Before the runs: the cost of the encoding, per message (µs) and its size (bytes), of a
+block of 1000 rows of every channel: ``json.dumps`` per message (the view before issue
+25) against live.foxglove.Encoder (one template per channel, the view's).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -37,16 +46,17 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from hilrig.settings.config import load  # noqa: E402
-from hilrig.live.foxglove import LiveView  # noqa: E402
+from hilrig.live.foxglove import FIELD, LiveView, parse_rates  # noqa: E402
 from hilrig.live.params import LiveParameters  # noqa: E402
 from hilrig.rt.session import Session  # noqa: E402
 
-SETUPS = ("off", "live", "client", "stalled")
+SETUPS = ("off", "live", "100Hz", "1kHz", "stalled")
+RATES = {"100Hz": [], "1kHz": ["1000"], "stalled": ["1000"]}    # --live-rate of each
 
 
 def client_main(port: int, stalled: bool, out: str) -> None:
     """A foxglove.websocket.v1 client: subscribe to every channel, then read (and note
-    each joint state's tick and arrival time) or never read again."""
+    each message's topic, tick and arrival time) or never read again."""
     import websockets
 
     async def run():
@@ -54,30 +64,32 @@ def client_main(port: int, stalled: bool, out: str) -> None:
         for _ in range(600):
             try:
                 ws = await websockets.connect(f"ws://127.0.0.1:{port}",
-                                              subprotocols=["foxglove.sdk.v1", "foxglove.websocket.v1"], **options)
+                                              subprotocols=["foxglove.websocket.v1"], **options)
                 break
             except OSError:
                 await asyncio.sleep(0.1)
         channels = {}
-        while len(channels) < 6:
+        while len(channels) < 7:
             message = json.loads(await ws.recv())
             if message["op"] == "advertise":
                 channels.update({c["topic"]: c["id"] for c in message["channels"]})
-        subs = [{"id": i + 1, "channelId": cid} for i, cid in enumerate(channels.values())]
-        joint = 1 + list(channels).index("/hil/joint_state")
+        topics = [t for t in channels if t != "/hil/event"]
+        subs = [{"id": i, "channelId": channels[t]} for i, t in enumerate(topics)]
         await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
-        arrivals = []
+        arrivals = []               # (subscription, tick, CLOCK_MONOTONIC ns)
         try:
             while True:
                 if stalled:
                     await asyncio.sleep(1.0)
                     continue
                 frame = await ws.recv()
-                if isinstance(frame, bytes) and int.from_bytes(frame[1:5], "little") == joint:
-                    arrivals.append((json.loads(frame[13:])["tick"], time.monotonic_ns()))
+                if isinstance(frame, bytes):
+                    now = time.monotonic_ns()
+                    sub = int.from_bytes(frame[1:5], "little")
+                    arrivals.append((sub, json.loads(frame[13:])["tick"], now))
         except websockets.ConnectionClosed:
             pass
-        Path(out).write_text(json.dumps(arrivals))
+        Path(out).write_text(json.dumps({"topics": topics, "arrivals": arrivals}))
 
     asyncio.run(run())
 
@@ -88,24 +100,47 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Subscribed:
+    """A hook after the view's: the loop starts once a client subscribed to every signal
+    channel (at most 120 s), so that the figures cover the whole run."""
+
+    def __init__(self, view: LiveView):
+        self.view = view
+
+    def start(self, session) -> None:
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline and not all(
+                channel.has_sinks() for channel, _, _ in self.view.channels.values()):
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        pass
+
+
 class HeadWatch:
-    """When each row was published: the ring's head polled every 0.1 ms (CLOCK_MONOTONIC)."""
+    """When each row was published: the ring's head polled every 0.5 ms (CLOCK_MONOTONIC),
+    as {tick: ns} (a row is stamped when the poll first sees it: at most a poll late, so
+    the latency is short by up to 0.5 ms; a faster poll would take the GIL from the
+    publisher)."""
 
     def __init__(self):
-        self.seen = []
+        self.published = {}
         self._done = threading.Event()
 
     def start(self, session) -> None:
-        head = session.telemetry.head
+        tel = session.telemetry
+        col = tel.columns["tick"]
 
         def watch():
-            last = 0
+            last = int(tel.head[0])
             while not self._done.is_set():
-                h = int(head[0])
+                h = int(tel.head[0])
                 if h > last:
-                    self.seen.append((h - 1, time.monotonic_ns()))
+                    now = time.monotonic_ns()
+                    for i in range(last, h):
+                        self.published[int(tel.ring[i % tel.capacity, col])] = now
                     last = h
-                time.sleep(1e-4)
+                time.sleep(5e-4)
         self.thread = threading.Thread(target=watch, daemon=True)
         self.thread.start()
 
@@ -118,20 +153,21 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
     cfg = load("rrr3_pd", [f"sim.duration={duration}"])
     port = free_port()
     hooks, client, watch = [], None, None
+    rates = parse_rates(RATES.get(setup))
     if setup != "off":
         live = LiveParameters()
-        hooks = [live, LiveView("127.0.0.1", port, live)]
-    if setup in ("client", "stalled"):
+        hooks = [live, LiveView("127.0.0.1", port, live, rates)]
+        if setup in RATES:
+            hooks.append(Subscribed(hooks[1]))
+    if setup in RATES:
         arrivals = scratch / f"arrivals-{setup}.json"
         client = subprocess.Popen([sys.executable, __file__, "--client", str(port),
                                    "--stalled" if setup == "stalled" else "--reading",
                                    "--out", str(arrivals)])
-    if setup == "client":
+    if setup in RATES and setup != "stalled":
         watch = HeadWatch()
         hooks.append(watch)
     session = Session(cfg, scratch / f"{setup}.mcap", hooks=hooks)
-    if client is not None:        # the loop starts once the client is subscribed
-        time.sleep(3.0)
     result = session.run()
     out = {"summary": result.summary}
     from hilrig.telemetry.logfile import read_log
@@ -142,20 +178,73 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
     if client is not None:
         if setup == "stalled":
             client.kill()          # it never reads, so it never sees the server close
-        client.wait(30)
+        client.wait(60)
     if watch is not None:
-        published = dict(watch.seen)
         got = json.loads(arrivals.read_text())
-        latency = [t - published[k] for k, t in got if k in published]
+        ticks = arrays["tick"].astype(int)
+        latency, received, expected = [], 0, 0
+        for sub, topic in enumerate(got["topics"]):
+            step = max(1, int(round(1.0 / (rates.get(topic, rates[None]) * cfg.sim.dt))))
+            mine = [(k, t) for s, k, t in got["arrivals"] if s == sub]
+            if not mine:
+                continue
+            latency += [t - watch.published[k] for k, t in mine if k in watch.published]
+            received += len(mine)
+            due = ticks[(ticks >= mine[0][0]) & (ticks % step == 0)]
+            expected += len(due)
+            missing = sorted(set(due.tolist()) - {k for k, _ in mine})
+            if missing:
+                print(f"  {setup}: {topic} missed {len(missing)} messages, ticks "
+                      f"{missing[:5]}{' ...' if len(missing) > 5 else ''} (last tick "
+                      f"{int(ticks[-1])})")
         out["latency"] = np.array(latency) * 1e-9
-        out["received"] = len(got)
+        out["received"], out["expected"] = received, expected
     return out
+
+
+def encoding_cost() -> None:
+    """µs per message and bytes per message of a block of 1000 rows, json vs Encoder."""
+    from hilrig.live.foxglove import CHANNELS, Encoder
+
+    rng = np.random.default_rng(0)
+    n = 1000
+    t, tick = np.arange(n) * 1e-3, np.arange(n, dtype=float)
+    widths = {"q": 6, "qd": 6, "u": 3, "i": 3, "reference": 3, "reference_rate": 3,
+              "tracking_error": 3, "com": 2}
+    print("encoding a block of 1000 rows (all six signal channels, 3RRR widths)")
+    totals = {"json": 0.0, "template": 0.0}
+    size = {"json": 0, "template": 0}
+    for topic, (_, names) in CHANNELS.items():
+        columns = [rng.standard_normal((n, widths[m])) if m in widths else rng.standard_normal(n)
+                   for m in names]
+        keys = [FIELD.get(m, m) for m in names]
+        start = time.perf_counter()
+        messages = []
+        for k in range(n):
+            message = {"t": float(t[k]), "tick": int(tick[k])}
+            for key, column in zip(keys, columns):
+                message[key] = column[k].tolist()
+            messages.append(json.dumps(message).encode())
+        totals["json"] += time.perf_counter() - start
+        size["json"] += sum(map(len, messages))
+        encode = Encoder([(key, None if c.ndim == 1 else c.shape[1])
+                          for key, c in zip(keys, columns)])
+        start = time.perf_counter()
+        messages = encode(t, tick, columns)
+        totals["template"] += time.perf_counter() - start
+        size["template"] += sum(map(len, messages))
+    count = n * len(CHANNELS)
+    for name in totals:
+        print(f"  {name:9} {totals[name] / count * 1e6:6.2f} us/message, "
+              f"{size[name] / count:6.1f} bytes/message")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--setups", default=",".join(SETUPS),
+                        help=f"which, comma-separated (default all: {','.join(SETUPS)})")
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--stalled", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reading", action="store_true", help=argparse.SUPPRESS)
@@ -164,30 +253,38 @@ def main() -> None:
     if args.client:
         client_main(args.client, args.stalled, args.out)
         return
-    results = {s: [] for s in SETUPS}
+    setups = [s for s in SETUPS if s in args.setups.split(",")]
+    encoding_cost()
+    load_before = os.getloadavg()
+    results = {s: [] for s in setups}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            for setup in SETUPS:
+            for setup in setups:
                 results[setup].append(one_run(setup, args.duration, Path(tmp)))
                 print(f"repeat {r + 1}/{args.repeats}: {setup} done", flush=True)
     us = 1e6
     print(f"\n3RRR PD, 1 kHz, {args.duration:g} s per run, {args.repeats} repeats "
-          "(figures per repeat; the spread within a setup is the noise)")
+          "(figures per repeat; the spread within a setup is the noise); load average "
+          f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, "
+          f"{os.cpu_count()} CPUs")
     print(f"{'setup':8} {'compute med':>12} {'compute p99':>12} {'late med':>10} "
           f"{'late p99':>10} {'overruns':>9} {'lost':>5}")
-    for setup in SETUPS:
+    for setup in setups:
         for run in results[setup]:
             c, late = run["compute"], run["lateness"]
             print(f"{setup:8} {np.median(c) * us:10.1f}us {np.percentile(c, 99) * us:10.1f}us "
                   f"{np.median(late) * us:8.1f}us {np.percentile(late, 99) * us:8.1f}us "
                   f"{run['summary']['overruns']:9d} {run['lost']:5d}")
-    latencies = [run for run in results["client"] if "latency" in run]
-    if latencies:
-        print("\ntick -> client latency (joint state, from the row's publication)")
-        for run in latencies:
+    print("\ntick -> client latency (every message of every channel, from the row's "
+          "publication)")
+    for setup in setups:
+        for run in results[setup]:
+            if "latency" not in run or not len(run["latency"]):
+                continue
             lat = run["latency"] * 1e3
-            print(f"  {run['received']} messages: median {np.median(lat):.2f} ms, "
-                  f"p99 {np.percentile(lat, 99):.2f} ms, max {lat.max():.2f} ms")
+            print(f"  {setup:6} {run['received']} of {run['expected']} messages: median "
+                  f"{np.median(lat):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, "
+                  f"max {lat.max():.2f} ms")
 
 
 if __name__ == "__main__":

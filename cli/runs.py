@@ -92,12 +92,16 @@ def _log_errors(parser) -> None:
 
 
 def _live_options(parser, tuning: bool) -> None:
-    from hilrig.live.foxglove import DEFAULT_ADDRESS
+    from hilrig.live.foxglove import DEFAULT_ADDRESS, DEFAULT_RATE
 
     parser.add_argument("--live", nargs="?", const=DEFAULT_ADDRESS, metavar="HOST:PORT",
                         help=f"serve a live view to Foxglove (default {DEFAULT_ADDRESS})")
     parser.add_argument("--live-allow-remote", action="store_true",
                         help="let --live bind a non-loopback address")
+    parser.add_argument("--live-rate", action="append", metavar="HZ|TOPIC=HZ",
+                        help=f"messages a second per --live channel (default {DEFAULT_RATE:g}; "
+                             "the loop's rate or more: every row); TOPIC=HZ for one channel, "
+                             "e.g. /hil/timing=1000; repeatable")
     if tuning:
         parser.add_argument("--set-endpoint", default=None,
                             help="where `hil set` reaches this run (default: one of its own "
@@ -128,10 +132,13 @@ def _live_hooks(args, set_endpoint: str = "", run_has_params: bool = True) -> li
         from hilrig.live.tuning import TuningServer
 
         hooks.append(TuningServer(endpoint, live))
+    if args.live_rate and not args.live:
+        raise ConfigError("--live-rate: it sets the rates of --live, which is not given")
     if args.live:
-        from hilrig.live.foxglove import LiveView, parse_address
+        from hilrig.live.foxglove import LiveView, parse_address, parse_rates
 
-        hooks.append(LiveView(*parse_address(args.live, args.live_allow_remote), live))
+        hooks.append(LiveView(*parse_address(args.live, args.live_allow_remote), live,
+                              parse_rates(args.live_rate)))
     if getattr(args, "watch", False):
         from hilrig.live.watch import Watch
 

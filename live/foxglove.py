@@ -1,27 +1,34 @@
 """``--live``: watch a running rig in Foxglove, and tune it from Foxglove's parameter panel.
 
-A Foxglove WebSocket server (the Foxglove SDK: protocol ``foxglove.websocket.v1``, under the
-handshake name ``foxglove.sdk.v1``; docs/LIVE.md) with
-one JSON channel per signal (CHANNELS: topic, JSON schema). A publisher thread reads the
-loop's telemetry ring (the rows the loop publishes for the MCAP writer, read again, never
-written), every PERIOD s, computes what the loop does not record (live.signals) and
-logs one message per row and channel to the channels a client subscribed to. It never
-touches the loop: a slow or stuck client makes the SDK drop that client's oldest
-messages (its queue holds BACKLOG of them), and if the publisher falls
-behind by more than half the ring it skips to the newest rows (counted in ``skipped``,
-said in one line when the view stops). The view is not the record: the log keeps every
-row. Events (faults, overruns, live changes, the stop and its reason) come from the
-telemetry's event listeners.
+A Foxglove WebSocket server (the Foxglove SDK's, behind live.ws_shim so that clients
+offering either handshake name of the protocol, ``foxglove.websocket.v1`` or
+``foxglove.sdk.v1``, connect; docs/LIVE.md) with one JSON channel per signal (CHANNELS:
+topic, JSON schema). A publisher thread reads the loop's telemetry ring (the rows the loop
+publishes for the MCAP writer, read again, never written) every PERIOD s, computes what
+the loop does not record (live.signals) and logs, to the channels a client subscribed to,
+one message per channel for every row at that channel's rate (``--live-rate``: every
+``step``-th tick; DEFAULT_RATE Hz, every row on request). A block of rows is encoded
+at once (``Encoder``: one format template per channel, no JSON encoder per message).
+Messages are stamped with the run's wall-clock time (the wall clock when the loop
+started plus the row's plant time ``t``, which the message also carries, as the log does).
+
+It never touches the loop: a slow or stuck client makes the SDK drop that client's
+oldest messages (its queue holds about BACKLOG_SECONDS of the configured rates), and if
+the publisher falls behind by more than MAX_ROWS rows it skips to the newest rows
+(counted in ``skipped``, said in one line when the view stops). The view is not the
+record: the log keeps every row. Events (faults, overruns, live changes, the stop and
+its reason) come from the telemetry's event listeners.
 
 With live parameters (live.params) the server has the Parameters capability: the
 live keys are parameters named as in the config (``controller.kp``, ...), a set is
-validated and applied as ``hil set``'s, and the new values are published to every
-client once the loop took them; a refused set leaves the values unchanged and sends
-the reason as an error status. The protocol has no authentication and any local user
-can open the view, so changes come only from a client that first set the parameter
-``hil.token`` to the run's token: a per-run secret the run prints on its own terminal
-(stderr) when the view starts, compared in constant time. Other clients watch, and
-their sets are refused.
+validated and applied as ``hil set``'s, and the new values reach every subscribed
+client once (a set from Foxglove: the SDK publishes the values the set returns; a
+``hil set``: the publisher publishes them once the loop took them); a refused set
+leaves the values unchanged and sends the reason as an error status. The protocol has
+no authentication and any local user can open the view, so changes come only from a
+client that first set the parameter ``hil.token`` to the run's token: a per-run secret
+the run prints on its own terminal (stderr) when the view starts, compared in constant
+time. Other clients watch, and their sets are refused.
 """
 from __future__ import annotations
 
@@ -43,10 +50,11 @@ if TYPE_CHECKING:
     from hilrig.live.params import LiveParameters
 
 DEFAULT_ADDRESS = "127.0.0.1:8765"
-PERIOD = 0.02             # s between the publisher's wake-ups
+DEFAULT_RATE = 100.0      # Hz per signal channel (--live-rate): what a plot needs
+PERIOD = 0.005            # s between the publisher's wake-ups
 MAX_ROWS = 2000           # rows per wake-up at most (more: skip to the newest)
-BACKLOG = 16384           # messages queued per client (3 s of 5 channels at 1 kHz); then the
-                          # SDK drops that client's oldest
+BACKLOG_SECONDS = 2.0     # s of messages at the configured rates queued per client (at least
+                          # 1024 messages); then the SDK drops that client's oldest
 TOKEN_PARAMETER = "hil.token"   # a client sets it to the run's token before it may change
 
 log = logging.getLogger("hil.live")
@@ -102,11 +110,61 @@ def parse_address(text: str, allow_remote: bool) -> tuple[str, int]:
     return host, int(port)
 
 
-def _json_values(array: np.ndarray) -> list:
-    """An array as (nested) lists for JSON, which has no NaN: non-finite values become null."""
-    if np.isfinite(array).all():
-        return array.tolist()
-    return np.where(np.isfinite(array), array, None).tolist()
+def parse_rates(items: list[str] | None) -> dict:
+    """``--live-rate`` values, each ``HZ`` (every signal channel) or ``TOPIC=HZ`` (that one),
+    as {topic or None: Hz}; ConfigError for a bad one."""
+    rates = {None: DEFAULT_RATE}
+    for item in items or []:
+        topic, sep, value = item.rpartition("=")
+        topic = topic if sep else None
+        if topic is not None and topic not in CHANNELS:
+            raise ConfigError(f"--live-rate {item!r}: no channel {topic!r} (channels: "
+                              f"{', '.join(CHANNELS)})")
+        try:
+            hz = float(value)
+        except ValueError:
+            hz = float("nan")
+        if not hz > 0 or hz == float("inf"):
+            raise ConfigError(f"--live-rate {item!r}: expected a rate in Hz > 0, e.g. 100 or "
+                              "/hil/timing=1000 (the loop's rate or more: every row)")
+        rates[topic] = hz
+    return rates
+
+
+def rate_step(hz: float, dt: float) -> int:
+    """Every how many ticks (period ``dt``, s) a channel of ``hz`` publishes: the nearest
+    whole number, at least 1 (a rate at or above the loop's: every row)."""
+    return max(1, int(round(1.0 / (hz * dt))))
+
+
+class Encoder:
+    """JSON messages of one channel for a block of rows, without a JSON encoder per message:
+    the fields' values (``t``, ``tick``, then each field's numbers) go through one format
+    template, ``%r`` being Python's shortest round-trip float text, as json's. A row
+    with a non-finite value (JSON has none) is encoded by json with null there."""
+
+    def __init__(self, fields: list[tuple[str, int | None]]):
+        """``fields``: (message key, number of values; None for a scalar), in order."""
+        self.fields = fields
+        parts = ['"t":%r', '"tick":%d']
+        for key, width in fields:
+            parts.append(f'"{key}":' + ("%r" if width is None else
+                                       "[" + ",".join(["%r"] * width) + "]"))
+        self.template = "{" + ",".join(parts) + "}"
+
+    def __call__(self, t: np.ndarray, tick: np.ndarray, columns: list) -> list[bytes]:
+        """Messages of the rows: t (s), tick, and per field its (n,) or (n, width) array."""
+        block = np.column_stack([t, tick] + columns)
+        finite = np.isfinite(block).all(axis=1)
+        template = self.template
+        out = [(template % tuple(row)).encode() for row in block.tolist()]
+        for k in np.flatnonzero(~finite):
+            message = {"t": float(t[k]), "tick": int(tick[k])}
+            for (key, width), column in zip(self.fields, columns):
+                value = np.where(np.isfinite(column[k]), column[k], None)
+                message[key] = value.tolist()
+            out[k] = json.dumps(message).encode()
+        return out
 
 
 class LiveView:
@@ -116,14 +174,21 @@ class LiveView:
     loop fills), and optionally ``controller`` (its live params) and ``limits``.
     """
 
-    def __init__(self, host: str, port: int, live: LiveParameters | None = None):
+    def __init__(self, host: str, port: int, live: LiveParameters | None = None,
+                 rates: dict | None = None):
+        """``rates``: parse_rates' {topic or None: Hz} (default: DEFAULT_RATE everywhere)."""
         self.host, self.port = host, port
         self.live = live
+        self.rates = rates or {None: DEFAULT_RATE}
         self.server = None
+        self.shim = None
+        self.origin_ns = 0          # wall clock (ns since the epoch) at plant time 0: set
+                                    # from the first row seen (see _publish)
         self.published = 0          # rows published
         self.skipped = 0            # rows the publisher skipped, behind (never published)
         self._events = collections.deque()
         self._params_changed = False
+        self._setting = threading.local()   # .active: in a set from Foxglove (this thread)
         self._stop = threading.Event()
         self._thread = None
         self.token = secrets.token_hex(4)   # the run's secret for changes (8 hex digits)
@@ -134,6 +199,7 @@ class LiveView:
         import foxglove        # here: a command without --live never loads the SDK
         from foxglove.websocket import Capability
         from hilrig.live.signals import RowSignals   # (kernels: here, not at `hil --help`)
+        from hilrig.live.ws_shim import Shim
 
         self.telemetry = run.telemetry
         controller = getattr(run, "controller", None)
@@ -141,26 +207,40 @@ class LiveView:
         nact = u.stop - u.start
         params = getattr(controller, "params", None)   # (the emulator has none)
         self.signals = RowSignals(run.cfg, run.telemetry.columns, params, nact)
+        self.signals.block(run.telemetry.ring[:1].copy())   # load its kernels now, not at
+                                                            # the first rows (~1 s late)
         self.context = foxglove.Context()
         groups = set(run.telemetry.columns) | ({"reference", "reference_rate", "tracking_error"}
                                                if self.signals.has_reference else set())
-        self.channels = {}
+        self.channels = {}          # topic -> (channel, row groups, step in ticks)
+        dt = run.cfg.sim.dt
+        per_second = 10.0           # messages a second of all channels (events: a few)
         for topic, (schema, names) in CHANNELS.items():
             present = [n for n in names if n in groups]
             if present:
+                step = rate_step(self.rates.get(topic, self.rates[None]), dt)
+                per_second += 1.0 / (step * dt)
                 self.channels[topic] = (foxglove.Channel(topic, schema=schema,
-                                                         context=self.context), present)
+                                                         context=self.context), present, step)
+        self.encoders = {}          # topic -> Encoder (made at its first block)
         self.event_channel = foxglove.Channel(EVENT_TOPIC, schema=EVENT_SCHEMA,
                                               context=self.context)
         capabilities = [Capability.Parameters] if self.live is not None else []
         listener = _listener(self) if self.live is not None else None
         try:
-            self.server = foxglove.start_server(
-                name="hilrig", host=self.host, port=self.port, capabilities=capabilities,
-                server_listener=listener, context=self.context, message_backlog_size=BACKLOG)
-        except Exception as exc:  # noqa: BLE001 -- the SDK's bind errors are not typed
+            self.shim = Shim(self.host, self.port, 0)
+        except OSError as exc:
             raise ConfigError(f"--live {self.host}:{self.port}: cannot serve: {exc}") from None
-        self.port = self.server.port
+        try:
+            self.server = foxglove.start_server(
+                name="hilrig", host="127.0.0.1", port=0, capabilities=capabilities,
+                server_listener=listener, context=self.context,
+                message_backlog_size=max(1024, int(BACKLOG_SECONDS * per_second)))
+        except Exception as exc:  # noqa: BLE001 -- the SDK's bind errors are not typed
+            self.shim.close()
+            raise ConfigError(f"--live: the Foxglove server cannot start: {exc}") from None
+        self.shim.backend = self.server.port
+        self.port = self.shim.port
         if self.live is not None:
             self.live.listeners.append(self._changed)
         self.telemetry.listeners.append(self._event)
@@ -180,8 +260,10 @@ class LiveView:
             return
         self._stop.set()
         self._thread.join(5.0)
-        self._publish()                 # the last rows and the stop event
-        self.server.stop()
+        self._publish(last=True)        # the last rows and the stop event
+        self.shim.drain()               # (the SDK's stop drops what it has not sent yet)
+        self.server.stop()              # (its close frames pass the shim, then the shim ends)
+        self.shim.close()
         self._thread = None
         if self.skipped:
             log.info("live view: %d rows were not shown (its publisher fell behind; the "
@@ -192,8 +274,11 @@ class LiveView:
         self._events.append({"kind": kind, **fields})
 
     def _changed(self, ack) -> None:
-        self._params_changed = True     # published by the publisher thread, not from a
-                                        # callback of the server's
+        """A change the loop took: published by the publisher thread (not from a callback
+        of the server's), unless it is a set from Foxglove, whose returned values the SDK
+        publishes itself (publishing them here too sent every update twice)."""
+        if not getattr(self._setting, "active", False):
+            self._params_changed = True
 
     def parameters(self, names=None) -> list:
         """The live parameters (all, or those named) as Foxglove parameters; an unset one
@@ -226,10 +311,19 @@ class LiveView:
             except Exception:  # noqa: BLE001 -- the view must never take the run down
                 log.exception("live view: publishing failed")
 
-    def _publish(self) -> None:
+    def _publish(self, last: bool = False) -> None:
         tel = self.telemetry
         head = int(tel.head[0])
-        subscribed = [(ch, names) for ch, names in self.channels.values() if ch.has_sinks()]
+        if not self.origin_ns:
+            # The wall clock of plant time 0: now less the newest row's t, at the first
+            # wake-up that sees a row (late by this wake-up's delay, a few ms; the loop
+            # starts its clock only once its kernel is loaded, after the hooks start).
+            if not head and not last:
+                return
+            t = float(tel.ring[(head - 1) % tel.capacity, tel.columns["t"]]) if head else 0.0
+            self.origin_ns = time.time_ns() - int(round(t * 1e9))
+        subscribed = [(topic, *entry) for topic, entry in self.channels.items()
+                      if entry[0].has_sinks()]
         if head - self._seen > min(MAX_ROWS, tel.capacity // 2):
             if subscribed:                  # (rows nobody watches are not missed)
                 self.skipped += head - min(MAX_ROWS, tel.capacity // 2) - self._seen
@@ -250,24 +344,41 @@ class LiveView:
         while self._events:
             event = self._events.popleft()
             self.event_channel.log(json.dumps(event, default=_plain).encode(),
-                                   log_time=int(round(event.get("t", 0.0) * 1e9)))
+                                   log_time=self.stamp(event.get("t", 0.0)))
+
+    def stamp(self, t: float) -> int:
+        """The log time (ns since the epoch, wall clock) of plant time ``t`` (s)."""
+        return self.origin_ns + int(round(t * 1e9)) if np.isfinite(t) else self.origin_ns
 
     def _send(self, rows: np.ndarray, subscribed) -> None:
-        signals = self.signals.block(rows)
-        t = signals["t"].tolist()
-        tick = signals["tick"].astype(np.int64).tolist()
-        for channel, names in subscribed:
-            columns = {FIELD.get(n, n): _json_values(signals[n]) for n in names}
+        """Log the messages of ``rows`` on the ``subscribed`` channels (topic, channel,
+        row groups, step), each at its rate: the rows whose tick is a multiple of its step."""
+        tick = rows[:, self.telemetry.columns["tick"]]
+        wanted = np.zeros(len(rows), bool)
+        for _, _, _, step in subscribed:
+            wanted |= tick % step == 0
+        if not wanted.any():
+            return
+        signals = self.signals.block(rows[wanted])
+        t, tick = signals["t"], signals["tick"]
+        stamps = self.origin_ns + np.rint(np.nan_to_num(t) * 1e9).astype(np.int64)
+        for topic, channel, names, step in subscribed:
+            keep = np.flatnonzero(tick % step == 0)
+            if not keep.size:
+                continue
+            columns = [signals[n][keep] for n in names]
+            keys = [FIELD.get(n, n) for n in names]
             if "tracking_error" in names:
-                columns["norm"] = _json_values(np.linalg.norm(signals["tracking_error"], axis=1))
-            keys = list(columns)
-            values = [columns[k] for k in keys]
-            for k in range(len(t)):
-                message = {"t": t[k], "tick": tick[k]}
-                for key, column in zip(keys, values):
-                    message[key] = column[k]
-                channel.log(json.dumps(message).encode(), log_time=int(round(t[k] * 1e9)))
-                time.sleep(0)      # a loop thread in Python (hil control) waits at most a row
+                columns.append(np.linalg.norm(signals["tracking_error"][keep], axis=1))
+                keys.append("norm")
+            encoder = self.encoders.get(topic)
+            if encoder is None:
+                encoder = self.encoders[topic] = Encoder(
+                    [(k, None if c.ndim == 1 else c.shape[1]) for k, c in zip(keys, columns)])
+            for message, stamp in zip(encoder(t[keep], tick[keep], columns),
+                                      stamps[keep].tolist()):
+                channel.log(message, log_time=stamp)
+            time.sleep(0)   # between channels: a loop thread in Python (hil control) waits
         self.published += len(t)
 
 
@@ -303,10 +414,13 @@ def _listener(view: LiveView):
                     f"refused: set {TOKEN_PARAMETER} to the token the run printed first",
                     StatusLevel.Error)
                 return view.parameters()
+            view._setting.active = True
             try:
                 view.live.change(changes, source="foxglove")
             except (ConfigError, LiveError) as exc:
                 view.server.publish_status(f"refused: {exc}", StatusLevel.Error)
+            finally:
+                view._setting.active = False
             return view.parameters()
 
     return Listener()

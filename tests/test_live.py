@@ -4,8 +4,10 @@ running ``hil run``, and the replay of its live changes (``hil sim --replay``).
 The Foxglove client is written here from the protocol (``foxglove.websocket.v1``: JSON
 text frames for control, binary frames [opcode 1, uint32 subscription id, uint64 log
 time ns, payload] for messages), on the ``websockets`` package. The Foxglove SDK's
-server names the same protocol ``foxglove.sdk.v1`` in the WebSocket handshake and
-refuses the old name alone, so the client offers both (as Foxglove does).
+server names the same protocol ``foxglove.sdk.v1`` in the WebSocket handshake; the live
+view's shim (live.ws_shim) accepts either name, so the client offers both (as current
+Foxglove does) or, like older viewers, only ``foxglove.websocket.v1``. The
+``@foxglove/ws-protocol`` npm client is run unchanged (test_the_npm_client_...).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ import numpy as np
 import pytest
 import websockets
 from hilrig.live.tuning import TuningError, send_request
-from hilrig.live.foxglove import parse_address
+from hilrig.live.foxglove import Encoder, parse_address, parse_rates, rate_step
+from hilrig.live.ws_shim import HandshakeRefused, rewrite_answer, rewrite_request
 from hilrig.settings.live_changes import changed_config, live_keys
 from hilrig.settings.config import load
 from hilrig.errors import ConfigError
@@ -105,16 +108,18 @@ class FoxgloveClient:
         self.by_sub = {}            # subscription id -> topic
         self.messages = {}          # topic -> [(log_time, decoded JSON)]
         self.replies = {}           # request id -> parameterValues
+        self.updates = []           # parameterValues without an id: published updates
         self.statuses = []
         self.server_info = None
 
     @classmethod
-    async def connect(cls, port: int, timeout: float = 120.0, **options) -> FoxgloveClient:
+    async def connect(cls, port: int, timeout: float = 120.0, subprotocols=SUBPROTOCOLS,
+                      **options) -> FoxgloveClient:
         deadline = time.monotonic() + timeout
         while True:
             try:
                 ws = await websockets.connect(f"ws://127.0.0.1:{port}",
-                                              subprotocols=SUBPROTOCOLS, **options)
+                                              subprotocols=subprotocols, **options)
                 return cls(ws)
             except OSError:
                 if time.monotonic() > deadline:
@@ -152,7 +157,10 @@ class FoxgloveClient:
             for channel in message["channels"]:
                 self.channels[channel["topic"]] = channel
         elif op == "parameterValues":
-            self.replies[message.get("id")] = message["parameters"]
+            if message.get("id") is None:
+                self.updates.append(message["parameters"])
+            else:
+                self.replies[message["id"]] = message["parameters"]
         elif op == "status":
             self.statuses.append(message)
 
@@ -205,6 +213,51 @@ def test_live_addresses_and_keys():
     assert changed_config(limited, {"safety.max_command": []}).safety.max_command is None
 
 
+def test_live_rates_and_the_row_encoder():
+    assert parse_rates(None) == {None: 100.0}
+    assert parse_rates(["50", "/hil/timing=1000"]) == {None: 50.0, "/hil/timing": 1000.0}
+    for bad, message in (("0", "expected a rate in Hz > 0"), ("fast", "expected a rate"),
+                         ("inf", "expected a rate"), ("/hil/nope=5", "no channel '/hil/nope'")):
+        with pytest.raises(ConfigError, match=message):
+            parse_rates([bad])
+    assert [rate_step(hz, 1e-3) for hz in (100, 1000, 5000, 300, 0.5)] == [10, 1, 1, 3, 2000]
+    # the template's text is json's (same float text, so the same numbers), NaN -> null
+    encode = Encoder([("q", 3), ("norm", None)])
+    t, tick = np.array([0.1, 0.2]), np.array([100.0, 200.0])
+    q = np.array([[1 / 3, -2e-17, 1e300], [0.5, np.nan, 2.0]])
+    norm = np.array([np.pi, np.inf])
+    first, second = encode(t, tick, [q, norm])
+    assert first == json.dumps({"t": 0.1, "tick": 100, "q": q[0].tolist(), "norm": np.pi},
+                               separators=(",", ":")).encode()
+    assert json.loads(second) == {"t": 0.2, "tick": 200, "q": [0.5, None, 2.0], "norm": None}
+
+
+def test_the_handshake_shim_takes_either_name_of_the_protocol():
+    def request(*protocols):
+        lines = ["GET / HTTP/1.1", "Host: 127.0.0.1:8765", "Upgrade: websocket",
+                 "Connection: Upgrade", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]
+        lines += [f"Sec-WebSocket-Protocol: {p}" for p in protocols]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+    both = request("foxglove.sdk.v1, foxglove.websocket.v1")
+    assert rewrite_request(both) == (both, None)                 # the SDK's own: unchanged
+    head, name = rewrite_request(request("foxglove.websocket.v1"))
+    assert name == "foxglove.websocket.v1"
+    assert head == request("foxglove.sdk.v1")
+    answer = (b"HTTP/1.1 101 Switching Protocols\r\nsec-websocket-protocol: foxglove.sdk.v1\r\n"
+              b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+    assert rewrite_answer(answer, name) == answer.replace(
+        b"sec-websocket-protocol: foxglove.sdk.v1", b"Sec-WebSocket-Protocol: "
+        b"foxglove.websocket.v1")
+    with pytest.raises(HandshakeRefused, match=r"offered the subprotocols \['ros2'\]; this "
+                       r"server speaks foxglove.websocket.v1 \(also named foxglove.sdk.v1\)"):
+        rewrite_request(request("ros2"))
+    with pytest.raises(HandshakeRefused, match="offered the subprotocols none"):
+        rewrite_request(request())
+    with pytest.raises(HandshakeRefused, match="not a WebSocket upgrade request"):
+        rewrite_request(b"POST / HTTP/1.1\r\n\r\n")
+
+
 @pytest.mark.system
 def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
     proc, log, endpoint = start_run(tmp_path, 60.0)      # Ctrl-C'd once changed
@@ -247,8 +300,11 @@ def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
 
 @pytest.mark.system
 def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
+    """... and each parameter update reaches a subscribed client once (a set from Foxglove
+    was published twice: by the SDK, from the set's answer, and again by the view)."""
     port = free_port()
-    proc, log, _ = start_run(tmp_path, 60.0, "--live", f"127.0.0.1:{port}")
+    proc, log, endpoint = start_run(tmp_path, 60.0, "--live", f"127.0.0.1:{port}",
+                                    "--live-rate", "/hil/joint_state=1000")
     token = None
     for line in proc.stderr:        # the run prints its token on its own terminal
         found = re.search(r"set hil\.token to ([0-9a-f]{8}) in its parameter panel", line)
@@ -268,6 +324,8 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
             assert schema["properties"]["q"]["type"] == "array"
             await client.subscribe("/hil/joint_state", "/hil/event", "/hil/tracking_error",
                                    "/hil/diagnostics", "/hil/timing")
+            await client.ws.send(json.dumps({"op": "subscribeParameterUpdates",
+                                             "parameterNames": ["controller.kp"]}))
             listed = values(await client.request({"op": "getParameters", "parameterNames": []}))
             assert listed["controller.kp"] == [150.0, 150.0, 150.0]
             assert listed["safety.max_command"] == [400.0] * 3   # the config's, above 48 V
@@ -290,11 +348,22 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
             assert refused["controller.kd"] == [50.0, 50.0, 50.0]       # unchanged
             assert any("controller.kd: expected 3 values" in s["message"]
                        for s in client.statuses)
+            # checked by the config's rules, with the rule's message (a negative gain is
+            # refused the same way once settings/schema has kp >= 0)
+            refused = values(await client.request({"op": "setParameters", "parameters": [
+                {"name": "controller.duration", "value": -1.0}]}))
+            assert refused["controller.duration"] == 1.0
+            assert any(s["message"] == "refused: controller.duration: must be > 0, got -1.0"
+                       for s in client.statuses), client.statuses
             after = values(await client.request({"op": "setParameters", "parameters": [
                 {"name": "controller.kp", "value": [80.0, 80.0, 80.0], "type": "float64_array"}]}))
             assert after["controller.kp"] == [80.0, 80.0, 80.0]
             await client.pump(lambda: any(m["kind"] == "param"
                                           for _, m in client.messages.get("/hil/event", [])))
+            done = await asyncio.to_thread(hil_set, endpoint, "controller.kp=70")
+            assert done.returncode == 0, done.stderr
+            await client.pump(lambda: sum(m["kind"] == "param" for _, m in
+                                          client.messages["/hil/event"]) == 2)
             seen = len(client.messages["/hil/joint_state"])
             await client.pump(lambda: len(client.messages["/hil/joint_state"]) > seen + 500)
             ctrl_c(proc)                                   # the run stops, logged
@@ -309,9 +378,14 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
     # the acknowledged change is the log's, at the same tick
     acked = [m for _, m in client.messages["/hil/event"] if m["kind"] == "param"]
     logged = [e for e in events if e["kind"] == "param"]
-    assert len(acked) == len(logged) == 1
+    assert len(acked) == len(logged) == 2
     assert acked[0]["tick"] == logged[0]["tick"] and logged[0]["source"] == "foxglove"
     assert logged[0]["changes"] == {"controller.kp": [80.0, 80.0, 80.0]}
+    assert logged[1]["source"] == "hil set"
+    # each change reached the subscribed client once (the refused sets: none changed it)
+    kp = [values(update)["controller.kp"] for update in client.updates
+          if "controller.kp" in values(update)]
+    assert [v for v in kp if v != [150.0] * 3] == [[80.0] * 3, [70.0] * 3], client.updates
     assert [e for e in events if e["kind"] == "param_refused"]
     assert any(m["kind"] == "stop" for _, m in client.messages["/hil/event"])
     # joint states at the loop's rate: one message per tick, equal to the log's rows
@@ -319,9 +393,12 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
     ticks = np.array([m["tick"] for _, m in states])
     np.testing.assert_array_equal(ticks, np.arange(ticks[0], ticks[0] + len(ticks)))
     assert ticks[-1] == len(arrays["t"]) - 1
+    # stamped with the run's wall clock: one origin (plant time 0) for every message
+    origin = {log_time - round(m["t"] * 1e9) for log_time, m in states}
+    assert len(origin) == 1 and abs(origin.pop() * 1e-9 - time.time()) < 600
     for log_time, m in states:
         k = m["tick"]
-        assert log_time == round(k * 1e6) and m["t"] == arrays["t"][k]
+        assert m["t"] == arrays["t"][k]
         assert m["q"] == arrays["q"][k].tolist() and m["qd"] == arrays["qd"][k].tolist()
     # the other channels: tracking error r - q of the hold reference, the 3RRR residual
     for _, m in client.messages["/hil/tracking_error"][:50]:
@@ -330,12 +407,142 @@ def test_foxglove_client_sees_the_loop_and_sets_a_gain(tmp_path):
         np.testing.assert_allclose(m["e"], expected, rtol=0, atol=1e-15)
     for _, m in client.messages["/hil/diagnostics"][:50]:
         assert m["residual"] == pytest.approx(arrays["residual"][m["tick"]], rel=1e-12, abs=1e-18)
-    timing = client.messages["/hil/timing"]
-    assert len(timing) > 300
+    timing = client.messages["/hil/timing"]         # at the default 100 Hz: every 10th tick
+    assert len(timing) > 50 and all(m["tick"] % 10 == 0 for _, m in timing)
     for _, m in timing:
         k = m["tick"]
         assert m["lateness"] == arrays["lateness"][k]
         assert m["compute_tick"] == arrays["compute_tick"][k]
+
+
+@pytest.mark.system
+def test_every_channel_subscribed_gets_every_message_of_its_rate(tmp_path):
+    """10 s of `hil run rrr3_pd --live` with every channel subscribed, by a client that
+    offers only the protocol's original name (as older viewers do): each channel gets
+    every row of its rate (the default 100 Hz; joint states at the full 1 kHz), none
+    lost, from its first message to the run's end. (Its latency: bench/bench_live.py.)"""
+    port = free_port()
+    proc, log, _ = start_run(tmp_path, 10.0, "--live", f"127.0.0.1:{port}",
+                             "--live-rate", "/hil/joint_state=1000")
+
+    async def watch():
+        client = await FoxgloveClient.connect(port, subprotocols=["foxglove.websocket.v1"])
+        async with client.ws:
+            assert client.ws.subprotocol == "foxglove.websocket.v1"
+            await client.pump(lambda: len(client.channels) >= 6)
+            await client.subscribe(*client.channels)
+            await client.pump(None, timeout=300.0)      # to the end of the run
+        return client
+
+    try:
+        client = asyncio.run(watch())
+    finally:
+        finish(proc)
+    arrays, _, _, _ = read_complete(log)
+    ticks = arrays["tick"].astype(int)
+    assert len(ticks) == 10001
+    steps = {"/hil/joint_state": 1, "/hil/command": 10, "/hil/reference": 10,
+             "/hil/tracking_error": 10, "/hil/timing": 10, "/hil/diagnostics": 10}
+    origins = set()
+    for topic, step in steps.items():
+        got = [m["tick"] for _, m in client.messages[topic]]
+        expected = [k for k in ticks if k % step == 0 and k >= got[0]]
+        assert got == expected, (topic, len(got), len(expected))
+        assert got[0] < 5000                      # subscribed long before the end
+        origins |= {log_time - round(m["t"] * 1e9) for log_time, m in client.messages[topic]}
+    assert len(origins) == 1                      # one wall-clock origin for every channel
+
+
+NODE_CLIENT = r"""
+// The @foxglove/ws-protocol client as its README and examples use it, on the `ws` package.
+const { FoxgloveClient } = require("@foxglove/ws-protocol");
+const { WebSocket } = require("ws");
+const client = new FoxgloveClient({
+  ws: new WebSocket(process.argv[2], [FoxgloveClient.SUPPORTED_SUBPROTOCOL]),
+});
+const topics = new Map(), counts = {}, first = {};
+const decoder = new TextDecoder();
+client.on("advertise", (channels) => {
+  for (const channel of channels) {
+    topics.set(client.subscribe(channel.id), channel.topic);
+  }
+});
+client.on("message", ({ subscriptionId, timestamp, data }) => {
+  const topic = topics.get(subscriptionId);
+  counts[topic] = (counts[topic] || 0) + 1;
+  if (!(topic in first)) {
+    first[topic] = { timestamp: timestamp.toString(), message: JSON.parse(decoder.decode(data)) };
+  }
+  const signals = [...topics.values()].filter((t) => t !== "/hil/event");
+  if (signals.length >= 6 && signals.every((t) => (counts[t] || 0) >= 50)) {
+    console.log(JSON.stringify({ topics: [...topics.values()], counts, first }));
+    client.close();
+    process.exit(0);
+  }
+});
+client.on("error", (error) => { console.error(String(error)); process.exit(1); });
+"""
+
+
+@pytest.fixture(scope="session")
+def ws_protocol_client():
+    """A folder with the @foxglove/ws-protocol npm package and `ws` (a cached one,
+    installed by npm once); skipped, with the reason, where node or npm is absent."""
+    import os
+
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the @foxglove/ws-protocol client")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    folder = cache / "hilrig" / "npm-foxglove"
+    if not (folder / "node_modules" / "@foxglove" / "ws-protocol").is_dir() or \
+            not (folder / "node_modules" / "ws").is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--prefix",
+                               str(folder), "@foxglove/ws-protocol@0.8", "ws@8"],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+    (folder / "client.js").write_text(NODE_CLIENT)
+    return node, folder / "client.js"
+
+
+@pytest.mark.system
+def test_the_npm_client_connects_lists_the_channels_and_receives(tmp_path,
+                                                                 ws_protocol_client):
+    """The @foxglove/ws-protocol client offers only foxglove.websocket.v1 (the SDK alone
+    answered it HTTP 400); a client that offers no name of the protocol is refused, and
+    the run says why."""
+    node, script = ws_protocol_client
+    port = free_port()
+    proc, log, _ = start_run(tmp_path, 120.0, "--live", f"127.0.0.1:{port}")
+    try:
+        for line in proc.stderr:                 # the view is up
+            if "live view: foxglove ws://" in line:
+                break
+        got = subprocess.run([node, str(script), f"ws://127.0.0.1:{port}"],
+                             capture_output=True, text=True, timeout=120)
+        assert got.returncode == 0, got.stderr
+        seen = json.loads(got.stdout)
+        async def stranger():
+            await websockets.connect(f"ws://127.0.0.1:{port}", subprotocols=["ros2"])
+
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            asyncio.run(stranger())
+        assert refused.value.response.status_code == 400
+    finally:
+        ctrl_c(proc)
+        _, err = proc.communicate(timeout=120)
+    assert set(seen["topics"]) == {"/hil/joint_state", "/hil/command", "/hil/reference",
+                                   "/hil/tracking_error", "/hil/timing", "/hil/diagnostics",
+                                   "/hil/event"}
+    state = seen["first"]["/hil/joint_state"]["message"]
+    assert len(state["q"]) == 6 and state["tick"] % 10 == 0      # the default 100 Hz
+    assert re.search(r"live view: refused a client from 127\.0\.0\.1:\d+: it offered the "
+                     r"subprotocols \['ros2'\]; this server speaks foxglove\.websocket\.v1",
+                     err), err
+    arrays, _, _, _ = read_complete(log)
+    k = state["tick"]
+    assert state["q"] == arrays["q"][k].tolist()
 
 
 @pytest.mark.system
