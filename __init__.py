@@ -18,8 +18,9 @@ except PackageNotFoundError:   # a source tree that was never installed
     __version__ = "0+unknown"
 
 
-def connect(endpoint: str = "ipc:///tmp/hilrig-emulator", timeout: float = 1.0):
-    """A client of the ``hil emulate`` at ``endpoint``: read, write, jam, clear, estop
+def connect(endpoint: str = "ipc://$RUNTIME/emulator", timeout: float = 1.0):
+    """A client of the ``hil emulate`` at ``endpoint`` (default: the emulator's default,
+    in this user's runtime folder): read, write, jam, clear, estop
     (hilrig.remote.client). Imported on first use, so ``import hilrig`` stays light."""
     from hilrig.remote.client import connect as _connect
     return _connect(endpoint, timeout)

@@ -258,7 +258,9 @@ class LinkTable(Table):
                     doc="a registered link (entry-point group hilrig.links): inprocess (this "
                         "process), zmq (the ZeroMQ emulator), canopen or serial (drives), or "
                         "a package's own; its own keys are the table [link.TYPE]")
-    endpoint: str = key("ipc:///tmp/hilrig-emulator", doc="ZeroMQ endpoint of the emulator")
+    endpoint: str = key("ipc://$RUNTIME/emulator",
+                        doc="ZeroMQ endpoint of the emulator ($RUNTIME: this user's runtime "
+                            "folder, $XDG_RUNTIME_DIR/hilrig or ~/.cache/hilrig/run, 0700)")
     timeout: float = key(0.1, positive=True,
                          doc="no measurement for this long: the link is lost, s")
     first_measurement_timeout: float = key(1.0, positive=True,

@@ -87,6 +87,7 @@ def _fault(args) -> int:
 def _fault_run_endpoint(address, emulator: str) -> str | None:
     """The `hil set` endpoint of the `hil run` a fault goes to, or None for an emulator:
     --run's; with no address, your only `hil run` when no emulator serves ``emulator``."""
+    from hilrig.drivers.endpoint import expand
     from hilrig.remote import runs
 
     if address.run_id is not None:
@@ -99,6 +100,7 @@ def _fault_run_endpoint(address, emulator: str) -> str | None:
             raise ConfigError(f"run {run.run_id} takes no live faults (started with "
                               "--set-endpoint '')")
         return run.set_endpoint
+    emulator = expand(emulator)
     if address.endpoint is not None or not emulator.startswith("ipc://") \
             or Path(emulator[len("ipc://"):]).exists():
         return None

@@ -52,7 +52,8 @@ def _declare_run(parser) -> None:
 def _declare_emulate(parser) -> None:
     _config_options(parser)
     parser.add_argument("--bind", default=None,
-                        help="endpoint (default link.endpoint, ipc:///tmp/hilrig-emulator)")
+                        help="endpoint (default link.endpoint, ipc://$RUNTIME/emulator: "
+                             "$RUNTIME is your runtime folder)")
     parser.add_argument("--mode", choices=("free", "lockstep"), help="sets emulator.mode")
     parser.add_argument("--log", help="telemetry log of the plant (.mcap)")
     _live_options(parser, tuning=False)
@@ -223,7 +224,9 @@ def _emulate(args) -> int:
                                args.log)
     from hilrig.timing.summary import format_summary
 
-    endpoint = args.bind or cfg.link.endpoint
+    from hilrig.drivers.endpoint import expand
+
+    endpoint = expand(args.bind or cfg.link.endpoint)    # the ready line names the socket
     if args.live and not args.log:
         raise ConfigError("--live: the live view shows the emulator's telemetry; add --log PATH")
     hooks = _live_hooks(args, run_has_params=False)

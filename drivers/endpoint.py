@@ -15,6 +15,11 @@ endpoint) takes its endpoint, ``connect`` how every client reaches one:
   default ones. Over tcp, CURVE authentication (drivers.curve) admits only holders of
   this user's keys, and a bind other than loopback is announced with a warning.
 
+``$RUNTIME`` in an ipc endpoint stands for this user's runtime folder (``runtime_dir``):
+the default emulator endpoint is ``ipc://$RUNTIME/emulator`` (EMULATOR), so that no other
+user can take or block it, as they could a fixed path in /tmp. ``bind`` and ``connect``
+expand it (``expand``).
+
 ``context`` makes the ZeroMQ context of a link or an emulator, its I/O threads at the
 loop's real-time priority (timing.sched).
 """
@@ -35,21 +40,29 @@ from hilrig.timing.sched import fifo_refusal
 log = logging.getLogger("hil.endpoint")
 
 MAX_IPC_PATH = 107          # sun_path of a Unix socket, without the terminating NUL
+RUNTIME = "$RUNTIME"        # in an ipc endpoint: this user's runtime folder
+EMULATOR = f"ipc://{RUNTIME}/emulator"     # the emulator's default endpoint
 _socket_files: dict = {}    # {id(socket): (path, (st_dev, st_ino))} of the ipc files bound
 
 
 def runtime_dir() -> Path:
     """This user's folder for run records and default sockets, created 0700.
 
-    ``$XDG_RUNTIME_DIR/hilrig`` when that is set, else ``/tmp/hilrig-UID``. A folder that
-    is not a directory owned by this user with no access for others is refused (someone
-    else may have planted it).
+    ``$XDG_RUNTIME_DIR/hilrig`` when that is set (the session's own folder), else
+    ``~/.cache/hilrig/run`` (in the user's home, where no other user can create it first),
+    else, with no writable home, ``/tmp/hilrig-UID``. A folder that is not a directory owned
+    by this user with no access for others is refused (someone else may have planted it).
     """
     base = os.environ.get("XDG_RUNTIME_DIR")
-    path = Path(base) / "hilrig" if base and Path(base).is_dir() \
-        else Path(tempfile.gettempdir()) / f"hilrig-{os.getuid()}"
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    if base and Path(base).is_dir():
+        path = Path(base) / "hilrig"
+    elif os.access(home if home.is_dir() else home.parent, os.W_OK):
+        path = home / "hilrig" / "run"
+    else:
+        path = Path(tempfile.gettempdir()) / f"hilrig-{os.getuid()}"
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.lstat()
     except OSError as exc:
         raise ConfigError(f"runtime folder {path}: {exc.strerror}") from None
@@ -60,11 +73,22 @@ def runtime_dir() -> Path:
     return path
 
 
+def expand(endpoint: str) -> str:
+    """``endpoint`` with a leading ``ipc://$RUNTIME/`` made this user's runtime folder
+    (created 0700, and checked: ``runtime_dir``); any other endpoint as it is."""
+    prefix = f"ipc://{RUNTIME}/"
+    if isinstance(endpoint, str) and endpoint.startswith(prefix):
+        return f"ipc://{runtime_dir()}/{endpoint[len(prefix):]}"
+    return endpoint
+
+
 def check(endpoint: str, binding: bool = False) -> tuple[str, str]:
     """(transport, address) of a valid endpoint, else ConfigError naming what is wrong.
 
-    ``binding``: the endpoint is to be bound (a tcp port may then be ``*``).
+    ``binding``: the endpoint is to be bound (a tcp port may then be ``*``). ``$RUNTIME``
+    is expanded first (``expand``).
     """
+    endpoint = expand(endpoint)
     if not isinstance(endpoint, str) or "://" not in endpoint:
         raise ConfigError(f"endpoint {endpoint!r}: expected ipc://PATH or tcp://HOST:PORT")
     transport, address = endpoint.split("://", 1)
@@ -135,6 +159,7 @@ def bind(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
     ``what`` names the server in messages ("emulator", "e-stop"). ConfigError (one line)
     for an invalid, taken or unbindable endpoint. ``close`` closes the socket.
     """
+    endpoint = expand(endpoint)
     transport, address = check(endpoint, binding=True)
     if transport == "ipc":
         _claim_ipc(address, endpoint, what)
@@ -204,7 +229,9 @@ def _refuse_strangers(path: str, endpoint: str, what: str) -> None:
 
 
 def connect(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
-    """Connect ``socket`` to ``endpoint`` (checked; tcp with this user's CURVE client keys)."""
+    """Connect ``socket`` to ``endpoint`` (expanded, checked; tcp with this user's CURVE
+    client keys)."""
+    endpoint = expand(endpoint)
     transport, address = check(endpoint)
     if transport == "tcp":
         curve.client(socket)

@@ -45,7 +45,7 @@ class ZmqLink(Link):
     """Controller side of the emulator protocol.
 
     Args:
-        endpoint: the emulator's endpoint, e.g. ipc:///tmp/hilrig-emulator.
+        endpoint: the emulator's endpoint, e.g. ipc://$RUNTIME/emulator (drivers.endpoint.expand).
         n_axes: actuated joints the controller drives; 0 takes the plant's number from
             the emulator's WELCOME at configure.
         timeout: s to wait for WELCOME and (lockstep) for each STATE.
@@ -65,7 +65,7 @@ class ZmqLink(Link):
         transport, _ = endpoints.check(endpoint)
         if transport == "tcp":
             curve.client_keys()
-        self.endpoint = endpoint
+        self.endpoint = endpoints.expand(endpoint)     # messages name the real socket
         self.takeover = takeover
         self.n_axes = n_axes
         self.timeout_ms = max(1, int(timeout * 1000))

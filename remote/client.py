@@ -1,7 +1,7 @@
 """The emulator from a user's own Python loop: ``hilrig.connect(endpoint)``.
 
     import hilrig
-    with hilrig.connect("ipc:///tmp/hilrig-emulator") as plant:   # `hil emulate` runs there
+    with hilrig.connect() as plant:              # `hil emulate` runs at the default endpoint
         for _ in range(1000):
             meas = plant.read()                  # t (s), pos (rad), vel (rad/s), current (A)
             plant.write(-5.0 * meas.pos)         # V or N m per axis (plant.command_unit)
@@ -14,11 +14,12 @@ The client speaks the ZeroMQ wire format (docs/WIRE.md) through the same link th
 from __future__ import annotations
 
 import numpy as np
+from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import LinkError, LinkState, LinkTimeout, Measurement
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.remote.fault import FaultAck, send_fault
 
-DEFAULT_ENDPOINT = "ipc:///tmp/hilrig-emulator"
+DEFAULT_ENDPOINT = endpoints.EMULATOR     # ipc://$RUNTIME/emulator (drivers.endpoint)
 
 
 class EmulatorClient:

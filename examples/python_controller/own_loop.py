@@ -11,7 +11,7 @@ import sys
 import hilrig
 import numpy as np
 
-endpoint = sys.argv[1] if len(sys.argv) > 1 else "ipc:///tmp/hilrig-emulator"
+endpoint = sys.argv[1] if len(sys.argv) > 1 else "ipc://$RUNTIME/emulator"
 with hilrig.connect(endpoint) as plant:
     target = np.full(plant.n_axes, 0.3)
     for tick in range(1500):
