@@ -42,7 +42,7 @@ class EmulatorProcess:
             hil("emulate", str(ROOT / "configs" / f"{config}.toml"), *options, *extra),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
         EmulatorProcess.running.append(self)
-        line = self.proc.stdout.readline()
+        line = self.ready = self.proc.stdout.readline()
         if not line.startswith("emulating"):
             self.proc.kill()
             raise RuntimeError(f"emulator did not start: {line}{self.proc.stderr.read()}")
