@@ -216,6 +216,19 @@ class Emulator:
             publish_row(tel.ring, tel.head, self.cols, timing)
         self._measure()
 
+    def _catch_up(self, steps: int, timing: np.ndarray) -> None:
+        """Run ``steps`` missed ticks now, plant only: under the held command, no message
+        read or sent. So the next full tick is late by less than a period however long the
+        last one took (a flood of frames, a stall): lateness stays bounded, as a real
+        drive's servo loop never waits on its bus, and plant time keeps up with the clock."""
+        timing[1:4] = 0.0
+        for _ in range(steps):
+            wake = now_ns(self.ts)
+            timing[0] = (wake - self.pacer.deadline(self.tick)) * 1e-9
+            self._step(timing)
+            timing[4] = (now_ns(self.ts) - wake) * 1e-9
+            self.timings[(self.tick - 1) % len(self.timings)] = timing
+
     def _event(self, kind: str, **fields) -> None:
         if self.telemetry is not None:
             self.telemetry.event(kind, t=fields.pop("t", self.tick * self.h), **fields)
@@ -443,6 +456,10 @@ class Emulator:
                 if missed:                     # this tick ended after the next deadline
                     self._event("overrun", tick=self.tick - 1, missed=int(missed),
                                 lateness=(done - pacer.deadline(self.tick)) * 1e-9)
+                    behind = int(missed) - 1 if n_ticks is None else \
+                        min(int(missed) - 1, n_ticks - 1 - self.tick)
+                    if behind > 0:
+                        self._catch_up(behind, timing)
                 self._report_rejects()
                 if self.row_loss is not None and self.row_loss.check():
                     reason = "telemetry ring overrun"     # close() gives the count

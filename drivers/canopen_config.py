@@ -9,7 +9,7 @@ from hilrig.drivers.link import LinkSpec
 from hilrig.errors import ConfigError
 from hilrig.schema import Key
 
-ZMQ_DEFAULT_CHANNEL = "ipc:///tmp/hilrig-can"
+ZMQ_DEFAULT_CHANNEL = "ipc://$RUNTIME/can"     # $RUNTIME: the runtime folder
 
 KEYS = {   # CiA 402 drives in cyclic synchronous torque mode (docs/CANOPEN.md)
     "interface": Key("str", "virtual",
@@ -17,7 +17,7 @@ KEYS = {   # CiA 402 drives in cyclic synchronous torque mode (docs/CANOPEN.md)
                          "hilrig_zmq (emulated drives in another process), ..."),
     "channel": Key("str", None, doc="python-can channel (can0, PCAN_USBBUS1, "
                                     "ipc:///PATH or tcp://127.0.0.1:PORT for hilrig_zmq, ...); "
-                                    "default ipc:///tmp/hilrig-can on hilrig_zmq, else hilrig"),
+                                    "default ipc://$RUNTIME/can (your runtime folder) on hilrig_zmq, else hilrig"),
     "bitrate": Key("int", 1_000_000, positive=True,
                    doc="bit/s; the cycle must fit (docs/CANOPEN.md, bus-load plan)"),
     "node_ids": Key("ints", None, length="nact",

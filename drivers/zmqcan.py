@@ -9,8 +9,8 @@ Delivery on one host is reliable and ordered per sender.
 Use it like any python-can interface, once the package is installed (it is
 registered under the ``can.interface`` entry point)::
 
-    can.Bus(interface="hilrig_zmq", channel="ipc:///tmp/hilrig-can", hub=True)   # one process
-    can.Bus(interface="hilrig_zmq", channel="ipc:///tmp/hilrig-can")             # the others
+    can.Bus(interface="hilrig_zmq", channel="ipc://$RUNTIME/can", hub=True)   # one process
+    can.Bus(interface="hilrig_zmq", channel="ipc://$RUNTIME/can")             # the others
 
 Exactly one bus per channel runs the hub (``hub=True``); the emulated drives
 (``hil emulate``) do. A bus waits up to ``connect_timeout`` s until its own
@@ -113,9 +113,10 @@ class _Hub:
         try:
             for sock, where in ((xsub, up), (xpub, down), (control, self._control)):
                 sock.setsockopt(zmq.LINGER, 0)
-                if where.startswith("ipc://"):
-                    # as every control-plane socket: never over a live hub's file, the
-                    # file 0600 whatever the umask, removed at the end
+                if where.startswith(("ipc://", "tcp://")):
+                    # as every control-plane socket: ipc never over a live hub's file, the
+                    # file 0600 whatever the umask, removed at the end; tcp a CURVE server
+                    # that admits only holders of this user's keys
                     control_plane.bind(sock, where, "CAN hub")
                 else:
                     sock.bind(where)
@@ -160,10 +161,10 @@ class ZmqCanBus(can.BusABC):
             hub answered within ``connect_timeout``.
     """
 
-    def __init__(self, channel: str = "ipc:///tmp/hilrig-can", hub: bool = False,
+    def __init__(self, channel: str = "ipc://$RUNTIME/can", hub: bool = False,
                  connect_timeout: float = 5.0, receive_own_messages: bool = False,
                  fifo_priority: int = 0, **kwargs):
-        up, down = endpoints(str(channel))
+        up, down = endpoints(control_plane.expand(str(channel)))
         self.channel_info = f"hilrig_zmq {channel}" + (" (hub)" if hub else "")
         self._channel = str(channel)
         self._own = receive_own_messages
@@ -180,8 +181,8 @@ class ZmqCanBus(can.BusABC):
             for sock in (self._pub, self._sub):
                 sock.setsockopt(zmq.LINGER, 0)
             self._sub.setsockopt(zmq.SUBSCRIBE, b"")
-            self._pub.connect(up)
-            self._sub.connect(down)
+            control_plane.connect(self._pub, up, "CAN hub")     # tcp: CURVE client keys
+            control_plane.connect(self._sub, down, "CAN hub")
             self._await_hub(connect_timeout, channel)
         except BaseException:
             self._close_sockets()

@@ -443,7 +443,7 @@ def test_setting_only_the_zmq_interface_uses_its_default_channel_or_one_line(tmp
     path = tmp_path / "zmq_only.toml"
     path.write_text(text[:text.index("[link]")]
                     + "[link]\ntype = 'canopen'\n[link.canopen]\ninterface = 'hilrig_zmq'\n")
-    assert load(str(path)).link.canopen.channel == "ipc:///tmp/hilrig-can"
+    assert load(str(path)).link.canopen.channel == "ipc://$RUNTIME/can"
     with pytest.raises(ConfigError, match=r"^link.canopen.channel: the hilrig_zmq interface "
                                           r"takes ipc:///PATH or tcp://127.0.0.1:PORT, got "
                                           r"'can0'$"):

@@ -134,12 +134,17 @@ def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
         "unknown type": (HEADER.pack(MAGIC, 1, 99, 0, 0.0, 0), ERROR_TYPE),
         "wrong payload size": (encode(MessageType.COMMAND, 1, 0.0, [1, 2]), ERROR_SIZE),
         "non-finite value": (encode(MessageType.FAULT, 1, 0.0, [1, np.nan, 0.1]), ERROR_VALUE),
-        "bad joint": (encode(MessageType.FAULT, 1, 0.0, [1, 7, 0.1]), ERROR_VALUE),
     }
     for name, (frame, code) in cases.items():
         sock.send(frame)
         kind, _, _, values = _answer(sock)
         assert kind == MessageType.ERROR and int(values[0]) == code, name
+    # a well-formed fault the plant cannot take: a FAULT_ACK of status ERROR_VALUE that
+    # says how many joints it has (docs/WIRE.md)
+    sock.send(encode(MessageType.FAULT, 1, 0.0, [1, 7, 0.1]))
+    kind, _, _, values = _answer(sock)
+    assert kind == MessageType.FAULT_ACK and int(values[0]) == ERROR_VALUE
+    assert int(values[4]) == 7 and int(values[5]) == 3
     sock.send(encode(MessageType.COMMAND, 1, 0.0, [0, 0, 0]))   # no HELLO yet
     assert _answer(sock)[0] == MessageType.ERROR
     sock.send(good)                                            # still serving
@@ -152,7 +157,8 @@ def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
     out, err = emu.stop()
     _, events, _, _ = read_complete(tmp_path / "emu.mcap")
     rejected = [e for e in events if e["kind"] == "rejected"]
-    assert sum(e["count"] for e in rejected) == len(cases) + 1   # counted per reason
+    # counted per reason: each malformed case, the refused fault, the COMMAND before HELLO
+    assert sum(e["count"] for e in rejected) == len(cases) + 2
     assert any("wrong wire version" in e["reason"] for e in rejected)
     assert "rejected a frame" in err
 

@@ -69,3 +69,50 @@ def test_the_hubs_socket_files_are_owner_only_under_umask_000_and_never_taken_ov
     finally:
         hub.shutdown()
     assert not os.path.exists(path + ".up") and not os.path.exists(path + ".down")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_tcp_hub_admits_only_holders_of_the_users_keys(tmp_path, monkeypatch):
+    """On a tcp channel a stranger's frames drove the motors (no CURVE): now the hub is a
+    CURVE server, as every hilrig endpoint, so a publisher without this user's keys never
+    completes the handshake and none of its frames reaches a bus; buses with the keys
+    talk; without keys the channel is refused with one line."""
+    import zmq
+    from hilrig.drivers import curve
+    from hilrig.errors import ConfigError
+
+    monkeypatch.setenv("HILRIG_KEYS", str(tmp_path / "none"))
+    port = _free_port()
+    channel = f"tcp://127.0.0.1:{port}"
+    with pytest.raises(can.CanInitializationError, match="CURVE keys"):
+        can.Bus(interface="hilrig_zmq", channel=channel, hub=True, connect_timeout=1.0)
+    monkeypatch.setenv("HILRIG_KEYS", str(tmp_path / "keys"))
+    curve.make_keys()
+    hub = can.Bus(interface="hilrig_zmq", channel=channel, hub=True, connect_timeout=5.0)
+    other = can.Bus(interface="hilrig_zmq", channel=channel, connect_timeout=5.0)
+    stranger = zmq.Context.instance().socket(zmq.PUB)
+    stranger.setsockopt(zmq.LINGER, 0)
+    try:
+        stranger.connect(f"tcp://127.0.0.1:{port}")          # the publishers' side, no keys
+        frame = zmqcan.encode(can.Message(arbitration_id=0x201, data=b"\xff" * 8,
+                                          is_extended_id=False), sender=7)
+        hub.send(can.Message(arbitration_id=0x185, data=[1], is_extended_id=False))
+        got = other.recv(5.0)
+        assert got is not None and got.arbitration_id == 0x185        # keyed buses talk
+        for _ in range(50):                                             # ~0.5 s of tries
+            stranger.send(frame)
+            assert other.recv(0.01) is None and hub.recv(0.0) is None
+    finally:
+        stranger.close(0)
+        other.shutdown()
+        hub.shutdown()
+    monkeypatch.setenv("HILRIG_KEYS", str(tmp_path / "none"))
+    with pytest.raises(ConfigError, match="CURVE keys"):
+        zmqcan.ZmqCanBus(channel=f"tcp://127.0.0.1:{_free_port()}", connect_timeout=0.2)
