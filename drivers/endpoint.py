@@ -43,7 +43,20 @@ MAX_IPC_PATH = 107          # sun_path of a Unix socket, without the terminating
 RUNTIME = "$RUNTIME"        # in an ipc endpoint: this user's runtime folder
 EMULATOR = f"ipc://{RUNTIME}/emulator"     # the emulator's default endpoint
 _socket_files: dict = {}    # {id(socket): (path, (st_dev, st_ino))} of the ipc files bound
-_contexts: list = []        # every context ``context`` made (never garbage-collected)
+
+
+def _leave_to_exit(ctx: zmq.Context) -> None:
+    """A ZeroMQ context dropped without being closed is left to the process's exit.
+
+    pyzmq's own ``Context.__del__`` destroys it: it closes the sockets it still finds, then
+    terminates, and terminating waits for every socket to close. When the garbage collector
+    frees a context together with one of its sockets (a cycle), the socket's weak entry is
+    already gone and its own finalizer has not run yet, so the termination waits forever in
+    whatever thread collected (a run's loop, the test suite: seen). Leaving it open costs its
+    I/O thread until exit; every hilrig part closes its context itself."""
+
+
+zmq.Context.__del__ = _leave_to_exit
 
 
 def runtime_dir() -> Path:
@@ -249,14 +262,9 @@ def context(fifo_priority: int = 0) -> zmq.Context:
     """A new ZeroMQ context whose I/O threads run at SCHED_FIFO ``fifo_priority`` (the
     loop's, timing.sched), so that a loop at that priority is never kept waiting by its
     own sockets' traffic; 0, or a process without the right (said once), keeps normal
-    scheduling. The options take effect at the first socket; ``term`` it when done.
-
-    The context is kept referenced here for the life of the process (as
-    ``zmq.Context.instance()`` is): one its owner never closed would otherwise be
-    terminated by the garbage collector, in whatever thread collects, and block it for
-    good while a socket of it is still open in another thread (a CAN hub's proxy)."""
+    scheduling. The options take effect at the first socket; ``term`` it when done (one
+    dropped unclosed is left to the process's exit: ``_leave_to_exit``)."""
     ctx = zmq.Context()
-    _contexts.append(ctx)
     if fifo_priority > 0 and fifo_refusal(fifo_priority) is None:
         # set only once allowed: libzmq aborts the process when its threads are refused
         ctx.set(zmq.THREAD_SCHED_POLICY, os.SCHED_FIFO)
