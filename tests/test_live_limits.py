@@ -51,4 +51,5 @@ def test_a_lowered_max_command_holds_from_its_tick_and_raising_is_refused(tmp_pa
     assert np.abs(u[tick:]).max() <= 2.0
     assert [e["changes"] for e in events if e["kind"] == "param"] == [
         {"safety.max_command": [2.0, 2.0, 2.0]}]
-    assert len([e for e in events if e["kind"] == "param_refused"]) == 2
+    refused = [e for e in events if e["kind"] == "param_refused"]     # at most one a second
+    assert refused and "may only lower a safety limit" in refused[0]["reason"]

@@ -191,9 +191,9 @@ def test_a_type_checker_knows_the_fields(tmp_path):
         "def wrong(cfg: Config) -> str:\n"
         "    return cfg.loop.max_overruns\n")
     package = Path(hilrig.__file__).parent
-    schema = package / "schema.py"
     (tmp_path / "path").mkdir()      # the package under its import name, wherever it lives
     (tmp_path / "path" / "hilrig").symlink_to(package, target_is_directory=True)
+    schema = tmp_path / "path" / "hilrig" / "schema.py"
     env = {"MYPYPATH": str(tmp_path / "path"), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
