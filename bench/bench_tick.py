@@ -1,6 +1,6 @@
 """Per-tick cost of ``hil run`` for two checkouts of hilrig, side by side on one host.
 
-    python bench/bench_tick.py --path before=/tmp/before-path --path after=/work/wt/x-path \
+    python bench/bench_tick.py --path before=/tmp/before-path --path after=/tmp/after-path \
         [--rounds 5] [--duration 20] [--configs rrr3_pd,serial3_free] [--paced 5]
 
 Each ``--path`` is a PYTHONPATH under which ``import hilrig`` finds one checkout (its
