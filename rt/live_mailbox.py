@@ -3,7 +3,7 @@ limits reach a running loop at a tick boundary, without a lock.
 
 One float64 array, ``live``: a header (LV_*) then the pending payload: the law's
 params (``n_params`` values) followed by the limits (2 x nact, row-major: max |u|,
-then max slew; rt.realtime.L_MAX, L_SLEW). The writer (live.params, one change in
+then max slew; controllers.limits.L_MAX, L_SLEW). The writer (live.params, one change in
 flight at a time) fills the payload, then publishes it by storing a new sequence number
 in ``live[LV_SEQ]`` (release); the loop, once per tick before the controller runs,
 sees a sequence number it has not acknowledged (acquire), copies the payload into its

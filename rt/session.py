@@ -3,7 +3,8 @@
 Builds plant, controller and telemetry from a config, warms the kernels up,
 then runs rt.realtime.run_loop in a real-time thread (nogil: the loop never
 needs the interpreter) while the main thread stays free to forward events to
-the telemetry, serve live fault requests and catch Ctrl-C. The loop thread and the
+the telemetry and catch Ctrl-C; live faults and changes are posted to the loop's
+mailboxes from the `hil set` endpoint's thread (live.tuning: ``request_fault``). The loop thread and the
 3RRR correction worker run at SCHED_FIFO ``loop.fifo_priority``, the main thread, the
 telemetry writer and the live view at normal priority (timing.sched). Whatever ends the
 run — its duration, Ctrl-C, an invalid plant state, too many overruns, rows the

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
+from hilrig.controllers.limits import L_MAX, L_SLEW   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
@@ -38,8 +39,6 @@ from hilrig.timing.clock import now_ns
 
 # what a tick ends with
 T_OK, T_BAD_COMMAND, T_INVALID_STATE = 0, 1, 2
-# limits rows: max |u| (V or N m), max slew (V/s or N m/s)
-L_MAX, L_SLEW = 0, 1
 
 
 class PlantArrays(NamedTuple):
