@@ -26,7 +26,7 @@ from hilrig.controllers.law import (
     command,
 )
 from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
-from hilrig.controllers.reference import HOLD, QUINTIC, SINUSOID, STEP
+from hilrig.controllers.reference import FOURIER, HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params, plant_from_config, plant_model
 from hilrig.jit.kernel import inline_kernel
@@ -46,19 +46,26 @@ KEYS = {
     "torque_to_voltage": Key("str", "gain", choices=("gain", "motor_model"),
                              doc="gain: u = tau / k (k = r K_m / R_a, the paper's reading); "
                                  "motor_model: inverse of the DC motor and gear"),
-    "reference": Key("str", "hold", choices=("hold", "step", "quintic", "sinusoid"),
+    "reference": Key("str", "hold", choices=("hold", "step", "quintic", "sinusoid", "fourier"),
                      doc="hold: target; step: start, then target at t_start; quintic: "
                          "start to target over duration; sinusoid: target + amplitude "
-                         "sin(2 pi frequency (t - t_start) + phase)"),
+                         "sin(2 pi frequency (t - t_start) + phase); fourier (an exciting "
+                         "trajectory, hil excite): target + sum_l a_l/(w l) sin(w l tau) "
+                         "- b_l/(w l) cos(w l tau), w = 2 pi frequency, tau = t - t_start"),
     "start": Key("floats", None, length="nact",
                  doc="reference before t_start, rad (default: q0 of the actuated joints)"),
     "t_start": Key("float", 0.0, minimum=0.0, doc="s"),
     "duration": Key("float", 1.0, positive=True, doc="quintic transition time, s"),
     "amplitude": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
-    "frequency": Key("float", 0.0, minimum=0.0, doc="sinusoid, Hz"),
+    "frequency": Key("float", 0.0, minimum=0.0, doc="sinusoid; fourier: base frequency, Hz"),
+    "harmonics": Key("int", 1, minimum=1, doc="fourier: number of harmonics L"),
+    "fourier_a": Key("floats", None, doc="fourier: a_l, rad/s, nact x harmonics values, "
+                                        "joint by joint (joint 1's L values first)"),
+    "fourier_b": Key("floats", None, doc="fourier: b_l, rad/s, laid out as fourier_a"),
     "phase": Key("floats", 0.0, length="nact", scalar_ok=True, doc="sinusoid, rad"),
 }
-REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID}
+REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSOID,
+              "fourier": FOURIER}
 
 
 @inline_kernel
@@ -112,7 +119,8 @@ def build(cfg: Config, unit: str) -> Controller:
                       "motor_inertia": ratio ** 2 * m.rotor_inertia,
                       "motor_friction": ratio ** 2 * m.viscous_friction}
     start = c.start if c.start is not None else plant.q0[:nact]
-    ctrl = make_ctrl(KINDS[c.type], nact, REFERENCES[c.reference], output,
+    fourier = (c.fourier_a, c.fourier_b) if c.reference == "fourier" else None
+    ctrl = make_ctrl(KINDS[c.type], nact, REFERENCES[c.reference], output, fourier=fourier,
                      t_start=c.t_start, duration=c.duration, frequency=c.frequency,
                      kp=np.array(c.kp), kd=np.array(c.kd), target=np.array(c.target),
                      start=np.array(start), amplitude=np.array(c.amplitude),
@@ -136,6 +144,8 @@ def check(cfg: dict, voltage_driven: bool) -> None:
         if ctrl["target"] is None:
             raise ConfigError(f"controller.target: missing (needed by controller.type = "
                               f"{ctrl['type']!r})")
+        if ctrl["reference"] == "fourier":
+            _check_fourier(ctrl)
         if not voltage_driven and ctrl["output"] == "voltage":
             raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
                               "(plant.drive = 'voltage' or 'voltage_full')")
@@ -144,6 +154,21 @@ def check(cfg: dict, voltage_driven: bool) -> None:
         raise ConfigError(f"controller.type: 'feedforward' needs a plant model with a rigid "
                           f"arm's inverse dynamics; plant.model = {cfg['plant']['model']!r} "
                           "has none (use 'pd')")
+
+
+def _check_fourier(ctrl: dict) -> None:
+    """The Fourier reference's keys: a positive base frequency and nact x harmonics
+    coefficients in fourier_a and fourier_b."""
+    if ctrl["frequency"] <= 0.0:
+        raise ConfigError("controller.frequency: must be > 0 (the base frequency, Hz) for "
+                          "controller.reference = 'fourier'")
+    needed = len(ctrl["kp"]) * ctrl["harmonics"]
+    for name in ("fourier_a", "fourier_b"):
+        values = ctrl[name]
+        if values is None or len(values) != needed:
+            got = "missing" if values is None else f"{len(values)} values"
+            raise ConfigError(f"controller.{name}: {got}; controller.reference = 'fourier' "
+                              f"needs {needed} (nact x controller.harmonics, joint by joint)")
 
 
 OPEN_LOOP_SPEC = ControllerSpec("open_loop", build, KEYS, check)
