@@ -30,7 +30,7 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.settings import builtin_configs
 from hilrig.campaign.metrics import METRICS, MetricSettings, unavailable
-from hilrig.settings.config import apply_override, read_bounded, resolve
+from hilrig.settings.config import apply_override, read_bounded, resolve, toml_value
 from hilrig.campaign.scenarios import ScenarioConfigs
 from hilrig.schema import Config
 
@@ -153,23 +153,6 @@ class CampaignSpec:
         items += scenario.overrides
         sets = " ".join(f"--set {shlex.quote(item)}" for item in items)
         return f"hil sim {shlex.quote(self.base)} {sets} --out {shlex.quote(out)}"
-
-
-def toml_value(value: Any) -> str:
-    """``value`` in the syntax ``--set`` parses (settings.config.parse_value) back to an equal
-    value: floats by repr (which round-trips exactly), strings quoted, lists and tables
-    inline."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"no TOML value for {value!r}")
 
 
 # -- loading and checking ------------------------------------------------------------------

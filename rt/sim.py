@@ -60,12 +60,14 @@ class OfflineRun:
     pending: np.ndarray = None
 
 
-def offline_run(cfg: Config) -> OfflineRun:
-    """The OfflineRun of a resolved config (not for a model with its own offline run)."""
+def offline_run(cfg: Config, plant_cfg: Config | None = None) -> OfflineRun:
+    """The OfflineRun of a resolved config (not for a model with its own offline run);
+    ``plant_cfg``: another config's plant under ``cfg``'s controller (hil identify
+    --validate: a fitted plant under the controller of the log)."""
     sim = cfg.sim
     h = sim.dt
     n_steps = int(round(sim.duration / h))
-    plant = plant_from_config(cfg)
+    plant = plant_from_config(plant_cfg or cfg)
     unit = command_unit(cfg.link.type, cfg.plant.drive)
     controller = controller_from_config(cfg, unit)
     limits = command_limits(cfg.safety, plant.nact, cfg.emulator.drive_range(unit), unit)
@@ -79,8 +81,9 @@ def offline_run(cfg: Config) -> OfflineRun:
     return run
 
 
-def simulate(cfg: Config, minimal: bool = False) -> SimRun:
+def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None) -> SimRun:
     """Run the resolved config offline. Raises SimulationError on an invalid state.
+    ``plant_cfg``: the plant of this config instead of cfg's (offline_run).
 
     ``minimal``: the arrays t, q, qd, u and jam_events only (identical to a full run's),
     without the currents, the model's diagnostics and meta, and without the warm-up
@@ -91,7 +94,7 @@ def simulate(cfg: Config, minimal: bool = False) -> SimRun:
     if model.offline is not None:     # e.g. a chain on the ground: its own integrators
         return model.offline(cfg)
     sim = cfg.sim
-    run = offline_run(cfg)
+    run = offline_run(cfg, plant_cfg)
     plant, controller, schedule, h, n_steps = \
         run.plant, run.controller, run.schedule, run.h, run.n_steps
     nx, nact = len(plant.x), plant.nact

@@ -12,6 +12,7 @@ as ``meta`` next to every result.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import re
@@ -120,6 +121,23 @@ def _shortened(text: str, limit: int = 60) -> str:
     """``text`` cut to ``limit`` characters, saying how long it was (a message stays one
     short line whatever was sent)."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def toml_value(value: Any) -> str:
+    """``value`` in the syntax ``--set`` parses (settings.config.parse_value) back to an equal
+    value: floats by repr (which round-trips exactly), strings quoted, lists and tables
+    inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML value for {value!r}")
 
 
 def apply_override(raw: dict, item: str) -> None:

@@ -1,0 +1,125 @@
+"""Logs to the samples a fit uses: the positions, commands and currents of a run, filtered.
+
+A log is a telemetry log (.mcap, ``hil run``/``hil control``/``hil emulate``) or the .npz
+of ``hil sim``/``hil log export``; what is read of it: t (s), q (rad, the measured
+positions), u (the command held over each tick, V or N m), i (A, where the drive has
+currents) and the config that ran (its ``meta``).
+
+Velocities and accelerations come from the positions by a zero-phase filter: a 4th-order
+Butterworth low-pass at ``cutoff`` Hz run forward and backward (scipy.signal.filtfilt: no
+lag, the magnitude response squared), then central differences (numpy.gradient) for qd
+and again for qdd. The commands and currents go through the same filter, so both sides
+of the equations see the same band. EDGE seconds at each end, where the filter and the
+differences are least accurate, are dropped, and the rest is decimated to about two
+samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
+independent and the least-squares covariance sigma^2 (Y^T Y)^-1 is honest.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.signal
+from hilrig.errors import ConfigError
+from hilrig.schema import Config
+from hilrig.settings.config import resolve
+from hilrig.settings.live_changes import raw_config
+
+CUTOFF = 10.0    # Hz: the default cut-off of the position filter
+ORDER = 4        # Butterworth order
+EDGE = 0.25      # s dropped at each end of a log
+
+
+@dataclass
+class Log:
+    """One log: where it came from, the config that ran, t (s), q (rad), u (V or N m) and i
+    (A; None when the log has no currents)."""
+
+    path: str
+    cfg: Config
+    t: np.ndarray
+    q: np.ndarray
+    u: np.ndarray
+    i: np.ndarray | None
+
+    @property
+    def dt(self) -> float:
+        """The sampling period, s (the median step of t)."""
+        return float(np.median(np.diff(self.t)))
+
+
+@dataclass
+class Samples:
+    """Filtered samples of one or more logs, decimated (module docstring): q, qd, qdd (rad,
+    rad/s, rad/s^2), u, i (None without currents), N x n each."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    u: np.ndarray
+    i: np.ndarray | None
+
+    @staticmethod
+    def stack(parts: list["Samples"]) -> "Samples":
+        """The samples of several logs one after another."""
+        cur = None if any(p.i is None for p in parts) else np.concatenate([p.i for p in parts])
+        return Samples(*(np.concatenate([getattr(p, k) for p in parts])
+                         for k in ("q", "qd", "qdd", "u")), cur)
+
+
+def read(path: str | Path) -> Log:
+    """The log at ``path`` (.mcap or .npz). ConfigError (one line) when it holds no
+    measured positions; telemetry.logfile.LogError when it is not a log."""
+    path = Path(path)
+    if path.suffix.lower() == ".npz":
+        if not path.is_file():
+            raise ConfigError(f"{path}: not found")
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        if "meta" not in arrays:
+            raise ConfigError(f"{path}: no meta (the config that ran): not a hil sim .npz")
+        meta = json.loads(str(arrays["meta"]))
+    else:
+        from hilrig.telemetry.logfile import read_log
+        arrays, _, meta, _ = read_log(path)
+    cfg = resolve(raw_config(meta))
+    q = arrays.get("q")
+    nact = len(cfg.controller.kp)
+    if q is None or q.ndim != 2 or len(q) < 10 or "u" not in arrays or "t" not in arrays:
+        rows = 0 if q is None else len(q)
+        raise ConfigError(f"{path}: no measurements to identify from (needs t, q and u "
+                          f"over at least 10 rows; the log has {rows} rows of q)")
+    cur = arrays.get("i")
+    if cur is not None and (cur.ndim != 2 or cfg.plant.drive == "torque"
+                            or not np.any(cur)):
+        cur = None
+    return Log(str(path), cfg, arrays["t"], q[:, :nact], arrays["u"][:, :nact], cur)
+
+
+def filtered(log: Log, cutoff: float = CUTOFF) -> Samples:
+    """The log's samples, filtered, differentiated, trimmed and decimated (module
+    docstring). ConfigError when the cut-off is not below half the sampling rate or the
+    log is too short for the filter."""
+    dt = log.dt
+    nyquist = 0.5 / dt
+    if not 0.0 < cutoff < nyquist:
+        raise ConfigError(f"--cutoff {cutoff:g} Hz: must lie between 0 and half the sampling "
+                          f"rate of {log.path} ({nyquist:g} Hz)")
+    edge = int(round(EDGE / dt))
+    if len(log.t) <= 2 * edge + 3 * (ORDER + 1):
+        raise ConfigError(f"{log.path}: {len(log.t)} rows are too few to filter (needs more "
+                          f"than {2 * EDGE:g} s)")
+    b, a = scipy.signal.butter(ORDER, cutoff / nyquist)
+
+    def smooth(x):
+        return scipy.signal.filtfilt(b, a, x, axis=0)
+
+    q = smooth(log.q)
+    qd = np.gradient(q, dt, axis=0)
+    qdd = np.gradient(qd, dt, axis=0)
+    step = max(1, int(0.5 / (cutoff * dt)))
+    keep = slice(edge, len(q) - edge, step)
+    cur = None if log.i is None else smooth(log.i)[keep]
+    return Samples(q[keep], qd[keep], qdd[keep], smooth(log.u)[keep], cur)

@@ -1,0 +1,357 @@
+"""``hil identify LOG... --config CONFIG``: the serial arm's parameters fitted to logs.
+
+1. The logs (identify.data) are filtered and stacked; they must come from one plant
+   (the model, lengths, drive and gear ratios of CONFIG).
+2. Motor electrical constants (voltage drives whose logs have currents): per joint,
+   nonlinear least squares (scipy.optimize.least_squares) of the simplified motor's
+   current i = (V - K_e r qd) / R over R and K_e; the joint torque is then r K_m i with
+   the measured current. Without currents the torque is r K_m (V - K_e r qd) / R with the
+   config's constants. K_m is never fitted: from positions, voltages and currents it only
+   scales every torque, so it is the unit the other parameters are measured in.
+   A torque drive's torque is the logged command.
+3. The linear parameters (identify.regressor): least squares on the base parameters of the
+   named columns; the columns not named are held at CONFIG's values. A base parameter whose
+   column, scaled by its value in CONFIG, adds less than RANK_TOL of the torques' norm to
+   what the others explain (|R_kk| of the pivoted QR) is *not identifiable* from these
+   logs: no number is given, it is held at CONFIG's value. Rows are weighted per joint by
+   the residual's standard deviation (two passes); the covariance is sigma^2 (Y^T Y)^-1.
+4. The fitted config: CONFIG's TOML with the fitted values (the parameters not
+   identifiable alone held at CONFIG's, the others so that every base parameter takes its
+   fitted value), as plant.mass, com = h/m and inertia J_C = I - h^2/m.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+from hilrig.errors import ConfigError
+from hilrig.identify import regressor
+from hilrig.identify.data import CUTOFF, Log, Samples, filtered, read
+from hilrig.identify.regressor import (
+    FRICTION_KEYS,
+    LINEAR,
+    MOTOR_KEYS,
+    PREFERENCE,
+    Arm,
+    BaseParameters,
+    base_parameters,
+    column_names,
+    columns,
+    standard_values,
+)
+from hilrig.schema import Config
+from hilrig.settings.config import locate, read_bounded, resolve, toml_value
+
+ELECTRICAL = {"motor.resistance": "R_a, Ohm", "motor.back_emf_constant": "K_e, V s/rad"}
+RANK_TOL = 1e-3
+UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
+         "plant.damping": "N m s/rad", "motor.rotor_inertia": "kg m^2",
+         "motor.viscous_friction": "N m s/rad", "friction.viscous": "N m s/rad",
+         "friction.coulomb": "N m", "motor.resistance": "Ohm",
+         "motor.back_emf_constant": "V s/rad"}
+
+
+@dataclass
+class Fit:
+    """What ``identify`` found.
+
+    ``names``: the linear columns fitted (regressor names, in PREFERENCE order) and
+    ``bp`` their base parameters; ``labels`` one per base parameter (its column and the
+    dependent columns folded into it); ``beta``/``std`` its value and standard deviation
+    (NaN where ``identifiable`` is False); ``electrical``: name[j] -> (value, std);
+    ``residual_rms``: torque residual per joint (N m), ``current_rms`` (A, or None);
+    ``pi``: the standard values of ``names``' columns written to the config; ``raw``: the
+    fitted config as a raw dict; ``arm``; ``prior`` (CONFIG's standard values of names).
+    """
+
+    names: list
+    bp: BaseParameters
+    labels: list
+    beta: np.ndarray
+    std: np.ndarray
+    identifiable: np.ndarray
+    electrical: dict
+    residual_rms: np.ndarray
+    current_rms: np.ndarray | None
+    pi: np.ndarray
+    prior: np.ndarray
+    arm: Arm
+    raw: dict = field(default_factory=dict)
+    dependent_labels: list = field(default_factory=list)
+
+    def base_of(self, cfg: Config) -> np.ndarray:
+        """The base parameters another config's plant has (e.g. the true one of a test)."""
+        values = standard_values(cfg.plant, getattr(cfg, "friction", None))
+        return self.bp.beta(np.concatenate([values[n] for n in self.names]))
+
+    def report(self) -> str:
+        """The lines ``hil identify`` prints."""
+        lines = ["base parameters (linear least squares; value +- standard deviation):"]
+        width = max(len(label) for label in self.labels) if self.labels else 0
+        for label, value, std, ok in zip(self.labels, self.beta, self.std, self.identifiable):
+            unit = UNITS[label.split("[")[0]]
+            lines.append(f"  {label:<{width}}  " + (f"{value:.6g} +- {std:.2g} {unit}" if ok
+                                                     else "not identifiable (not excited by "
+                                                          "these logs: the regressor's rank)"))
+        for label in self.dependent_labels:
+            lines.append(f"  {label}")
+        if self.electrical:
+            lines.append("motor electrical constants (nonlinear least squares on the currents):")
+            for name, (value, std) in self.electrical.items():
+                lines.append(f"  {name}  {value:.6g} +- {std:.2g} {UNITS[name.split('[')[0]]}")
+        lines.append("residual RMS per joint: " + ", ".join(
+            f"{r:.3g} N m" for r in self.residual_rms))
+        if self.current_rms is not None:
+            lines.append("current residual RMS per joint: " + ", ".join(
+                f"{r:.3g} A" for r in self.current_rms))
+        return "\n".join(lines)
+
+
+def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
+    """The parameters ``--fit`` names (comma-separated config keys), or the defaults of the
+    plant: the link inertias, first moments and masses and the joint damping, plus for a
+    voltage drive the rotor inertia and motor friction and, with currents, R and K_e.
+    ConfigError (one line) for a name that does not exist or cannot be fitted here."""
+    voltage = cfg.plant.drive != "torque"
+    friction = getattr(cfg, "friction", None) is not None
+    if text is None:
+        names = ["plant.inertia", "plant.com", "plant.mass", "plant.damping"]
+        if voltage:
+            names += list(MOTOR_KEYS) + (list(ELECTRICAL) if currents else [])
+        return names
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = list(LINEAR) + list(ELECTRICAL)
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"--fit {name}: not a parameter hil identify fits; it fits "
+                              f"{', '.join(known)}")
+        if name in MOTOR_KEYS + tuple(ELECTRICAL) and not voltage:
+            raise ConfigError(f"--fit {name}: the plant is torque-driven (plant.drive = "
+                              "'torque'): it has no motors")
+        if name in ELECTRICAL and not currents:
+            raise ConfigError(f"--fit {name}: needs the motor currents, and the logs have none")
+        if name in FRICTION_KEYS and not friction:
+            raise ConfigError(f"--fit {name}: this config has no [friction] table (fit "
+                              "plant.damping or motor.viscous_friction for viscous friction)")
+    if not names:
+        raise ConfigError("--fit: names no parameter")
+    return names
+
+
+def _arm(cfg: Config) -> Arm:
+    if cfg.plant.model != "serial_arm":
+        raise ConfigError(f"plant.model = {cfg.plant.model!r}: hil identify fits the serial "
+                          "arm (plant.model = 'serial_arm'); a URDF arm's regressor is not "
+                          "there yet")
+    ratio = None if cfg.plant.drive == "torque" else np.asarray(cfg.plant.motor.gear_ratio)
+    return Arm(np.asarray(cfg.plant.length, float), float(cfg.plant.gravity), ratio)
+
+
+def check_same_plant(logs: list[Log], cfg: Config) -> None:
+    """ConfigError (one line) unless every log ran the plant CONFIG describes: the same
+    model, drive, link lengths and gear ratios."""
+    def plant_of(c: Config) -> tuple:
+        p = c.plant
+        return (p.model, p.drive, tuple(getattr(p, "length", ())),
+                tuple(p.motor.gear_ratio) if p.drive != "torque" else ())
+    want = plant_of(cfg)
+    for log in logs:
+        got = plant_of(log.cfg)
+        if got != want:
+            what = ("plant.model", "plant.drive", "plant.length", "plant.motor.gear_ratio")
+            k = next(i for i in range(4) if got[i] != want[i])
+            raise ConfigError(f"{log.path}: logs of different plants: {what[k]} is "
+                              f"{got[k]!r} there, {want[k]!r} in the config")
+
+
+def _electrical(cfg: Config, s: Samples) -> tuple[dict, np.ndarray, np.ndarray]:
+    """R and K_e per joint from the currents (module docstring, 2): ({name[j]: (value,
+    std)}, their values as arrays (R, K_e)), and the current residual RMS per joint (A)."""
+    m = cfg.plant.motor
+    ratio = np.asarray(m.gear_ratio)
+    out, R, Ke, rms = {}, np.array(m.resistance, float), np.array(m.back_emf_constant, float), []
+    for j in range(len(ratio)):
+        V, w, i = s.u[:, j], ratio[j] * s.qd[:, j], s.i[:, j]
+
+        def residual(x, V=V, w=w, i=i):
+            return i - (V - x[1] * w) / x[0]
+        sol = scipy.optimize.least_squares(residual, [R[j], Ke[j]], x_scale="jac",
+                                           bounds=([1e-9, 0.0], [np.inf, np.inf]))
+        dof = max(len(i) - 2, 1)
+        sigma2 = float(sol.fun @ sol.fun) / dof
+        cov = sigma2 * np.linalg.pinv(sol.jac.T @ sol.jac)
+        R[j], Ke[j] = sol.x
+        out[f"motor.resistance[{j + 1}]"] = (R[j], math.sqrt(cov[0, 0]))
+        out[f"motor.back_emf_constant[{j + 1}]"] = (Ke[j], math.sqrt(cov[1, 1]))
+        rms.append(math.sqrt(sigma2 * dof / len(i)))
+    return out, np.array([R, Ke]), np.array(rms)
+
+
+def _torques(cfg: Config, s: Samples, R: np.ndarray, Ke: np.ndarray) -> np.ndarray:
+    """The joint torques (N x n, N m) the drives put on the arm (module docstring, 2)."""
+    if cfg.plant.drive == "torque":
+        return s.u
+    m = cfg.plant.motor
+    ratio, Km = np.asarray(m.gear_ratio), np.asarray(m.torque_constant)
+    current = s.i if s.i is not None else (s.u - Ke * ratio * s.qd) / R
+    return ratio * Km * current
+
+
+def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float = CUTOFF,
+             config_path: str | None = None) -> Fit:
+    """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``config_path``:
+    CONFIG's file, whose TOML the fitted config copies."""
+    arm = _arm(cfg)
+    logs = [read(p) for p in paths]
+    check_same_plant(logs, cfg)
+    samples = Samples.stack([filtered(log, cutoff) for log in logs])
+    currents = samples.i is not None and cfg.plant.drive != "torque"
+    names = parse_names(fit, cfg, currents)
+    electrical, current_rms = {}, None
+    m = cfg.plant.motor
+    R, Ke = np.asarray(m.resistance, float), np.asarray(m.back_emf_constant, float)
+    if any(n in ELECTRICAL for n in names):
+        electrical, (R, Ke), current_rms = _electrical(cfg, samples)
+        electrical = {k: v for k, v in electrical.items() if k.split("[")[0] in names}
+        R = R if "motor.resistance" in names else np.asarray(m.resistance, float)
+        Ke = Ke if "motor.back_emf_constant" in names else np.asarray(m.back_emf_constant, float)
+    tau = _torques(cfg, samples, R, Ke)
+    values = standard_values(cfg.plant, getattr(cfg, "friction", None))
+    free = [n for n in PREFERENCE if n in names]
+    held = [n for n in PREFERENCE if n not in names and _acts(n, cfg)]
+    q, qd, qdd = samples.q, samples.qd, samples.qdd
+    y = tau.T.ravel()
+    if held:
+        y = y - columns(arm, held, q, qd, qdd) @ np.concatenate([values[n] for n in held])
+    prior = np.concatenate([values[n] for n in free]) if free else np.zeros(0)
+    bp = base_parameters(arm, free)
+    Yb = columns(arm, free, q, qd, qdd)[:, bp.base]
+    beta0 = bp.beta(prior)
+    beta, std, ok, rms = _linear(Yb, y, beta0, arm.n)
+    labels, dependent_labels = _labels(bp, column_names(free, arm.n), prior)
+    pi = bp.standard(beta, prior)
+    result = Fit(free, bp, labels, np.where(ok, beta, np.nan), np.where(ok, std, np.nan), ok,
+                 electrical, rms, current_rms, pi, prior, arm,
+                 dependent_labels=dependent_labels)
+    result.raw = fitted_raw(cfg, config_path, free, pi, arm.n,
+                            {k.split("[")[0]: (R if k.startswith("motor.resistance") else Ke)
+                             for k in electrical})
+    return result
+
+
+def _acts(name: str, cfg: Config) -> bool:
+    """Whether the column ``name`` acts on this config's plant (motor columns: a voltage
+    drive; friction columns: a [friction] table)."""
+    if name in MOTOR_KEYS:
+        return cfg.plant.drive != "torque"
+    if name in FRICTION_KEYS:
+        return getattr(cfg, "friction", None) is not None
+    return True
+
+
+def _linear(Y: np.ndarray, y: np.ndarray, beta0: np.ndarray, n: int):
+    """Weighted least squares of y = Y beta (module docstring, 3): (beta, std,
+    identifiable, residual RMS per joint); the parameters not identifiable keep beta0."""
+    scale = np.where(np.abs(beta0) > 1e-12, np.abs(beta0), 1.0)
+    ok = np.zeros(Y.shape[1], bool)
+    if Y.shape[1]:
+        _, Rq, piv = scipy.linalg.qr(Y * scale, mode="economic", pivoting=True)
+        strong = np.abs(np.diag(Rq)) > RANK_TOL * np.linalg.norm(y)
+        ok[piv[:int(np.argmin(strong)) if not strong.all() else len(strong)]] = True
+    target = y - Y[:, ~ok] @ beta0[~ok]
+    A = Y[:, ok]
+    rows = len(y) // n
+    weights = np.ones(len(y))
+    for _ in range(2):
+        sol = np.linalg.lstsq(A * weights[:, None], target * weights, rcond=None)[0]
+        res = target - A @ sol
+        per_joint = np.sqrt(np.mean(res.reshape(n, rows) ** 2, axis=1))
+        weights = np.repeat(1.0 / np.maximum(per_joint, 1e-12), rows)
+    Aw, rw = A * weights[:, None], res * weights
+    dof = max(len(y) - A.shape[1], 1)
+    cov = float(rw @ rw) / dof * np.linalg.pinv(Aw.T @ Aw)
+    beta, std = beta0.copy(), np.full(len(beta0), np.nan)
+    beta[ok], std[ok] = sol, np.sqrt(np.diag(cov))
+    return beta, std, ok, per_joint
+
+
+def _labels(bp: BaseParameters, cols: list[str], prior: np.ndarray) -> tuple[list, list]:
+    """A label per base parameter (its column plus the dependent ones folded into it, with
+    their factors) and a line per dependent column."""
+    labels = []
+    for row, b in enumerate(bp.base):
+        terms = [f"{'+' if bp.K[row, k] > 0 else '-'} {abs(bp.K[row, k]):.4g} {cols[d]}"
+                 for k, d in enumerate(bp.dependent) if abs(bp.K[row, k]) > 1e-9]
+        labels.append(" ".join([cols[b]] + terms))
+    dependent = [f"{cols[d]}: not identifiable alone (it acts only in the base parameters "
+                 f"above); held at {prior[d]:.6g}" for d in bp.dependent]
+    return labels, dependent
+
+
+def fitted_raw(cfg: Config, config_path: str | None, names: list, pi: np.ndarray, n: int,
+               electrical: dict) -> dict:
+    """CONFIG's raw TOML with the fitted values (module docstring, 4). ConfigError when the
+    fitted link parameters are not physical (J_C or a mass not positive, a negative com)."""
+    raw = tomllib.loads(read_bounded(locate(config_path))) if config_path else {}
+    plant = raw.setdefault("plant", {})
+    values = standard_values(cfg.plant, getattr(cfg, "friction", None))
+    for k, name in enumerate(names):
+        values[name] = pi[k * n:(k + 1) * n]
+    if any(name in names for name in regressor.RIGID_KEYS):
+        m, h, inertia = values["plant.mass"], values["plant.com"], values["plant.inertia"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            com, jc = h / m, inertia - h * h / m
+        for what, bad in (("plant.mass", m <= 0), ("plant.com", com < 0),
+                          ("plant.inertia", ~(jc > 0))):
+            if bad.any():
+                j = int(np.argmax(bad))
+                raise ConfigError(f"the fit is not physical: {what}[{j + 1}] would be "
+                                  f"{dict(zip(('plant.mass', 'plant.com', 'plant.inertia'), (m, com, jc)))[what][j]:.4g} "
+                                  "(fit other parameters, or excite the arm more)")
+        plant.update(mass=m.tolist(), com=com.tolist(), inertia=jc.tolist())
+    if "plant.damping" in names:
+        plant["damping"] = np.maximum(values["plant.damping"], 0.0).tolist()
+    for name in names:
+        table, key = name.split(".")
+        if table == "motor":
+            plant.setdefault("motor", {})[key] = values[name].tolist()
+        elif table == "friction":
+            raw.setdefault("friction", {})[key] = values[name].tolist()
+    for name, value in electrical.items():
+        plant.setdefault("motor", {})[name.split(".")[1]] = np.asarray(value).tolist()
+    resolve(raw)
+    return raw
+
+
+def to_toml(raw: dict, header: str = "") -> str:
+    """A raw config as TOML: top-level values, then each table (nested ones as [a.b];
+    lists of tables as [[a]])."""
+    lines = [f"# {line}" for line in header.splitlines()]
+
+    def table(node: dict, prefix: str) -> None:
+        scalars = {k: v for k, v in node.items() if not isinstance(v, dict)
+                   and not (isinstance(v, list) and v and isinstance(v[0], dict))}
+        if prefix and (scalars or not node):
+            lines.append(f"\n[{prefix}]")
+        for k, v in scalars.items():
+            lines.append(f"{k} = {toml_value(v)}")
+        for k, v in node.items():
+            name = f"{prefix}.{k}" if prefix else k
+            if isinstance(v, dict):
+                table(v, name)
+            elif isinstance(v, list) and v and isinstance(v[0], dict):
+                for item in v:
+                    lines.append(f"\n[[{name}]]")
+                    lines.extend(f"{a} = {toml_value(b)}" for a, b in item.items())
+    table(raw, "")
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def write_config(raw: dict, path: str | Path, header: str) -> None:
+    """Write a raw config as TOML to ``path``, checked to load again."""
+    Path(path).write_text(to_toml(raw, header), encoding="utf-8")
