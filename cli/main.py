@@ -20,6 +20,9 @@
     hil analyze stiffness CONFIG [--set ...] [--json] [--map] [--out maps.png]
     hil analyze flex CONFIG [--set ...] [--json] [--out report.png]
     hil campaign SPEC.toml [--scheduler ADDRESS] [--workers N] [--out DIR] [--resume]
+    hil excite CONFIG --out EXCITE.toml [--harmonics L] [--frequency F] [--max-position ...]
+    hil identify LOG... --config CONFIG [--fit a,b,...] [--cutoff HZ] [--out fitted.toml]
+    hil identify --validate LOG --config fitted.toml [--unfitted CONFIG] [--plot PNG]
 
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 What went wrong decides the exit code and the one line on stderr (cli.exits): a mistake
@@ -28,7 +31,8 @@ and shows its traceback.
 
 One module per family of commands, each registering its commands here: cli.runs (sim,
 run, emulate, control), cli.remote (fault, estop, set), cli.logs (log, plot),
-cli.configs (configs, warmup, keys, canopen), cli.analyze, cli.campaign; the options
+cli.configs (configs, warmup, keys, canopen), cli.analyze, cli.campaign, cli.identify
+(excite, identify); the options
 they share are declared in cli.options. A command's options are declared when it is
 chosen, so ``hil --version`` and ``hil --help`` import none of the numerical stack.
 """
@@ -39,11 +43,11 @@ import logging
 import sys
 
 import hilrig
-from hilrig.cli import analyze, campaign, configs, logs, remote, runs
+from hilrig.cli import analyze, campaign, configs, identify, logs, remote, runs
 from hilrig.cli.exits import exit_for
 from hilrig.timing.signals import terminate_as_interrupt
 
-FAMILIES = (runs, remote, logs, configs, analyze, campaign)
+FAMILIES = (runs, remote, logs, configs, analyze, campaign, identify)
 
 
 class Commands(argparse._SubParsersAction):

@@ -27,7 +27,8 @@ from hilrig.schema import Config
 from hilrig.settings.config import resolve
 from hilrig.settings.live_changes import raw_config
 
-CUTOFF = 10.0    # Hz: the default cut-off of the position filter
+CUTOFF = 4.0     # Hz: the default cut-off of the position filter (about 8x the default
+                 # exciting trajectory's band, hil excite: 5 harmonics of 0.1 Hz)
 ORDER = 4        # Butterworth order
 EDGE = 0.25      # s dropped at each end of a log
 
@@ -53,12 +54,15 @@ class Log:
 @dataclass
 class Samples:
     """Filtered samples of one or more logs, decimated (module docstring): q, qd, qdd (rad,
-    rad/s, rad/s^2), u, i (None without currents), N x n each."""
+    rad/s, rad/s^2), u (the command at the sample's instant, at_sample), held (the
+    command of the row, as the current i of the row saw it), i (None without currents),
+    N x n each."""
 
     q: np.ndarray
     qd: np.ndarray
     qdd: np.ndarray
     u: np.ndarray
+    held: np.ndarray
     i: np.ndarray | None
 
     @staticmethod
@@ -66,7 +70,7 @@ class Samples:
         """The samples of several logs one after another."""
         cur = None if any(p.i is None for p in parts) else np.concatenate([p.i for p in parts])
         return Samples(*(np.concatenate([getattr(p, k) for p in parts])
-                         for k in ("q", "qd", "qdd", "u")), cur)
+                         for k in ("q", "qd", "qdd", "u", "held")), cur)
 
 
 def read(path: str | Path) -> Log:
@@ -122,4 +126,16 @@ def filtered(log: Log, cutoff: float = CUTOFF) -> Samples:
     step = max(1, int(0.5 / (cutoff * dt)))
     keep = slice(edge, len(q) - edge, step)
     cur = None if log.i is None else smooth(log.i)[keep]
-    return Samples(q[keep], qd[keep], qdd[keep], smooth(log.u)[keep], cur)
+    return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(log.u))[keep],
+                   smooth(log.u)[keep], cur)
+
+
+def at_sample(x: np.ndarray) -> np.ndarray:
+    """A row's command acts from its tick to the next (the loops measure, then hold the new
+    command over the step: rt.tick), so the command at the tick's instant, where q was
+    measured, is the mean of the rows before and after it: (x[k-1] + x[k]) / 2. Without
+    this half-step shift the fit would read the command half a tick late, which biases
+    the damping by about I w^2 dt / 2."""
+    out = x.copy()
+    out[1:] = 0.5 * (x[1:] + x[:-1])
+    return out

@@ -4,10 +4,12 @@
    (the model, lengths, drive and gear ratios of CONFIG).
 2. Motor electrical constants (voltage drives whose logs have currents): per joint,
    nonlinear least squares (scipy.optimize.least_squares) of the simplified motor's
-   current i = (V - K_e r qd) / R over R and K_e; the joint torque is then r K_m i with
-   the measured current. Without currents the torque is r K_m (V - K_e r qd) / R with the
-   config's constants. K_m is never fitted: from positions, voltages and currents it only
-   scales every torque, so it is the unit the other parameters are measured in.
+   current i = (V - K_e r qd) / R over R and K_e, the current of a row under that row's
+   command (as hil sim and the emulated drives record it). The joint torque is then
+   r K_m (V - K_e r qd) / R with the fitted constants (without currents: the config's),
+   from the logged voltage, which carries no measurement noise. K_m is never fitted: from
+   positions, voltages and currents it only scales every torque, so it is the unit the
+   other parameters are measured in.
    A torque drive's torque is the logged command.
 3. The linear parameters (identify.regressor): least squares on the base parameters of the
    named columns; the columns not named are held at CONFIG's values. A base parameter whose
@@ -21,8 +23,9 @@
 """
 from __future__ import annotations
 
+import copy
 import math
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +48,12 @@ from hilrig.identify.regressor import (
     standard_values,
 )
 from hilrig.schema import Config
-from hilrig.settings.config import locate, read_bounded, resolve, toml_value
+from hilrig.settings.config import apply_override, locate, read_bounded, resolve, toml_value
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:   # pragma: no cover
+    import tomli as tomllib
 
 ELECTRICAL = {"motor.resistance": "R_a, Ohm", "motor.back_emf_constant": "K_e, V s/rad"}
 RANK_TOL = 1e-3
@@ -176,7 +184,7 @@ def _electrical(cfg: Config, s: Samples) -> tuple[dict, np.ndarray, np.ndarray]:
     ratio = np.asarray(m.gear_ratio)
     out, R, Ke, rms = {}, np.array(m.resistance, float), np.array(m.back_emf_constant, float), []
     for j in range(len(ratio)):
-        V, w, i = s.u[:, j], ratio[j] * s.qd[:, j], s.i[:, j]
+        V, w, i = s.held[:, j], ratio[j] * s.qd[:, j], s.i[:, j]
 
         def residual(x, V=V, w=w, i=i):
             return i - (V - x[1] * w) / x[0]
@@ -198,14 +206,22 @@ def _torques(cfg: Config, s: Samples, R: np.ndarray, Ke: np.ndarray) -> np.ndarr
         return s.u
     m = cfg.plant.motor
     ratio, Km = np.asarray(m.gear_ratio), np.asarray(m.torque_constant)
-    current = s.i if s.i is not None else (s.u - Ke * ratio * s.qd) / R
-    return ratio * Km * current
+    return ratio * Km * (s.u - Ke * ratio * s.qd) / R
+
+
+def raw_of(config_path: str, overrides: list[str] = ()) -> dict:
+    """CONFIG's TOML as a raw dict with the ``--set`` overrides applied: what a written
+    config copies."""
+    raw = tomllib.loads(read_bounded(locate(config_path)))
+    for item in overrides:
+        apply_override(raw, item)
+    return raw
 
 
 def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float = CUTOFF,
-             config_path: str | None = None) -> Fit:
-    """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``config_path``:
-    CONFIG's file, whose TOML the fitted config copies."""
+             raw: dict | None = None) -> Fit:
+    """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``raw``: CONFIG as
+    written (raw_of), which the fitted config copies."""
     arm = _arm(cfg)
     logs = [read(p) for p in paths]
     check_same_plant(logs, cfg)
@@ -238,7 +254,7 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float = C
     result = Fit(free, bp, labels, np.where(ok, beta, np.nan), np.where(ok, std, np.nan), ok,
                  electrical, rms, current_rms, pi, prior, arm,
                  dependent_labels=dependent_labels)
-    result.raw = fitted_raw(cfg, config_path, free, pi, arm.n,
+    result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n,
                             {k.split("[")[0]: (R if k.startswith("motor.resistance") else Ke)
                              for k in electrical})
     return result
@@ -293,11 +309,12 @@ def _labels(bp: BaseParameters, cols: list[str], prior: np.ndarray) -> tuple[lis
     return labels, dependent
 
 
-def fitted_raw(cfg: Config, config_path: str | None, names: list, pi: np.ndarray, n: int,
+def fitted_raw(cfg: Config, raw: dict, names: list, pi: np.ndarray, n: int,
                electrical: dict) -> dict:
-    """CONFIG's raw TOML with the fitted values (module docstring, 4). ConfigError when the
-    fitted link parameters are not physical (J_C or a mass not positive, a negative com)."""
-    raw = tomllib.loads(read_bounded(locate(config_path))) if config_path else {}
+    """CONFIG's ``raw`` TOML with the fitted values (module docstring, 4). ConfigError when
+    the fitted link parameters are not physical (J_C or a mass not positive, a negative
+    com)."""
+    raw = copy.deepcopy(raw) or {"plant": {"model": cfg.plant.model}}
     plant = raw.setdefault("plant", {})
     values = standard_values(cfg.plant, getattr(cfg, "friction", None))
     for k, name in enumerate(names):
