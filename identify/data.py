@@ -6,11 +6,11 @@ positions), u (the command held over each tick, V or N m), i (A, where the drive
 currents) and the config that ran (its ``meta``).
 
 Velocities and accelerations come from the positions by a zero-phase filter: a 4th-order
-Butterworth low-pass at ``cutoff`` Hz run forward and backward (scipy.signal.filtfilt: no
-lag, the magnitude response squared), then central differences (numpy.gradient) for qd
+Butterworth low-pass at ``cutoff`` Hz run forward and backward (scipy.signal.filtfilt with
+Gustafsson's initial conditions: no lag, the magnitude response squared), then central differences (numpy.gradient) for qd
 and again for qdd. The commands and currents go through the same filter, so both sides
-of the equations see the same band. EDGE seconds at each end, where the filter and the
-differences are least accurate, are dropped, and the rest is decimated to about two
+of the equations see the same band. EDGE seconds at each end (at least 2.5 periods of the
+cut-off, the filter's transient), where the filter and the differences are least accurate, are dropped, and the rest is decimated to about two
 samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
 independent and the least-squares covariance sigma^2 (Y^T Y)^-1 is honest.
 """
@@ -111,14 +111,14 @@ def filtered(log: Log, cutoff: float = CUTOFF) -> Samples:
     if not 0.0 < cutoff < nyquist:
         raise ConfigError(f"--cutoff {cutoff:g} Hz: must lie between 0 and half the sampling "
                           f"rate of {log.path} ({nyquist:g} Hz)")
-    edge = int(round(EDGE / dt))
+    edge = int(round(max(EDGE, 2.5 / cutoff) / dt))
     if len(log.t) <= 2 * edge + 3 * (ORDER + 1):
         raise ConfigError(f"{log.path}: {len(log.t)} rows are too few to filter (needs more "
                           f"than {2 * EDGE:g} s)")
     b, a = scipy.signal.butter(ORDER, cutoff / nyquist)
 
     def smooth(x):
-        return scipy.signal.filtfilt(b, a, x, axis=0)
+        return scipy.signal.filtfilt(b, a, x, axis=0, method="gust")
 
     q = smooth(log.q)
     qd = np.gradient(q, dt, axis=0)

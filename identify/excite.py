@@ -74,7 +74,7 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
            periods: int = 2, seed: int = 0) -> Excitation:
     """The exciting trajectory for ``cfg``'s arm (module docstring) and the config that runs
     it for ``periods`` periods: CONFIG's ``raw`` TOML (identify.fit.raw_of) with controller.reference = "fourier"
-    and its keys, and sim.duration. ConfigError (one line) for a config whose controller
+    and its keys, and sim.duration (rounded to whole steps of sim.dt). ConfigError (one line) for a config whose controller
     follows no reference or whose plant hil identify does not fit."""
     arm = _arm(cfg)
     if cfg.controller.type not in ("pd", "feedforward"):
@@ -146,6 +146,7 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
         reference="fourier", frequency=float(frequency), harmonics=int(L),
         fourier_a=a.ravel().tolist(), fourier_b=b.ravel().tolist(),
         target=offset.tolist(), t_start=0.0)
-    raw.setdefault("sim", {})["duration"] = float(periods / frequency)
+    dt = cfg.sim.dt
+    raw.setdefault("sim", {})["duration"] = round(periods / frequency / dt) * dt   # whole steps
     resolve(raw)
     return Excitation(a, b, frequency, offset, condition(x), raw)

@@ -56,7 +56,7 @@ else:   # pragma: no cover
     import tomli as tomllib
 
 ELECTRICAL = {"motor.resistance": "R_a, Ohm", "motor.back_emf_constant": "K_e, V s/rad"}
-RANK_TOL = 1e-3
+RANK_TOL = 1e-2
 UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
          "plant.damping": "N m s/rad", "motor.rotor_inertia": "kg m^2",
          "motor.viscous_friction": "N m s/rad", "friction.viscous": "N m s/rad",
