@@ -49,7 +49,8 @@ def _declare_identify(parser) -> None:
     parser.add_argument("--fit", help="comma-separated parameters (default: the plant's; "
                                       "docs/IDENTIFY.md lists them)")
     parser.add_argument("--cutoff", type=float, default=None,
-                        help="the position filter's cut-off, Hz (default 4)")
+                        help="the position filter's cut-off, Hz (default: 4x the highest "
+                             "harmonic of the logs' exciting trajectory, else 4)")
     parser.add_argument("--out", help="write the fitted config here (.toml)")
     parser.add_argument("--validate", metavar="LOG",
                         help="predict this log with --config (and the config it was fitted "
@@ -82,7 +83,6 @@ def _excite(args) -> int:
 
 
 def _identify(args) -> int:
-    from hilrig.identify.data import CUTOFF
     from hilrig.settings.config import load
 
     if args.validate:
@@ -90,13 +90,14 @@ def _identify(args) -> int:
     if not args.logs:
         raise ConfigError("hil identify: give at least one LOG (or --validate LOG)")
     positive("--cutoff", args.cutoff, "Hz")
-    cutoff = CUTOFF if args.cutoff is None else args.cutoff
     out = output_path("--out", args.out, (".toml",)) if args.out else None
     from hilrig.identify.fit import identify, raw_of, write_config
     cfg = load(args.config, list(args.set))
-    fit = identify(args.logs, cfg, args.fit, cutoff, raw_of(args.config, list(args.set)))
+    fit = identify(args.logs, cfg, args.fit, args.cutoff, raw_of(args.config, list(args.set)))
     print(fit.report())
     if out is not None:
+        if fit.raw is None:
+            raise ConfigError(f"{out} not written: {fit.unphysical}")
         source = Path(args.config)
         unfitted = source.resolve() if source.exists() else args.config
         write_config(fit.raw, out, f"hil identify: fitted to {', '.join(args.logs)}\n"

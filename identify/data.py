@@ -27,8 +27,8 @@ from hilrig.schema import Config
 from hilrig.settings.config import resolve
 from hilrig.settings.live_changes import raw_config
 
-CUTOFF = 4.0     # Hz: the default cut-off of the position filter (about 8x the default
-                 # exciting trajectory's band, hil excite: 5 harmonics of 0.1 Hz)
+CUTOFF = 4.0     # Hz: the position filter's cut-off for logs of other references
+BAND_FACTOR = 4  # the cut-off for logs of an exciting trajectory: 4x its highest harmonic
 ORDER = 4        # Butterworth order
 EDGE = 0.25      # s dropped at each end of a log
 
@@ -102,7 +102,19 @@ def read(path: str | Path) -> Log:
     return Log(str(path), cfg, arrays["t"], q[:, :nact], arrays["u"][:, :nact], cur)
 
 
-def filtered(log: Log, cutoff: float = CUTOFF) -> Samples:
+def default_cutoff(logs: list[Log]) -> float:
+    """The cut-off when none is given, Hz: BAND_FACTOR times the highest harmonic (L f) of
+    the logs' exciting trajectories (controller.reference = "fourier") where they all ran
+    one, else CUTOFF. Low enough to keep the noise of qdd small (it grows as the cut-off
+    to the power 2.5), high enough not to distort the motion (its band and the controller's
+    response to it)."""
+    bands = [log.cfg.controller.harmonics * log.cfg.controller.frequency for log in logs
+             if log.cfg.controller.type in ("pd", "feedforward")
+             and log.cfg.controller.reference == "fourier"]
+    return BAND_FACTOR * max(bands) if len(bands) == len(logs) else CUTOFF
+
+
+def filtered(log: Log, cutoff: float) -> Samples:
     """The log's samples, filtered, differentiated, trimmed and decimated (module
     docstring). ConfigError when the cut-off is not below half the sampling rate or the
     log is too short for the filter."""

@@ -34,7 +34,7 @@ import scipy.linalg
 import scipy.optimize
 from hilrig.errors import ConfigError
 from hilrig.identify import regressor
-from hilrig.identify.data import CUTOFF, Log, Samples, filtered, read
+from hilrig.identify.data import Log, Samples, default_cutoff, filtered, read
 from hilrig.identify.regressor import (
     FRICTION_KEYS,
     LINEAR,
@@ -68,15 +68,17 @@ UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
 class Fit:
     """What ``identify`` found.
 
-    ``names``: the linear columns fitted (regressor names, in PREFERENCE order) and
+    ``cutoff``: the position filter's, Hz; ``names``: the linear columns fitted (regressor names, in PREFERENCE order) and
     ``bp`` their base parameters; ``labels`` one per base parameter (its column and the
     dependent columns folded into it); ``beta``/``std`` its value and standard deviation
     (NaN where ``identifiable`` is False); ``electrical``: name[j] -> (value, std);
     ``residual_rms``: torque residual per joint (N m), ``current_rms`` (A, or None);
     ``pi``: the standard values of ``names``' columns written to the config; ``raw``: the
-    fitted config as a raw dict; ``arm``; ``prior`` (CONFIG's standard values of names).
+    fitted config as a raw dict (None when the fit is not physical: ``unphysical`` says
+    why); ``arm``; ``prior`` (CONFIG's standard values of names).
     """
 
+    cutoff: float
     names: list
     bp: BaseParameters
     labels: list
@@ -89,8 +91,9 @@ class Fit:
     pi: np.ndarray
     prior: np.ndarray
     arm: Arm
-    raw: dict = field(default_factory=dict)
+    raw: dict | None = None
     dependent_labels: list = field(default_factory=list)
+    unphysical: str = ""
 
     def base_of(self, cfg: Config) -> np.ndarray:
         """The base parameters another config's plant has (e.g. the true one of a test)."""
@@ -99,7 +102,9 @@ class Fit:
 
     def report(self) -> str:
         """The lines ``hil identify`` prints."""
-        lines = ["base parameters (linear least squares; value +- standard deviation):"]
+        lines = [f"positions filtered at {self.cutoff:g} Hz (zero-phase Butterworth), "
+                 "rates and accelerations by central differences",
+                 "base parameters (linear least squares; value +- standard deviation):"]
         width = max(len(label) for label in self.labels) if self.labels else 0
         for label, value, std, ok in zip(self.labels, self.beta, self.std, self.identifiable):
             unit = UNITS[label.split("[")[0]]
@@ -218,13 +223,15 @@ def raw_of(config_path: str, overrides: list[str] = ()) -> dict:
     return raw
 
 
-def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float = CUTOFF,
+def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | None = None,
              raw: dict | None = None) -> Fit:
-    """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``raw``: CONFIG as
+    """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``cutoff``: the
+    position filter's, Hz (None: identify.data.default_cutoff); ``raw``: CONFIG as
     written (raw_of), which the fitted config copies."""
     arm = _arm(cfg)
     logs = [read(p) for p in paths]
     check_same_plant(logs, cfg)
+    cutoff = default_cutoff(logs) if cutoff is None else cutoff
     samples = Samples.stack([filtered(log, cutoff) for log in logs])
     currents = samples.i is not None and cfg.plant.drive != "torque"
     names = parse_names(fit, cfg, currents)
@@ -251,12 +258,15 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float = C
     beta, std, ok, rms = _linear(Yb, y, beta0, arm.n)
     labels, dependent_labels = _labels(bp, column_names(free, arm.n), prior)
     pi = bp.standard(beta, prior)
-    result = Fit(free, bp, labels, np.where(ok, beta, np.nan), np.where(ok, std, np.nan), ok,
+    result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan), np.where(ok, std, np.nan), ok,
                  electrical, rms, current_rms, pi, prior, arm,
                  dependent_labels=dependent_labels)
-    result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n,
-                            {k.split("[")[0]: (R if k.startswith("motor.resistance") else Ke)
-                             for k in electrical})
+    try:
+        result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n,
+                                {k.split("[")[0]: (R if k.startswith("motor.resistance")
+                                                   else Ke) for k in electrical})
+    except ConfigError as exc:     # reported when a config is asked for (hil identify --out)
+        result.unphysical = str(exc)
     return result
 
 
