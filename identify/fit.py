@@ -126,7 +126,8 @@ class Fit:
 
 
 def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
-    """The parameters ``--fit`` names (comma-separated config keys), or the defaults of the
+    """The parameters ``--fit`` names (comma-separated config keys; ``motor.x`` or
+    ``plant.motor.x`` for the [plant.motor] keys), or the defaults of the
     plant: the link inertias, first moments and masses and the joint damping, plus for a
     voltage drive the rotor inertia and motor friction and, with currents, R and K_e.
     ConfigError (one line) for a name that does not exist or cannot be fitted here."""
@@ -137,7 +138,8 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
         if voltage:
             names += list(MOTOR_KEYS) + (list(ELECTRICAL) if currents else [])
         return names
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = [n.strip().removeprefix("plant.") if n.strip().startswith("plant.motor.")
+             else n.strip() for n in text.split(",") if n.strip()]
     known = list(LINEAR) + list(ELECTRICAL)
     for name in names:
         if name not in known:
