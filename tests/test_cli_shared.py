@@ -112,6 +112,9 @@ def _user_errors(tmp: Path) -> list:
         ("configs", ["keys", "--dir", tmp / "keys"], "keys already exist"),
         ("analyze", ["analyze", "modes", "nosuch"], "nosuch is neither a file nor"),
         ("campaign", ["campaign", tmp / "nosuch.toml"], "nosuch.toml"),
+        ("identify", ["excite", "rrr3_pd", "--out", tmp / "x.toml"], "'serial_arm'"),
+        ("identify", ["identify", missing, "--config", "rig_inprocess"],
+         f"{missing}: not found"),
     ]
 
 
@@ -169,7 +172,9 @@ def _with_set(tmp: Path) -> dict:
             ("canopen", "eds"): ["canopen", "eds", "--node", "1", "rrr3_pd"],
             ("analyze", "modes"): ["analyze", "modes", "rrr3_pd"],
             ("analyze", "stiffness"): ["analyze", "stiffness", "rrr3_pd"],
-            ("analyze", "flex"): ["analyze", "flex", "rrr3_pd"]}
+            ("analyze", "flex"): ["analyze", "flex", "rrr3_pd"],
+            ("excite",): ["excite", "rrr3_pd", "--out", tmp / "x.toml"],
+            ("identify",): ["identify", tmp / "x.npz", "--config", "rrr3_pd"]}
 
 
 def test_every_command_that_takes_set_is_checked_below():
