@@ -30,7 +30,8 @@ def make_ctrl(kind: int, nact: int, reference_kind: int = 0, output: int = 0,  #
     if unknown:
         raise ValueError(f"unknown controller blocks {sorted(unknown)}")
     a, b = (np.zeros((nact, 0)), np.zeros((nact, 0))) if fourier is None else fourier
-    a, b = np.asarray(a, dtype=float).reshape(nact, -1), np.asarray(b, dtype=float).reshape(nact, -1)
+    a = np.asarray(a, dtype=float).reshape(nact, -1)
+    b = np.asarray(b, dtype=float).reshape(nact, -1)
     out = np.zeros(HEADER + len(BLOCKS) * nact + a.size + b.size)
     out[C_KIND], out[C_NACT], out[C_REF], out[C_OUTPUT] = kind, nact, reference_kind, output
     out[C_T_START], out[C_DURATION], out[C_FREQUENCY] = t_start, duration, frequency

@@ -7,11 +7,12 @@ currents) and the config that ran (its ``meta``).
 
 Velocities and accelerations come from the positions by a zero-phase filter: a 4th-order
 Butterworth low-pass at ``cutoff`` Hz run forward and backward (scipy.signal.filtfilt with
-Gustafsson's initial conditions: no lag, the magnitude response squared), then central differences (numpy.gradient) for qd
-and again for qdd. The commands and currents go through the same filter, so both sides
-of the equations see the same band. EDGE seconds at each end (at least 2.5 periods of the
-cut-off, the filter's transient), where the filter and the differences are least accurate, are dropped, and the rest is decimated to about two
-samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
+Gustafsson's initial conditions: no lag, the magnitude response squared), then central
+differences (numpy.gradient) for qd and again for qdd. The commands and currents go
+through the same filter, so both sides of the equations see the same band. EDGE seconds
+at each end (at least 2.5 periods of the cut-off, the filter's transient), where the
+filter and the differences are least accurate, are dropped, and the rest is decimated to
+about two samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
 independent and the least-squares covariance sigma^2 (Y^T Y)^-1 is honest.
 """
 from __future__ import annotations

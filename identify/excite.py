@@ -15,9 +15,10 @@ the parameters ``hil identify`` fits by default, columns scaled to unit norm) on
 SAMPLES_PER_HARMONIC x L points per period, together with the excitation's size (the cost
 is log cond - log s, s the RMS torque of the regressor's weakest direction with the base
 parameters at CONFIG's values: the condition number alone does not grow with the
-amplitude, while the parameters' signal-to-noise ratio does), under |q - q0| <= max_position, |qd| <= max_rate and |qdd| <=
-max_acceleration at those points (scipy.optimize.minimize, SLSQP, from a start drawn with
-``seed``: the same arguments give the same trajectory).
+amplitude, while the parameters' signal-to-noise ratio does), under |q - q0| <=
+max_position, |qd| <= max_rate and |qdd| <= max_acceleration at those points
+(scipy.optimize.minimize, SLSQP, from a start drawn with ``seed``: the same arguments give
+the same trajectory).
 """
 from __future__ import annotations
 
@@ -73,9 +74,10 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
            max_position: float = 0.8, max_rate: float = 1.5, max_acceleration: float = 5.0,
            periods: int = 2, seed: int = 0) -> Excitation:
     """The exciting trajectory for ``cfg``'s arm (module docstring) and the config that runs
-    it for ``periods`` periods: CONFIG's ``raw`` TOML (identify.fit.raw_of) with controller.reference = "fourier"
-    and its keys, and sim.duration (rounded to whole steps of sim.dt). ConfigError (one line) for a config whose controller
-    follows no reference or whose plant hil identify does not fit."""
+    it for ``periods`` periods: CONFIG's ``raw`` TOML (identify.fit.raw_of) with
+    controller.reference = "fourier" and its keys, and sim.duration (rounded to whole
+    steps of sim.dt). ConfigError (one line) for a config whose controller follows no
+    reference or whose plant hil identify does not fit."""
     arm = _arm(cfg)
     if cfg.controller.type not in ("pd", "feedforward"):
         raise ConfigError(f"controller.type = {cfg.controller.type!r}: an exciting trajectory "

@@ -68,10 +68,10 @@ UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
 class Fit:
     """What ``identify`` found.
 
-    ``cutoff``: the position filter's, Hz; ``names``: the linear columns fitted (regressor names, in PREFERENCE order) and
-    ``bp`` their base parameters; ``labels`` one per base parameter (its column and the
-    dependent columns folded into it); ``beta``/``std`` its value and standard deviation
-    (NaN where ``identifiable`` is False); ``electrical``: name[j] -> (value, std);
+    ``cutoff``: the position filter's, Hz; ``names``: the linear columns fitted (regressor
+    names, in PREFERENCE order) and ``bp`` their base parameters; ``labels`` one per base
+    parameter (its column and the dependent columns folded into it); ``beta``/``std`` its
+    value and standard deviation (NaN where ``identifiable`` is False); ``electrical``: name[j] -> (value, std);
     ``residual_rms``: torque residual per joint (N m), ``current_rms`` (A, or None);
     ``pi``: the standard values of ``names``' columns written to the config; ``raw``: the
     fitted config as a raw dict (None when the fit is not physical: ``unphysical`` says
@@ -260,8 +260,8 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     beta, std, ok, rms = _linear(Yb, y, beta0, arm.n)
     labels, dependent_labels = _labels(bp, column_names(free, arm.n), prior)
     pi = bp.standard(beta, prior)
-    result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan), np.where(ok, std, np.nan), ok,
-                 electrical, rms, current_rms, pi, prior, arm,
+    result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan),
+                 np.where(ok, std, np.nan), ok, electrical, rms, current_rms, pi, prior, arm,
                  dependent_labels=dependent_labels)
     try:
         result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n,
@@ -335,13 +335,13 @@ def fitted_raw(cfg: Config, raw: dict, names: list, pi: np.ndarray, n: int,
         m, h, inertia = values["plant.mass"], values["plant.com"], values["plant.inertia"]
         with np.errstate(divide="ignore", invalid="ignore"):
             com, jc = h / m, inertia - h * h / m
-        for what, bad in (("plant.mass", m <= 0), ("plant.com", com < 0),
-                          ("plant.inertia", ~(jc > 0))):
+        for what, value, bad in (("plant.mass", m, m <= 0), ("plant.com", com, com < 0),
+                                 ("plant.inertia", jc, ~(jc > 0))):
             if bad.any():
                 j = int(np.argmax(bad))
                 raise ConfigError(f"the fit is not physical: {what}[{j + 1}] would be "
-                                  f"{dict(zip(('plant.mass', 'plant.com', 'plant.inertia'), (m, com, jc)))[what][j]:.4g} "
-                                  "(fit other parameters, or excite the arm more)")
+                                  f"{value[j]:.4g} (fit other parameters, or excite the arm "
+                                  "more)")
         plant.update(mass=m.tolist(), com=com.tolist(), inertia=jc.tolist())
     if "plant.damping" in names:
         plant["damping"] = np.maximum(values["plant.damping"], 0.0).tolist()
