@@ -71,8 +71,9 @@ class Fit:
     ``cutoff``: the position filter's, Hz; ``names``: the linear columns fitted (regressor
     names, in PREFERENCE order) and ``bp`` their base parameters; ``labels`` one per base
     parameter (its column and the dependent columns folded into it); ``beta``/``std`` its
-    value and standard deviation (NaN where ``identifiable`` is False); ``electrical``: name[j] -> (value, std);
-    ``residual_rms``: torque residual per joint (N m), ``current_rms`` (A, or None);
+    value and standard deviation (NaN where ``identifiable`` is False); ``electrical``:
+    name[j] -> (value, std); ``residual_rms``: torque residual per joint (N m),
+    ``current_rms`` (A, or None);
     ``pi``: the standard values of ``names``' columns written to the config; ``raw``: the
     fitted config as a raw dict (None when the fit is not physical: ``unphysical`` says
     why); ``arm``; ``prior`` (CONFIG's standard values of names).
