@@ -181,6 +181,9 @@ class ControllerTable(Table):
     params: tuple[float, ...] = key([], doc="controller.law's params array")
     state_size: int = key(0, minimum=0,
                           doc="length of controller.law's state array (zeros at the start)")
+    with_model: bool = key(False,
+                           doc="append the plant's rigid-body model block to controller.law's "
+                               "params, for plant.model_kernels (URDF and serial arms)")
     # unset: filled in from what the link takes
     output: str = key(None, choices=("voltage", "torque"),
                       doc="what the law computes; on a voltage-driven plant torque goes to "
