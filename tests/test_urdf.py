@@ -541,3 +541,60 @@ def test_panda_jam_blocks_joint_4_mid_move_and_the_others_arrive():
     target = np.array(cfg.controller.target)
     assert np.abs(q[-1, others] - target[others]).max() < 0.1
     assert abs(q[-1, 3] - target[3]) > 0.1                   # joint 4 did not get there
+
+
+def test_a_payload_is_the_tip_links_fixed_child_with_that_inertia(synthetic, tmp_path, rng):
+    """plant.payload = [mass, com (tip_link's frame), inertia about the com (tip_link's
+    frame)] gives the same model as the URDF with a link of that inertial fixed to
+    tip_link (at an offset and turned): M and the bias equal to 1e-12 at random states;
+    the payload changes them; a point mass (four values) and mass 0 work, a wrong length
+    is one line."""
+    rpy, offset = (0.3, -0.2, 0.5), (0.05, -0.02, 0.08)
+    local = np.array([[0.010, 0.001, -0.002], [0.001, 0.020, 0.0005], [-0.002, 0.0005, 0.015]])
+    rotation = _rpy(*rpy)
+    turned = rotation @ local @ rotation.T             # the link's inertia in tip's frame
+    text = SYNTHETIC.replace('<link name="tool"/>', f'''<link name="tool"/>
+  <joint name="hold" type="fixed"><parent link="tool"/><child link="load"/>
+    <origin xyz="{offset[0]} {offset[1]} {offset[2]}" rpy="{rpy[0]} {rpy[1]} {rpy[2]}"/></joint>
+  <link name="load"><inertial><origin xyz="0.01 0.02 0.03"/><mass value="2.5"/>
+    <inertia ixx="0.010" ixy="0.001" ixz="-0.002" iyy="0.020" iyz="0.0005" izz="0.015"/>
+  </inertial></link>''')
+    path = tmp_path / "loaded.urdf"
+    path.write_text(text)
+    centre = np.array(offset) + rotation @ np.array([0.01, 0.02, 0.03])
+    payload = [2.5, *centre, turned[0, 0], turned[1, 1], turned[2, 2], turned[0, 1],
+               turned[0, 2], turned[1, 2]]
+    fixed = plant_from_config(urdf_config(str(path), tip_link="tool"))
+    keyed = plant_from_config(urdf_config(synthetic, tip_link="tool", payload=payload))
+    bare = plant_from_config(urdf_config(synthetic, tip_link="tool"))
+    point = plant_from_config(urdf_config(synthetic, tip_link="tool",
+                                          payload=[2.5, *centre]))
+    none = plant_from_config(urdf_config(synthetic, tip_link="tool", payload=[0.0, 0, 0, 0]))
+    n = fixed.nq
+
+    def model(plant, q, qd):
+        mass, bias = np.zeros((n, n)), np.zeros(n)
+        dynamics.mechanism(q, qd, plant.params[int(plant.params[H_BODY]):], mass, bias)
+        return mass, bias
+
+    for _ in range(20):
+        q, qd = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+        (m1, b1), (m2, b2), (m0, b0) = model(fixed, q, qd), model(keyed, q, qd), \
+            model(bare, q, qd)
+        assert relative(m2, m1) < 1e-12 and relative(b2, b1) < 1e-12
+        assert relative(m0, m1) > 1e-2
+        mp = model(point, q, qd)[0]
+        assert 0.0 < relative(mp, m1) < relative(m0, m1)   # only the payload's own inertia
+        assert np.array_equal(model(none, q, qd)[0], m0)
+    with pytest.raises(ConfigError, match=r"^plant.payload: expected \[mass, cx, cy, cz\]"):
+        plant_from_config(urdf_config(synthetic, tip_link="tool", payload=[1.0, 0.0]))
+
+
+def _rpy(roll, pitch, yaw):
+    """URDF's rpy: R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    cr, sr, cp, sp, cy, sy = (math.cos(roll), math.sin(roll), math.cos(pitch),
+                              math.sin(pitch), math.cos(yaw), math.sin(yaw))
+    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    return rz @ ry @ rx
