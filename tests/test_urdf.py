@@ -515,8 +515,10 @@ PAPER_ARM = """<robot name="paper000_arm"><link name="base"/>
 def test_paper_000s_arm_as_a_urdf_gives_the_serial_arms_trajectory(name, tmp_path):
     """Paper 000's 3-link arm (Table 1: masses, J_C about z, lengths, centres of mass;
     gravity along +x, down) written as a URDF, in the same config: torque-driven with
-    joint 1 jamming at 2 s (serial3_jam1), and DC motors with gears under PD
-    (rig_inprocess, its feed-forward off: item 4 of issue 23): q and qd equal the built-in serial_arm's to 1e-12 over 5 s."""
+    joint 1 jamming at 2 s (serial3_jam1), and DC motors with gears under computed-torque
+    feed-forward + PD (rig_inprocess: the feed-forward's model is each plant's own, so the
+    URDF arm's RNEA/CRBA stands in for the serial arm's closed form): q and qd equal the
+    built-in serial_arm's to 1e-12 over 5 s."""
     import tomllib
 
     from conftest import CONFIGS
@@ -524,8 +526,6 @@ def test_paper_000s_arm_as_a_urdf_gives_the_serial_arms_trajectory(name, tmp_pat
 
     raw = tomllib.loads((CONFIGS / f"{name}.toml").read_text())
     raw["sim"]["duration"] = 5.0
-    raw["controller"] = {**raw.get("controller", {}), "type": raw.get("controller", {})
-                         .get("type", "open_loop").replace("feedforward", "pd")}
     reference = resolve(raw)
     path = tmp_path / "arm.urdf"
     path.write_text(PAPER_ARM.replace("DAMPING", repr(reference.plant.damping[0])))
