@@ -172,8 +172,8 @@ class ControllerTable(Table):
     type: str = key("open_loop",
                     doc="a registered controller (entry-point group hilrig.controllers): "
                         "open_loop, pd, feedforward (computed-torque feed-forward from the "
-                        "model's inverse dynamics plus PD on the error: serial and URDF arms), or a "
-                        "package's own")
+                        "model's inverse dynamics plus PD on the error: serial and URDF "
+                        "arms), or a package's own")
     law: Optional[str] = key(None,
                              doc="the user's own law, 'package.module:function' "
                                  "(controllers/interface.py: law(t, pos, vel, cur, params, "

@@ -6,8 +6,7 @@ Controllers are ControllerSpecs found in the entry-point group ``hilrig.controll
 feedforward) are registered there too (pyproject.toml). A law named by ``controller.law`` gets
 ``controller.params`` as its params (followed by the plant's model block with
 ``controller.with_model``: plant.model_kernels) and ``controller.state_size`` zeros as its
-state; the
-sizes it declares (controllers.interface.declare_sizes) are checked when the config is
+state; the sizes it declares (controllers.interface.declare_sizes) are checked when the config is
 loaded, and a compiled one is tried once in Python then, before it compiles
 (``check_law``).
 """

@@ -159,6 +159,7 @@ RRR3_METRICS = (    # in the order plant.stepping.row_metrics fills them
               "det_phi_theta", "sign_changes"),
 )
 
+
 def arm_model_block(cfg: Config) -> np.ndarray:
     """The serial arm's model block for controllers (plant.model_kernels): its
     torque-driven params."""

@@ -14,7 +14,8 @@ from hilrig.plant.layout import H_BODY
 from hilrig.plant.urdf import dynamics, parse
 from hilrig.settings.config import load, resolve
 from rt_helpers import ROOT, hil
-from test_urdf import PAPER_ARM, ROBOTS, pinocchio_model, pinocchio_q, robot, synthetic  # noqa: F401
+from test_urdf import PAPER_ARM, ROBOTS, pinocchio_model, pinocchio_q, robot
+from test_urdf import synthetic  # noqa: F401  (the fixture)
 
 pin = pytest.importorskip("pinocchio")
 EXAMPLE = ROOT / "examples" / "computed_torque"

@@ -659,3 +659,21 @@ def _rpy(roll, pitch, yaw):
     ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
     rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
     return rz @ ry @ rx
+
+
+def test_panda_pd_tracks_its_quintic_under_computed_torque():
+    """configs/panda_pd: the computed-torque feed-forward (the plant's own RNEA and CRBA
+    through plant.model_kernels) with the inverse motor model keeps the 7 joints within
+    5e-4 rad of their quintic all along (measured 2e-4); PD alone with the same gains lags
+    by more than 0.05 rad."""
+    from hilrig.rt.sim import simulate
+
+    errors = {}
+    for kind in ("feedforward", "pd"):
+        cfg = load("panda_pd", [f"controller.type={kind}"])
+        arrays = simulate(cfg).arrays
+        c, start = cfg.controller, np.array(cfg.plant.q0)
+        s = np.clip((arrays["t"] - c.t_start) / c.duration, 0.0, 1.0)[:, None]
+        reference = start + (np.array(c.target) - start) * (10 * s**3 - 15 * s**4 + 6 * s**5)
+        errors[kind] = np.abs(arrays["q"] - reference).max()
+    assert errors["feedforward"] < 5e-4 and errors["pd"] > 0.05, errors
