@@ -172,8 +172,8 @@ class ControllerTable(Table):
     type: str = key("open_loop",
                     doc="a registered controller (entry-point group hilrig.controllers): "
                         "open_loop, pd, feedforward (computed-torque feed-forward from the "
-                        "model's inverse dynamics plus PD on the error, serial arms), or a "
-                        "package's own")
+                        "model's inverse dynamics plus PD on the error: serial and URDF "
+                        "arms), or a package's own")
     law: Optional[str] = key(None,
                              doc="the user's own law, 'package.module:function' "
                                  "(controllers/interface.py: law(t, pos, vel, cur, params, "
@@ -181,6 +181,9 @@ class ControllerTable(Table):
     params: tuple[float, ...] = key([], doc="controller.law's params array")
     state_size: int = key(0, minimum=0,
                           doc="length of controller.law's state array (zeros at the start)")
+    with_model: bool = key(False,
+                           doc="append the plant's rigid-body model block to controller.law's "
+                               "params, for plant.model_kernels (URDF and serial arms)")
     # unset: filled in from what the link takes
     output: str = key(None, choices=("voltage", "torque"),
                       doc="what the law computes; on a voltage-driven plant torque goes to "

@@ -6,15 +6,26 @@ Prints medians and 99th percentiles (per call, ns) of:
   dynamics (plant.dynamics.derivative: the mechanism and the Cholesky solve, what one RK4
   stage costs), both called in a compiled loop: batches of BATCH calls, the per-call time
   of each batch, so no Python call is in the figure;
-- Pinocchio's aba and MuJoCo's mj_forward on the same file (the fingers removed, as
-  tests/test_urdf.py does, so that all three have the Panda's 7 joints), each call timed
-  from Python with time.perf_counter_ns; the Python call overhead is taken out by
+- Pinocchio's aba and MuJoCo's mj_forward and mj_step on the same file (the fingers
+  removed, as tests/test_urdf.py does, so that all three have the Panda's 7 joints), each
+  call timed from Python with time.perf_counter_ns. Their C++ time is estimated by
   subtracting the median of the same call on a one-joint model of the same kind (one
-  revolute joint and one body: its C++ work is a few tens of ns), printed beside;
+  revolute joint and one body: the same binding's argument conversion and dispatch, whose
+  C++ work is a few tens of ns), printed beside: so the C++ figures are slightly low,
+  by that one-joint work;
 - one 1 ms RK4 tick of panda_pd (7 joints, geared DC motors, simplified motor model) in
-  a compiled loop, and a 10 s panda_pd scenario through hil sim's path (rt.sim.simulate:
-  its stepping time, wall clock, and the whole run's CPU time of this thread, which
-  another process's time slices do not inflate).
+  a compiled loop, the controller's computed torque alone (the built-in feed-forward: one
+  more CRBA + RNEA per tick), and a 10 s panda_pd scenario through hil sim's path
+  (rt.sim.simulate: its stepping time, wall clock, and the whole run's CPU time of this
+  thread, which another process's time slices do not inflate);
+- a campaign of 10 s Panda scenarios (panda_jams' grid, 10 s each) on a LocalCluster of
+  one single-threaded worker process, warmed first: simulated seconds per second of the
+  worker's compiled runs, per wall second of the whole campaign (Dask and Parquet
+  included), and per CPU second of the worker process (which other processes' time
+  slices do not inflate); the issue's goal is >= 300x real time per core;
+- `hil run panda_pd` and `hil run rig_inprocess` (paper 000's 3-DOF arm, motors and
+  feed-forward) paced at 1 kHz for --seconds each, one after the other on this host: the
+  overruns each reports, and their compute_tick medians (skip with --no-run).
 The p99 of a compiled loop's batches holds the batches another process's time slice cut
 (on a shared machine, up to milliseconds); the medians do not.
 Timings on a shared 2-core VM vary by tens of percent between runs.
@@ -32,6 +43,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from hilrig.controllers.builtin import builtin_command
+from hilrig.controllers.factory import controller_from_config
 from hilrig.plant.dynamics import derivative
 from hilrig.plant.factory import plant_from_config
 from hilrig.plant.family import for_plant
@@ -64,6 +77,12 @@ def _tick_batch(p, jams, x, u, h, work, stages, n, mech):
     for _ in range(n):
         step(p, jams, t, x, u, h, work, stages, METHOD_RK4, mech)
         t += h
+
+
+@njit(cache=True)
+def _law_batch(pos, vel, cur, params, state, u, n):
+    for _ in range(n):
+        builtin_command(0.5, pos, vel, cur, params, state, u)
 
 
 def _median_ns(run, n: int, times: int) -> float:
@@ -187,6 +206,11 @@ def main() -> int:
              f"(one-joint call {overhead:.0f} ns)")
         print(f"{'':52s} hilrig / MuJoCo: {np.median(ours) / np.median(forward):.2f}")
 
+        step = per_call(lambda: mujoco.mj_step(mj_model, mj_data))
+        small_step = np.median(per_call(lambda: mujoco.mj_step(mj_small, small_data)))
+        line("MuJoCo mj_step (RK4 off: Euler), one-joint call subtracted", step - small_step,
+             f"(one-joint call {small_step:.0f} ns)")
+
     print("\npanda_pd: 7 joints, geared DC motors (simplified), RK4 at 1 ms")
     cfg = load("panda_pd")
     plant = plant_from_config(cfg)
@@ -194,15 +218,84 @@ def main() -> int:
     line("one 1 ms tick (RK4: four derivatives), compiled loop",
          batched(lambda n: _tick_batch(plant.params, plant.jams, plant.x.copy(), u, 1e-3,
                                        plant.work, plant.stages, n, for_plant(plant))))
+    controller = controller_from_config(cfg, "V")
+    pos, vel, cur, command = plant.q.copy(), plant.qd.copy(), np.zeros(7), np.zeros(7)
+    line("the feed-forward law (CRBA + RNEA + PD), compiled loop",
+         batched(lambda n: _law_batch(pos, vel, cur, controller.params, controller.state,
+                                      command, n)))
     ten = cfg.replace(sim=dataclasses.replace(cfg.sim, duration=10.0))
     simulate(ten)                                   # compiled and warm
     cpu = time.thread_time()
     run = simulate(ten)
     cpu = time.thread_time() - cpu
-    print(f"{'a 10 s scenario (hil sim path, with rows and PD)':52s} stepping "
+    print(f"{'a 10 s scenario (hil sim path: rows, feed-forward)':52s} stepping "
           f"{run.stepping_seconds * 1e3:.0f} ms wall: {10.0 / run.stepping_seconds:.0f}x real "
           f"time; whole run {cpu * 1e3:.0f} ms of CPU: {10.0 / cpu:.0f}x per core")
+    campaign(folder)
+    if "--no-run" not in sys.argv:
+        paced(float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv
+              else 10.0)
     return 0
+
+
+CAMPAIGN = """
+[campaign]
+base = "panda_jam"
+duration = 10.0
+[[axis]]
+key = "faults.jam.joint"
+values = [2, 4, 6]
+[[axis]]
+key = "faults.jam.t1"
+values = [0.4, 0.8, 1.2, 50.0]
+[[axis]]
+key = "plant.payload"
+values = [[0.0, 0.0, 0.0, 0.1], [3.0, 0.0, 0.0, 0.1]]
+"""
+
+
+def campaign(folder: Path) -> None:
+    """24 Panda scenarios of 10 s on one worker process (see the module docstring)."""
+    from hilrig.campaign.runner import open_client, run_campaign
+    from hilrig.campaign.spec import load_spec
+
+    path = folder / "panda10.toml"
+    path.write_text(CAMPAIGN)
+    spec = load_spec(str(path))
+    client, cluster = open_client(workers=1)
+    try:
+        run_campaign(load_spec(str(path)), folder / "warm", client, batch=spec.count)
+        before = sum(client.run(time.process_time).values())
+        started = time.perf_counter()
+        rows = run_campaign(spec, folder / "out", client).table.to_pylist()
+        wall = time.perf_counter() - started
+        cpu = sum(client.run(time.process_time).values()) - before
+    finally:
+        client.close()
+        cluster.close()
+    simulated = sum(row["simulated_s"] for row in rows)
+    stepping = sum(row["stepping_s"] for row in rows)
+    print(f"\ncampaign: {len(rows)} Panda scenarios of 10 s on 1 worker: "
+          f"{simulated / stepping:.0f}x real time in the compiled runs, "
+          f"{simulated / wall:.0f}x per wall second of the whole campaign; "
+          f"{simulated / cpu:.0f}x per CPU second of the worker (goal >= 300x per core)")
+
+
+def paced(seconds: float) -> None:
+    """`hil run` of panda_pd and of the 3-DOF arm (rig_inprocess) at 1 kHz, in a scratch
+    folder: the overruns and compute_tick each reports."""
+    import subprocess
+
+    print(f"\nhil run at 1 kHz, {seconds:g} s each, one after the other")
+    for name in ("panda_pd", "rig_inprocess"):
+        with tempfile.TemporaryDirectory() as scratch:
+            proc = subprocess.run([sys.executable, "-m", "hilrig.cli", "run", name,
+                                   "--duration", str(seconds), "--no-plot"], cwd=scratch,
+                                  capture_output=True, text=True, timeout=600)
+        text = proc.stdout + proc.stderr
+        found = [row.strip() for row in text.splitlines()
+                 if row.strip().startswith(("ticks ", "compute_tick"))]
+        print(f"{name:14s} " + ("; ".join(found) if found else f"failed: {text[-300:]}"))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,6 @@ as a third-party package registers its own.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 from hilrig.controllers.interface import LAW_SIGNATURE, Controller, ControllerSpec
 from hilrig.controllers.law import (
@@ -28,9 +26,9 @@ from hilrig.controllers.law import (
 from hilrig.controllers.layout import C_MODEL, C_WORK_COLS, make_ctrl
 from hilrig.controllers.reference import FOURIER, HOLD, QUINTIC, SINUSOID, STEP
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import motor_params, plant_from_config, plant_model
 from hilrig.jit.kernel import inline_kernel
-from hilrig.plant.layout import work_shape
+from hilrig.plant import model_kernels
+from hilrig.plant.factory import motor_params, plant_model
 from hilrig.plant.packed import matrix_view
 from hilrig.schema import Config, Key
 from numba import cfunc
@@ -102,10 +100,8 @@ def build(cfg: Config, unit: str) -> Controller:
         ctrl = make_ctrl(OPEN_LOOP, nact, u_const=0.0 if constant is None else np.array(constant))
         return _controller(ctrl, model, rows, cols, "open_loop", feedback=False)
     if c.type == "feedforward":
-        mechanical = cfg.replace(plant=dataclasses.replace(plant, drive="torque"))
-        model = plant_from_config(mechanical).params
-        shape = work_shape(nact)
-        rows, cols = WORK_MODEL + shape[0], max(cols, shape[1])
+        model = model_kernels.block(cfg)
+        rows = WORK_MODEL + nact + 1        # M(r) and the bias (controllers.law.command)
     output, blocks = OUT_DIRECT, {}
     if voltage_driven and c.output == "torque":
         m = motor_params(cfg)
@@ -138,7 +134,8 @@ def _controller(ctrl: np.ndarray, model: np.ndarray, rows: int, cols: int, name:
 
 def check(cfg: dict, voltage_driven: bool) -> None:
     """The built-in laws' rules across keys: a target for PD and feed-forward, volt gains
-    only where the link takes volts, feed-forward only with a serial arm's model."""
+    only where the link takes volts, feed-forward only with a plant that has a rigid-body
+    model (PlantModel.model_block, plant.model_kernels)."""
     ctrl = cfg["controller"]
     if ctrl["type"] in ("pd", "feedforward"):
         if ctrl["target"] is None:
@@ -150,7 +147,7 @@ def check(cfg: dict, voltage_driven: bool) -> None:
             raise ConfigError("controller.output: 'voltage' needs a voltage-driven plant "
                               "(plant.drive = 'voltage' or 'voltage_full')")
     if ctrl["type"] == "feedforward" and \
-            "rigid_inverse_dynamics" not in plant_model(cfg["plant"]["model"]).provides:
+            plant_model(cfg["plant"]["model"]).model_block is None:
         raise ConfigError(f"controller.type: 'feedforward' needs a plant model with a rigid "
                           f"arm's inverse dynamics; plant.model = {cfg['plant']['model']!r} "
                           "has none (use 'pd')")

@@ -4,8 +4,9 @@ user's own law (``controller.law = "package.module:function"``).
 Controllers are ControllerSpecs found in the entry-point group ``hilrig.controllers``
 (name -> the spec: its builder, keys and rules); hilrig's own (open_loop, pd,
 feedforward) are registered there too (pyproject.toml). A law named by ``controller.law`` gets
-``controller.params`` as its params and ``controller.state_size`` zeros as its state; the
-sizes it declares (controllers.interface.declare_sizes) are checked when the config is
+``controller.params`` as its params (followed by the plant's model block with
+``controller.with_model``: plant.model_kernels) and ``controller.state_size`` zeros as its
+state; the sizes it declares (controllers.interface.declare_sizes) are checked when the config is
 loaded, and a compiled one is tried once in Python then, before it compiles
 (``check_law``).
 """
@@ -22,6 +23,7 @@ from hilrig.controllers.interface import (
     trial_call,
 )
 from hilrig.errors import ConfigError
+from hilrig.plant import model_kernels
 from hilrig.plugins import load_object, lookup
 from hilrig.schema import Config
 from numba.core.ccallback import CFunc
@@ -54,6 +56,8 @@ def controller_from_config(cfg: Config, unit: str,
         return controller_spec(c.type).build(cfg, unit)
     target = load_object(c.law, "controller.law")
     params = np.array(c.params, dtype=float)
+    if c.with_model:
+        params = np.concatenate([params, model_kernels.block(cfg)])
     state = np.zeros(c.state_size)
     if isinstance(target, (CFunc, CPUDispatcher)):
         return Controller(compile_law(target), params, state, name=c.law)
@@ -69,18 +73,21 @@ def controller_from_config(cfg: Config, unit: str,
     return Controller(target, params, state, compiled=False, name=c.law)
 
 
-def check_law(law: str, params: list, state_size: int, n_outputs: int) -> None:
+def check_law(law: str, params: list, state_size: int, n_outputs: int,
+              with_model: bool = False) -> None:
     """The law ``law`` ("module:function") against the config's sizes: those it declares
     (controllers.interface.declare_sizes), then, compiled, its trial call in Python
     (controllers.interface.trial_call). ConfigError in one line when they disagree.
     Imports the law's module and compiles nothing (settings.config calls it on load).
     A law that cannot be loaded here is left to the commands that run it, which say so in
     one line (``controller_from_config``): ``hil emulate`` loads the same config on a host
-    that may not have the controller's module."""
+    that may not have the controller's module. With ``with_model`` (the plant's model block
+    follows the params) the declared sizes count controller.params only and there is no
+    trial call: the model's kernels would compile for it."""
     try:
         target = load_object(law, "controller.law")
     except ConfigError:
         return
     check_declared_sizes(target, law, len(params), state_size, n_outputs)
-    if isinstance(target, (CFunc, CPUDispatcher)):
+    if isinstance(target, (CFunc, CPUDispatcher)) and not with_model:
         trial_call(target, law, np.array(params, dtype=float), np.zeros(state_size), n_outputs)

@@ -8,8 +8,9 @@ Laws (``ctrl[C_KIND]``):
 - ``OPEN_LOOP``: u = u_const.
 - ``PD`` (paper 003 §5.2): c = Kp (r − q) + Kd (r' − q'), r from controllers.reference.
 - ``FEEDFORWARD``: computed-torque feed-forward from the inverse dynamics of the
-  controller's own model (``model``, a plant params array; serial arms) plus PD
-  on the error: c = M(r) r'' + C(r, r') r' + D r' + g(r) + Kp (r − q) + Kd (r' − q').
+  controller's own model (``model``, the plant's model block: plant.model_kernels; the
+  serial arm, a URDF arm) plus PD on the error:
+  c = M(r) r'' + C(r, r') r' + D r' + g(r) + Kp (r − q) + Kd (r' − q').
 
 What c means and how it becomes u (``ctrl[C_OUTPUT]``):
 - ``OUT_DIRECT``: u = c (volt gains on a voltage plant, torques on a torque plant).
@@ -20,8 +21,7 @@ What c means and how it becomes u (``ctrl[C_OUTPUT]``):
   u = R_a / (r K_m) (c + r² J_m r'' + r² D_m q') + K_e r q'.
 
 Layout of ``ctrl``: controllers.layout. ``work``: 2-D scratch, rows 0–2 hold
-r, r', r'' and rows from WORK_MODEL on are the model's work array
-(plant.layout.work_shape).
+r, r', r'' and rows from WORK_MODEL on hold the model's M(r) (n rows) and bias (one row).
 """
 from hilrig.controllers.layout import (
     B_KD,
@@ -39,9 +39,8 @@ from hilrig.controllers.layout import (
     at,
 )
 from hilrig.controllers.reference import reference
-from hilrig.plant import serial_arm
 from hilrig.jit.kernel import kernel
-from hilrig.plant.layout import H_NQ
+from hilrig.plant import model_kernels
 
 OPEN_LOOP = 0
 PD = 1
@@ -68,11 +67,9 @@ def command(ctrl, model, work, t, pos, vel, u):
         u[j] = at(ctrl, B_KP, n, j) * (work[0, j] - pos[j]) \
             + at(ctrl, B_KD, n, j) * (work[1, j] - vel[j])
     if kind == FEEDFORWARD:
-        nq = int(model[H_NQ])
-        mwork = work[WORK_MODEL:]
-        mass = mwork[:nq, :nq]
-        bias = mwork[nq, :nq]
-        serial_arm.mass_and_bias(model, work[0, :n], work[1, :n], mass, bias, mwork[nq + 2:])
+        mass = work[WORK_MODEL:WORK_MODEL + n, :n]
+        bias = work[WORK_MODEL + n, :n]
+        model_kernels.mass_and_bias(model, work[0, :n], work[1, :n], mass, bias)
         for j in range(n):
             tau = bias[j]
             for k in range(n):

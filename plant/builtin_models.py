@@ -14,6 +14,8 @@ from hilrig.errors import ConfigError
 from hilrig.plant import stiffness
 from hilrig.plant.factory import CORRECTIONS, built_plant, motor_params
 from hilrig.plant.interface import PlantModel, RowMetric
+from hilrig.plant.model import Plant
+from hilrig.plant.model_kernels import KIND_SERIAL_ARM
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
 from hilrig.schema import Config, Key
@@ -157,9 +159,16 @@ RRR3_METRICS = (    # in the order plant.stepping.row_metrics fills them
               "det_phi_theta", "sign_changes"),
 )
 
+
+def arm_model_block(cfg: Config) -> np.ndarray:
+    """The serial arm's model block for controllers (plant.model_kernels): its
+    torque-driven params."""
+    return np.concatenate([[KIND_SERIAL_ARM], Plant.build(arm_params(cfg), "torque").params])
+
+
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
                         lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True,
-                        provides=frozenset({"rigid_inverse_dynamics"}), dissipation=("damping",))
+                        dissipation=("damping",), model_block=arm_model_block)
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
                   lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage",
                   diagnostics=RRR3_DIAGNOSTICS, coordinates=lambda nq: RRR3_COORDINATES,

@@ -89,9 +89,10 @@ class PlantModel:
     - offline(cfg): its own ``hil sim`` (a SimRun, plant.offline) instead of the lockstep
       loop, or None.
     - stiff_step: whether ``sim.integrator = "rosenbrock"`` can step it.
-    - provides: what controllers may rely on (``"rigid_inverse_dynamics"``: the
-      computed-torque feed-forward's model of the serial arm; ``"beam_feedforward"``:
-      paper 002's flexible inverse model).
+    - provides: what controllers may rely on (``"beam_feedforward"``: paper 002's
+      flexible inverse model).
+    - model_block(cfg): its rigid-body model for controllers (plant.model_kernels: the
+      computed-torque feed-forward, a user's law with ``controller.with_model``), or None.
     - analyses: ``hil analyze`` commands of its own, name -> function(cfg) -> dict.
     - dissipation: the ``[plant]`` keys that take energy away (damping); with them zero
       and torque drives the model conserves energy, which ``check_plant`` checks over
@@ -116,6 +117,7 @@ class PlantModel:
     provides: frozenset = frozenset()
     analyses: dict = field(default_factory=dict)
     dissipation: tuple | None = None
+    model_block: Callable[[Config], np.ndarray] | None = None
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""

@@ -506,7 +506,12 @@ def _check_consistency(cfg: dict, sizes: dict) -> None:
     from hilrig.plant.factory import plant_model
 
     if ctrl["law"] is not None:     # before any kernel compiles
-        check_law(ctrl["law"], ctrl["params"], ctrl["state_size"], sizes["nact"])
+        if ctrl["with_model"] and plant_model(plant["model"]).model_block is None:
+            raise ConfigError(f"controller.with_model: plant.model = {plant['model']!r} has "
+                              "no rigid-body model for a law (plant.model_kernels: the URDF "
+                              "arm and the serial arm have one)")
+        check_law(ctrl["law"], ctrl["params"], ctrl["state_size"], sizes["nact"],
+                  ctrl["with_model"])
     elif controller_spec(ctrl["type"]).check is not None:
         controller_spec(ctrl["type"]).check(cfg, voltage_driven)
     if 0 < cfg["telemetry"]["ring_rows"] < 16:

@@ -197,7 +197,8 @@ def seed_numba_caches(installed: Path) -> None:
 
 @pytest.mark.system
 def test_an_installed_wheel_runs_a_built_in_config_by_name(wheel, tmp_path):
-    """In a fresh venv, no checkout on the path: the wheel's own copy finds rrr3_pd.
+    """In a fresh venv, no checkout on the path: the wheel's own copy finds rrr3_pd, and
+    panda_pd with the URDF the wheel ships.
 
     The venv takes the dependencies (numpy, numba, ...) from the environment the tests
     run in: the system site-packages, and the site-packages of the venv the tests run in
@@ -234,6 +235,13 @@ def test_an_installed_wheel_runs_a_built_in_config_by_name(wheel, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rrr3: 51 ticks" in proc.stdout
     assert (work / "runs" / "rrr3_pd.mcap").is_file()
+    # the Panda from the wheel's own URDF (plant/urdf/robots), computed torque (issue 23)
+    proc = subprocess.run([str(venv / "bin" / "hil"), "run", "panda_pd", "--fast",
+                           "--duration", "0.05", "--no-plot"],
+                          capture_output=True, text=True, env=env, cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "urdf: 51 ticks" in proc.stdout
+    assert (work / "runs" / "panda_pd.mcap").is_file()
     listing = subprocess.run([str(venv / "bin" / "hil"), "configs"], capture_output=True,
                              text=True, env=env, cwd=work, check=True)
     assert str(installed / "configs") in listing.stdout

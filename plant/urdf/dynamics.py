@@ -44,6 +44,9 @@ J_COM = 17              # centre of mass in the body frame (3), m
 J_INERTIA = 20          # inertia about the centre of mass, body frame (3x3, row-major), kg m^2
 J_DAMPING = 29          # viscous joint damping, N m s/rad (N s/m)
 JOINT_STRIDE = 30
+# after the n joint rows: tip_link's frame in the last body's frame, rotation (3x3,
+# row-major) then origin (3), m (plant.urdf.kinematics)
+TIP_SIZE = 12
 
 # scratch: per joint S (6), inertia (m, h 3, J 9: 13), force (6); then running values
 S_MOTION = 0
@@ -61,7 +64,7 @@ def block(chain, gravity, damping) -> np.ndarray:
     """The params block of a parse.UrdfChain with ``gravity`` (3, m/s^2, base frame) and the
     joints' ``damping`` (n)."""
     n = chain.n
-    out = np.zeros(P_JOINTS + JOINT_STRIDE * n)
+    out = np.zeros(P_JOINTS + JOINT_STRIDE * n + TIP_SIZE)
     out[P_N] = n
     out[P_GRAVITY:P_GRAVITY + 3] = gravity
     for k in range(n):
@@ -74,6 +77,9 @@ def block(chain, gravity, damping) -> np.ndarray:
         row[J_COM:J_COM + 3] = chain.com[k]
         row[J_INERTIA:J_INERTIA + 9] = chain.inertia[k].ravel()
         row[J_DAMPING] = damping[k]
+    tip = P_JOINTS + JOINT_STRIDE * n
+    out[tip:tip + 9] = chain.tip_frame[:3, :3].ravel()
+    out[tip + 9:tip + 12] = chain.tip_frame[:3, 3]
     return out
 
 

@@ -11,6 +11,7 @@ from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params
 from hilrig.plant.interface import PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
+from hilrig.plant.model_kernels import KIND_URDF
 from hilrig.plant.urdf import dynamics, parse
 from hilrig.schema import Config, Key
 
@@ -29,6 +30,10 @@ KEYS = {
     "friction": Key("floats", None, length="nq", scalar_ok=True, minimum=0.0,
                     doc="Coulomb joint friction, N m (N); unset: the URDF's <dynamics "
                         "friction>; not modelled yet, so it must be 0"),
+    "payload": Key("floats", None,
+                   doc="a payload fixed to tip_link: [mass kg, cx, cy, cz m] (its centre of "
+                       "mass in tip_link's frame), optionally then its inertia about it "
+                       "[Ixx, Iyy, Izz, Ixy, Ixz, Iyz] kg m^2; merged into the last body"),
 }
 
 
@@ -39,7 +44,8 @@ def chain(plant) -> parse.UrdfChain:
     if not isinstance(urdf, str) or not urdf:
         raise ConfigError("plant.urdf: required with plant.model = \"urdf\": a URDF file or a "
                           f"shipped robot ({', '.join(parse.shipped_robots())})")
-    chain = parse.load(urdf, get("base_link"), get("tip_link"))
+    chain = parse.with_payload(parse.load(urdf, get("base_link"), get("tip_link")),
+                               get("payload"))
     if chain.n > dynamics.MAX_JOINTS:
         raise ConfigError(f"plant.tip_link: the chain to {chain.tip_link!r} has {chain.n} "
                           f"moving joints; the URDF plant takes at most {dynamics.MAX_JOINTS}")
@@ -92,4 +98,10 @@ def build(cfg: Config) -> Plant:
     return plant
 
 
-URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",))
+def model_block(cfg: Config) -> np.ndarray:
+    """The chain's model block for controllers (plant.model_kernels)."""
+    return np.concatenate([[KIND_URDF], params(cfg.plant)])
+
+
+URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",),
+                  model_block=model_block)

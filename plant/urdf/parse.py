@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -48,6 +48,8 @@ class UrdfChain:
         lower, upper (n,) rad or m (-inf, inf where the URDF gives none, continuous
         joints); effort (n,) N m or N and velocity (n,) rad/s or m/s (inf where none)
     locked: (name, value) of each off-chain moving joint carried locked (rad or m).
+    tip_frame (4, 4): tip_link's frame in the last body's frame (the fixed joints between
+    the last moving joint's child link and tip_link composed; identity when they are one).
     """
 
     robot: str
@@ -69,6 +71,7 @@ class UrdfChain:
     effort: np.ndarray
     velocity: np.ndarray
     locked: tuple
+    tip_frame: np.ndarray = field(default_factory=lambda: np.eye(4))
 
     @property
     def n(self) -> int:
@@ -193,9 +196,15 @@ class _Tree:
         rows = [self._joint_row(k, joint, moving, base) for k, joint in enumerate(moving)]
         locked = tuple(sorted(self.locked))
         fields = {key: np.array([row[key] for row in rows]) for key in rows[0]}
+        tip_frame, link = np.eye(4), tip
+        while link != moving[-1].child:
+            inner = self.parent_joint[link]
+            tip_frame = _origin(inner) @ tip_frame
+            link = inner.parent
         return UrdfChain(robot=self.robot.name, path=self.path, base_link=base, tip_link=tip,
                          joints=tuple(j.name for j in moving),
-                         kinds=tuple(j.type for j in moving), locked=locked, **fields)
+                         kinds=tuple(j.type for j in moving), locked=locked,
+                         tip_frame=tip_frame, **fields)
 
     def _base(self, base_link: str | None) -> str:
         if base_link is None:
@@ -321,6 +330,46 @@ class _Tree:
             d = c - com
             inertia += inertia_c + m * (d @ d * np.eye(3) - np.outer(d, d))
         return total, com, inertia
+
+
+def with_payload(chain: UrdfChain, payload) -> UrdfChain:
+    """The chain with a payload rigidly fixed to its tip link (``plant.payload``): [mass kg,
+    cx, cy, cz m] (its centre of mass in tip_link's frame), optionally followed by its
+    inertia about that centre in tip_link's frame, [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] kg m^2
+    (unset: a point mass). Merged into the last body's mass, centre of mass and inertia
+    (parallel axes), as a fixed link would be; None or mass 0: the chain as it is."""
+    if payload is None or len(payload) == 0:
+        return chain
+    values = [float(v) for v in payload]
+    if len(values) not in (4, 10):
+        raise ConfigError(f"plant.payload: expected [mass, cx, cy, cz] or [mass, cx, cy, cz, "
+                          f"Ixx, Iyy, Izz, Ixy, Ixz, Iyz], got {len(values)} values")
+    mass = values[0]
+    if not mass >= 0.0 or not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"plant.payload: the mass must be finite and >= 0 kg, got {mass:g}")
+    if len(values) == 10:
+        ixx, iyy, izz, ixy, ixz, iyz = values[4:]
+        local = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        if np.any(np.linalg.eigvalsh(local) < -1e-12 * max(1.0, np.abs(local).max())):
+            raise ConfigError("plant.payload: the inertia is not positive semi-definite")
+    else:
+        local = np.zeros((3, 3))
+    if mass == 0.0:
+        if np.any(local != 0.0):
+            raise ConfigError("plant.payload: a payload of mass 0 kg with a nonzero inertia")
+        return chain
+    rot, shift = chain.tip_frame[:3, :3], chain.tip_frame[:3, 3]
+    centre = rot @ np.array(values[1:4]) + shift          # in the last body's frame
+    own = rot @ local @ rot.T
+    total = chain.mass[-1] + mass
+    com = (chain.mass[-1] * chain.com[-1] + mass * centre) / total
+    inertia = np.zeros((3, 3))
+    for m, c, at_c in ((chain.mass[-1], chain.com[-1], chain.inertia[-1]), (mass, centre, own)):
+        d = c - com
+        inertia += at_c + m * (d @ d * np.eye(3) - np.outer(d, d))
+    masses, coms, inertias = chain.mass.copy(), chain.com.copy(), chain.inertia.copy()
+    masses[-1], coms[-1], inertias[-1] = total, com, inertia
+    return replace(chain, mass=masses, com=coms, inertia=inertias)
 
 
 def _origin(joint) -> np.ndarray:
