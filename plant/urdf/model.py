@@ -11,7 +11,7 @@ from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params
 from hilrig.plant.interface import PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
-from hilrig.plant.urdf import dynamics, parse
+from hilrig.plant.urdf import dynamics, frames, parse
 from hilrig.schema import Config, Key
 
 KEYS = {
@@ -92,4 +92,5 @@ def build(cfg: Config) -> Plant:
     return plant
 
 
-URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",))
+URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",),
+                  frames=lambda cfg: frames.skeleton(chain(cfg.plant)))

@@ -1,0 +1,63 @@
+"""A URDF chain in 3D (plant.frames): the frame of every moving joint's child link at q,
+from parse.UrdfChain's joint placements and axes, in Python (off the critical path).
+
+Body k's frame is the child link of moving joint k (URDF's own link name, so a viewer's
+URDF layer and these frames agree); its pose in ``base_link``'s frame is
+
+    T_k = T_{k-1} [rotation_k | origin_k] motion_k(q_k),   T_0 = I,
+
+motion_k a rotation by q_k (rad) about axis_k (revolute, continuous) or a translation
+by q_k (m) along it (prismatic). ``base_link`` is the model's base frame
+(plant.frames.BASE), placed at the world's origin as it is (ROS: z up). The shape: a rod
+from each joint to the next (in the body before it), a sphere at each joint (coloured
+while it is jammed).
+"""
+from __future__ import annotations
+
+import numpy as np
+from hilrig.plant.frames import BASE, IDENTITY, JOINT, ORIGIN, ROD, WORLD, Shape, Skeleton, quaternion
+from hilrig.plant.urdf import parse
+
+SHORTEST_ROD = 1e-3    # m: joints closer than this get no rod between them
+
+
+def poses(chain: parse.UrdfChain, q: np.ndarray) -> np.ndarray:
+    """(n, 4, 4) poses of the bodies 1..n in base_link's frame (m) at coordinates q."""
+    out = np.empty((chain.n, 4, 4))
+    pose = np.eye(4)
+    for k in range(chain.n):
+        placement = np.eye(4)
+        placement[:3, :3], placement[:3, 3] = chain.rotation[k], chain.origin[k]
+        motion = np.eye(4)
+        if chain.kinds[k] == "prismatic":
+            motion[:3, 3] = chain.axis[k] * q[k]
+        else:
+            motion[:3, :3] = parse._rotation(chain.axis[k], float(q[k]))
+        pose = pose @ placement @ motion
+        out[k] = pose
+    return out
+
+
+def link_names(chain: parse.UrdfChain) -> tuple[str, ...]:
+    """The child link of each moving joint of the chain (body k's frame name)."""
+    child = {joint.name: joint.child for joint in parse._read(chain.path).joints}
+    return tuple(child[name] for name in chain.joints)
+
+
+def skeleton(chain: parse.UrdfChain) -> Skeleton:
+    """The chain's frames (each body's pose in base_link's terms) and shape."""
+    names = link_names(chain)
+
+    def frames(q: np.ndarray) -> list:
+        out = [(BASE, WORLD, ORIGIN, IDENTITY)]
+        for name, pose in zip(names, poses(chain, q)):
+            out.append((name, BASE, pose[:3, 3].copy(), quaternion(pose[:3, :3])))
+        return out
+
+    shapes = []
+    for k in range(chain.n):
+        before = names[k - 1] if k else BASE
+        if np.linalg.norm(chain.origin[k]) >= SHORTEST_ROD:
+            shapes.append(Shape(before, "rod", ((0.0, 0.0, 0.0), tuple(chain.origin[k])), ROD))
+        shapes.append(Shape(names[k], "sphere", ((0.0, 0.0, 0.0),), JOINT, joint=k))
+    return Skeleton(frames, tuple(shapes))
