@@ -594,14 +594,17 @@ def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
 
 def test_the_shipped_layout_plots_what_the_live_view_publishes():
     from hilrig.live.foxglove import CHANNELS, EVENT_TOPIC
+    from hilrig.plant.frames import WORLD
+    from hilrig.telemetry.scene import SCENE_TOPIC
 
     layout = json.loads((ROOT / "docs" / "foxglove" / "hilrig-layout.json").read_text())
-    paths, panels = [], []
+    paths, panels, configs = [], [], {}
 
     def walk(node):
         if isinstance(node, dict):
             if node.get("type") == "panel":
                 panels.append(node["panelType"])
+                configs[node["panelType"]] = node.get("config", {})
                 paths.extend(p["value"] for p in node.get("config", {}).get("paths", []))
             for value in node.values():
                 walk(value)
@@ -610,7 +613,9 @@ def test_the_shipped_layout_plots_what_the_live_view_publishes():
                 walk(value)
 
     walk(layout)
-    assert "Parameters" in panels and "RawMessages" in panels
+    assert "Parameters" in panels and "RawMessages" in panels and "ThreeDee" in panels
+    robot = configs["ThreeDee"]     # the robot: the scene in the frames' root
+    assert robot["fixedFrame"] == WORLD and robot["topics"][SCENE_TOPIC]["visible"]
     assert {"/hil/joint_state.q[0]", "/hil/tracking_error.norm", "/hil/timing.lateness",
             "/hil/diagnostics.residual", "/hil/diagnostics.det_phi_x"} <= set(paths)
     for path in paths:
