@@ -9,6 +9,9 @@ The in-process 1 kHz loop (3RRR, PD: ``hil run rrr3_pd``) in five setups, interl
 - live: the Foxglove server running, no client;
 - 100Hz: one client subscribed to every channel at the default --live-rate (100 Hz);
 - 1kHz: one client subscribed to every channel, every channel at the full 1 kHz;
+
+(every channel: the six signal channels and the robot's 3D ones, ``/hil/frames`` at the
+channels' rate and ``/hil/scene``, issue 25; ``/hil/event`` aside)
 - stalled: one client subscribed to every channel (1 kHz) that never reads (its TCP
   window fills, the SDK drops its oldest messages).
 
@@ -56,7 +59,8 @@ RATES = {"100Hz": [], "1kHz": ["1000"], "stalled": ["1000"]}    # --live-rate of
 
 def client_main(port: int, stalled: bool, out: str) -> None:
     """A foxglove.websocket.v1 client: subscribe to every channel, then read (and note
-    each message's topic, tick and arrival time) or never read again."""
+    each message's topic, tick (JSON channels; None for protobuf ones), log time and
+    arrival time) or never read again."""
     import websockets
 
     async def run():
@@ -69,14 +73,17 @@ def client_main(port: int, stalled: bool, out: str) -> None:
             except OSError:
                 await asyncio.sleep(0.1)
         channels = {}
-        while len(channels) < 7:
+        encodings = {}
+        while len(channels) < 9:
             message = json.loads(await ws.recv())
             if message["op"] == "advertise":
                 channels.update({c["topic"]: c["id"] for c in message["channels"]})
+                encodings.update({c["id"]: c["encoding"] for c in message["channels"]})
         topics = [t for t in channels if t != "/hil/event"]
         subs = [{"id": i, "channelId": channels[t]} for i, t in enumerate(topics)]
         await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
-        arrivals = []               # (subscription, tick, CLOCK_MONOTONIC ns)
+        json_subs = {i for i, t in enumerate(topics) if encodings[channels[t]] == "json"}
+        arrivals = []               # (subscription, tick, log time ns, CLOCK_MONOTONIC ns)
         try:
             while True:
                 if stalled:
@@ -86,7 +93,9 @@ def client_main(port: int, stalled: bool, out: str) -> None:
                 if isinstance(frame, bytes):
                     now = time.monotonic_ns()
                     sub = int.from_bytes(frame[1:5], "little")
-                    arrivals.append((sub, json.loads(frame[13:])["tick"], now))
+                    log_time = int.from_bytes(frame[5:13], "little")
+                    tick = json.loads(frame[13:])["tick"] if sub in json_subs else None
+                    arrivals.append((sub, tick, log_time, now))
         except websockets.ConnectionClosed:
             pass
         Path(out).write_text(json.dumps({"topics": topics, "arrivals": arrivals}))
@@ -109,8 +118,9 @@ class Subscribed:
 
     def start(self, session) -> None:
         deadline = time.monotonic() + 120.0
-        while time.monotonic() < deadline and not all(
-                channel.has_sinks() for channel, _, _ in self.view.channels.values()):
+        channels = [c for c, _, _ in self.view.channels.values()] + \
+            list(self.view.scene_channels.values())
+        while time.monotonic() < deadline and not all(c.has_sinks() for c in channels):
             time.sleep(0.01)
 
     def stop(self) -> None:
@@ -182,13 +192,24 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
     if watch is not None:
         got = json.loads(arrivals.read_text())
         ticks = arrays["tick"].astype(int)
+        # the frames carry no tick: theirs from the log time (the run's wall-clock origin,
+        # that of every JSON message, plus tick * dt)
+        t_of = dict(zip(ticks.tolist(), arrays["t"].tolist()))
+        origin = next(stamp - round(t_of[k] * 1e9) for _, k, stamp, _ in got["arrivals"]
+                      if k is not None)
         latency, received, expected = [], 0, 0
         for sub, topic in enumerate(got["topics"]):
+            if topic == "/hil/scene":       # (once a second and on a colour change)
+                continue
             step = max(1, int(round(1.0 / (rates.get(topic, rates[None]) * cfg.sim.dt))))
-            mine = [(k, t) for s, k, t in got["arrivals"] if s == sub]
+            mine = [(k if k is not None else int(round((stamp - origin) * 1e-9 / cfg.sim.dt)),
+                     t) for s, k, stamp, t in got["arrivals"] if s == sub]
             if not mine:
                 continue
-            latency += [t - watch.published[k] for k, t in mine if k in watch.published]
+            mine_latency = [t - watch.published[k] for k, t in mine if k in watch.published]
+            latency += mine_latency
+            if topic == "/hil/frames":
+                out["frames"] = np.array(mine_latency) * 1e-9
             received += len(mine)
             due = ticks[(ticks >= mine[0][0]) & (ticks % step == 0)]
             expected += len(due)
@@ -285,6 +306,10 @@ def main() -> None:
             print(f"  {setup:6} {run['received']} of {run['expected']} messages: median "
                   f"{np.median(lat):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, "
                   f"max {lat.max():.2f} ms")
+            if len(run.get("frames", ())):
+                lat = run["frames"] * 1e3
+                print(f"         of which /hil/frames, {len(lat)}: median {np.median(lat):.2f} "
+                      f"ms, p99 {np.percentile(lat, 99):.2f} ms, max {lat.max():.2f} ms")
 
 
 if __name__ == "__main__":
