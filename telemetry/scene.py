@@ -11,9 +11,13 @@ the rows whose tick is a multiple of a step (the log: FRAME_RATE; the live view:
 ``--live-rate``), each message stamped with its row's log time.
 
 Off the critical path: the log's writer thread and the live view's publisher call it on
-rows the loop has published (plant.frames' Python, a few tens of us a message).
+rows the loop has published, a block of rows at a time: the poses of all of them at once
+(plant.frames, numpy), then one message each (``TransformsEncoder``: the 3RRR's eight
+frames in about 10 us, against about 40 us through the SDK's message classes).
 """
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 from hilrig.plant.factory import plant_model
@@ -66,6 +70,50 @@ def _rod_pose(a: np.ndarray, b: np.ndarray):
     return 0.5 * (a + b), quat / np.linalg.norm(quat), length
 
 
+def _varint(value: int) -> bytes:
+    """A non-negative integer as a protobuf varint."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, data: bytes) -> bytes:
+    """A length-delimited protobuf field: a string or a message."""
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+# one FrameTransform's translation (field 4: Vector3 x, y, z) and rotation (field 5:
+# Quaternion x, y, z, w), the doubles as fixed64 fields (tag, 8 bytes): always 27 and 36 bytes
+_POSE = struct.Struct("<2sBdBdBd2sBdBdBdBd")
+
+
+class TransformsEncoder:
+    """``foxglove.FrameTransforms`` messages of one skeleton's frames, written in the
+    protobuf wire format of the SDK's schema (FrameTransforms.transforms = 1;
+    FrameTransform: timestamp = 1, parent_frame_id = 2, child_frame_id = 3,
+    translation = 4, rotation = 5) with the frames' names encoded once: what
+    ``FrameTransforms(...).encode()`` gives, every double written even where it is 0
+    (which protobuf readers take as the same message), about four times as fast."""
+
+    def __init__(self, frames):
+        self.names = [_field(2, parent.encode()) + _field(3, child.encode())
+                      for child, parent in frames]
+
+    def __call__(self, t: np.ndarray, r: np.ndarray, ns: int) -> bytes:
+        """The message of translations t (F, 3), m, and quaternions r (F, 4), stamped ns."""
+        sec, nsec = divmod(int(ns), 1_000_000_000)
+        stamp = _field(1, b"\x08" + _varint(sec) + b"\x10" + _varint(nsec))
+        parts = []
+        for names, (x, y, z), (qx, qy, qz, qw) in zip(self.names, t.tolist(), r.tolist()):
+            body = stamp + names + _POSE.pack(b"\x22\x1b", 0x09, x, 0x11, y, 0x19, z,
+                                              b"\x2a\x24", 0x09, qx, 0x11, qy, 0x19, qz, 0x21, qw)
+            parts.append(b"\x0a" + _varint(len(body)) + body)
+        return b"".join(parts)
+
+
 class SceneMessages:
     """The messages of one run's robot (module docstring).
 
@@ -76,6 +124,7 @@ class SceneMessages:
         from foxglove import messages as fm
         self.fm = fm
         self.skeleton = skeleton
+        self.encode = TransformsEncoder(skeleton.frames)
         self.q = q
         self.jammed: set = set()            # coordinates (0-based) jammed now
         self.touching: tuple = ()           # contact points touching at the last frames
@@ -96,16 +145,6 @@ class SceneMessages:
 
     def _stamp(self, ns: int):
         return self.fm.Timestamp(sec=int(ns // 1_000_000_000), nsec=int(ns % 1_000_000_000))
-
-    def frames(self, q: np.ndarray, ns: int) -> bytes:
-        """FrameTransforms at coordinates q, stamped ``ns`` (ns)."""
-        fm, stamp = self.fm, self._stamp(ns)
-        return fm.FrameTransforms(transforms=[
-            fm.FrameTransform(timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
-                              translation=fm.Vector3(x=float(t[0]), y=float(t[1]), z=float(t[2])),
-                              rotation=fm.Quaternion(x=float(r[0]), y=float(r[1]), z=float(r[2]),
-                                                     w=float(r[3])))
-            for child, parent, t, r in self.skeleton.frames(q)]).encode()
 
     def scene(self, ns: int) -> bytes:
         """SceneUpdate of every shape, one entity per frame, coloured as things are now."""
@@ -164,19 +203,21 @@ class SceneMessages:
         out = []
         events = sorted(events, key=lambda e: e[0])
         k = 0
-        for r in np.flatnonzero(ticks % step == 0):
-            stamp = int(stamps[r])
+        due = np.flatnonzero(ticks % step == 0)
+        qs = np.ascontiguousarray(rows[due][:, self.q])
+        t, r = self.skeleton.poses(qs)
+        touching = self.skeleton.contacts(qs) if self.skeleton.contacts is not None else None
+        for m, stamp in enumerate(stamps[due].tolist()):
             while k < len(events) and events[k][0] <= stamp:
                 self.event(events[k][1], events[k][2])
                 k += 1
-            q = rows[r, self.q]
-            if self.skeleton.contacts is not None:
-                touching = tuple(np.flatnonzero(self.skeleton.contacts(q)).tolist())
-                if touching != self.touching:
-                    self.touching, self.dirty = touching, True
+            if touching is not None:
+                now = tuple(np.flatnonzero(touching[m]).tolist())
+                if now != self.touching:
+                    self.touching, self.dirty = now, True
             if self.dirty:
                 out.append((SCENE_TOPIC, stamp, self.scene(stamp)))
-            out.append((FRAMES_TOPIC, stamp, self.frames(q, stamp)))
+            out.append((FRAMES_TOPIC, stamp, self.encode(t[m], r[m], stamp)))
         for _, kind, fields in events[k:]:
             self.event(kind, fields)
         return out

@@ -56,7 +56,7 @@ def test_the_serial_arm_frames_are_its_forward_kinematics_and_hang_down():
     skeleton = serial_arm(length)
     rng = np.random.default_rng(3)
     for q in rng.uniform(-math.pi, math.pi, (20, 3)):
-        frames = by_child(skeleton.frames(q))
+        frames = by_child(skeleton.at(q))
         parent, t, r = frames[BASE]
         assert parent == WORLD
         assert np.allclose(rotation(r) @ [1.0, 0.0, 0.0], [0.0, 0.0, -1.0])   # x down
@@ -88,7 +88,7 @@ def test_the_3rrr_frames_close_every_leg_on_the_platform():
         q[i] = math.atan2(a[1] - o[1], a[0] - o[0])
         corners.append(b)
         elbows.append(a)
-    frames = by_child(skeleton.frames(np.array(q)))
+    frames = by_child(skeleton.at(np.array(q)))
 
     def point(name, local):
         _, t, r = frames[name]
@@ -112,7 +112,7 @@ def test_the_urdf_frames_are_pinocchios_forward_kinematics(robot, tip):
     from hilrig.plant.urdf.frames import skeleton
 
     chain = parse.load(robot, None, tip)
-    frames_of = skeleton(chain).frames
+    frames_of = skeleton(chain).at
     model = pin.buildModelFromUrdf(chain.path)
     data = model.createData()
 
@@ -153,16 +153,16 @@ def test_the_flexible_chain_marks_its_end_points_in_contact():
     params = chain.block()
     skeleton = flex_chain(params, chain.n, 1.0, end_points)
     z, _ = paper_initial_state()
-    frames = by_child(skeleton.frames(z))
+    frames = by_child(skeleton.at(z))
     points = end_points(params, z)
     for k in range(4):
         assert np.abs(frames[f"node{k + 1}"][1][:2] - points[k]).max() < 1e-12
-    assert not skeleton.contacts(z).any()
+    assert not skeleton.contacts(z[None, :]).any()
     lowest = points[:, 1] < points[:, 1].min() + 1e-9     # (the drop starts symmetric)
     assert 0 < lowest.sum() < 4
     low = z.copy()
     low[4] -= points[:, 1].min() + 1e-6         # the lowest end points 1 um into the ground
-    assert skeleton.contacts(low).tolist() == lowest.tolist()
+    assert skeleton.contacts(low[None, :])[0].tolist() == lowest.tolist()
 
     rows = np.vstack([z, z, low])
     messages = SceneMessages(skeleton, slice(0, len(z)))
@@ -194,6 +194,32 @@ def _message_class(kind):
 
 def _decode(kind, data: bytes):
     return _message_class(kind).FromString(data)
+
+
+@pytest.mark.parametrize("seconds", [0, 3, 1_764_000_000])     # plant time, wall clock
+def test_the_frames_encoder_writes_what_the_sdk_writes(seconds):
+    """telemetry.scene's own protobuf writer against the SDK's FrameTransforms(...).encode():
+    the same message once decoded (zeros included, e.g. the 3RRR's z and base pose)."""
+    pytest.importorskip("google.protobuf")
+    import foxglove.messages as fm
+    from hilrig.plant.frames import rrr3
+    from hilrig.plant.rrr3 import Rrr3Params
+    from hilrig.telemetry.scene import TransformsEncoder
+
+    skeleton = rrr3(Rrr3Params.paper())
+    q = np.array([0.4, 0.8, 1.0, 0.6, 0.35, -0.1])
+    t, r = skeleton.poses(q[None, :])
+    for ns in (seconds * 10 ** 9, seconds * 10 ** 9 + 1, seconds * 10 ** 9 + 999_999_999):
+        stamp = fm.Timestamp(sec=ns // 10 ** 9, nsec=ns % 10 ** 9)
+        sdk = fm.FrameTransforms(transforms=[fm.FrameTransform(
+            timestamp=stamp, parent_frame_id=parent, child_frame_id=child,
+            translation=fm.Vector3(x=float(a[0]), y=float(a[1]), z=float(a[2])),
+            rotation=fm.Quaternion(x=float(b[0]), y=float(b[1]), z=float(b[2]), w=float(b[3])))
+            for (child, parent), a, b in zip(skeleton.frames, t[0], r[0])]).encode()
+        ours = TransformsEncoder(skeleton.frames)(t[0], r[0], ns)
+        kind = _message_class(fm.FrameTransforms)
+        assert kind.FromString(ours) == kind.FromString(sdk)
+        assert len(kind.FromString(ours).transforms) == 8
 
 
 # -- in a log ---------------------------------------------------------------------------
