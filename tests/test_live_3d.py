@@ -228,10 +228,12 @@ def test_the_frames_encoder_writes_what_the_sdk_writes(seconds):
 def test_a_run_log_carries_the_arm_in_3d_and_passes_the_doctor(tmp_path):
     """`hil run serial3_jam2` (joint 2 jams at 0.5 s): /hil/frames at 100 Hz, each the
     arm's forward kinematics at its row's q to 1e-12; the scene once, and again with
-    joint 2 red from the jam on; the log passes pymcap-cli doctor with no warning."""
+    joint 2 red from the jam on; the log, and a cut copy repaired (`hil log repair`), pass
+    pymcap-cli doctor with no warning or error."""
     pytest.importorskip("mcap_protobuf")
     from mcap.reader import make_reader
     from mcap_protobuf.decoder import DecoderFactory
+    from hilrig.telemetry.repair import repair
     from hilrig.telemetry.scene import JAMMED, JOINT
 
     log = tmp_path / "arm.mcap"
@@ -273,12 +275,23 @@ def test_a_run_log_carries_the_arm_in_3d_and_passes_the_doctor(tmp_path):
     assert joint_colours(scenes[1][1])["link2"] == tuple(round(v, 3) for v in JAMMED[:2])
     assert all(e.frame_locked for e in scenes[0][1].entities)
 
-    doctor = subprocess.run([_program("pymcap-cli"), "doctor", str(log)],
-                            capture_output=True, text=True, timeout=120)
-    assert doctor.returncode == 0, doctor.stdout
-    assert "passed MCAP doctor checks" in doctor.stdout
-    assert "warning" not in doctor.stdout.lower() and "error" not in doctor.stdout.lower(), \
-        doctor.stdout
+    # the log, and a copy cut at 60 % (a killed run) then repaired, pass the doctor
+    cut, fixed = tmp_path / "cut.mcap", tmp_path / "fixed.mcap"
+    cut.write_bytes(log.read_bytes()[:log.stat().st_size * 6 // 10])
+    report = repair(cut, fixed)
+    assert 0 < report.ticks < 1001
+    for path in (log, fixed):
+        doctor = subprocess.run([_program("pymcap-cli"), "doctor", str(path)],
+                                capture_output=True, text=True, timeout=120)
+        assert doctor.returncode == 0, doctor.stdout
+        assert "passed MCAP doctor checks" in doctor.stdout
+        assert "warning" not in doctor.stdout.lower() and \
+            "error" not in doctor.stdout.lower(), doctor.stdout
+    with open(fixed, "rb") as stream:
+        summary = make_reader(stream).get_summary()
+    counts = {c.topic: summary.statistics.channel_message_counts.get(c.id, 0)
+              for c in summary.channels.values()}
+    assert counts["/hil/frames"] == len([k for k in range(report.ticks) if k % 10 == 0])
 
 
 # -- live -------------------------------------------------------------------------------
