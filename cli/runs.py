@@ -102,7 +102,8 @@ def _live_options(parser, tuning: bool) -> None:
     parser.add_argument("--live-rate", action="append", metavar="HZ|TOPIC=HZ",
                         help=f"messages a second per --live channel (default {DEFAULT_RATE:g}; "
                              "the loop's rate or more: every row); TOPIC=HZ for one channel, "
-                             "e.g. /hil/timing=1000; repeatable")
+                             "e.g. /hil/timing=1000 or /hil/frames=30 (the 3D frames); "
+                             "repeatable")
     if tuning:
         parser.add_argument("--set-endpoint", default=None,
                             help="where `hil set` reaches this run (default: one of its own "
