@@ -225,23 +225,30 @@ def test_the_frames_encoder_writes_what_the_sdk_writes(seconds):
 # -- in a log ---------------------------------------------------------------------------
 
 @pytest.mark.system
-def test_a_run_log_carries_the_arm_in_3d_and_passes_the_doctor(tmp_path):
-    """`hil run serial3_jam2` (joint 2 jams at 0.5 s): /hil/frames at 100 Hz, each the
-    arm's forward kinematics at its row's q to 1e-12; the scene once, and again with
-    joint 2 red from the jam on; the log, and a cut copy repaired (`hil log repair`), pass
-    pymcap-cli doctor with no warning or error."""
+@pytest.mark.parametrize("command", ["run", "sim"])
+def test_a_log_carries_the_arm_in_3d_and_passes_the_doctor(tmp_path, command):
+    """`hil run serial3_jam2 --log` and `hil sim serial3_jam2 --log` (joint 2 jams at
+    0.5 s): /hil/frames at 100 Hz, each the arm's forward kinematics at its row's q to
+    1e-12; the scene once, and again with joint 2 red from the jam on; the log, and a cut
+    copy repaired (`hil log repair`), pass pymcap-cli doctor with no warning or error.
+    `hil sim`'s log holds the rows of its .npz."""
     pytest.importorskip("mcap_protobuf")
     from mcap.reader import make_reader
     from mcap_protobuf.decoder import DecoderFactory
     from hilrig.telemetry.repair import repair
     from hilrig.telemetry.scene import JAMMED, JOINT
 
-    log = tmp_path / "arm.mcap"
-    done = subprocess.run(hil("run", "serial3_jam2", "--fast", "--duration", "1.0", "--log",
-                              str(log), "--no-plot"), cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
+    log, npz = tmp_path / "arm.mcap", tmp_path / "arm.npz"
+    options = ["--fast", "--no-plot"] if command == "run" else ["--out", str(npz)]
+    done = subprocess.run(hil(command, "serial3_jam2", "--duration", "1.0", "--log", str(log),
+                              *options), cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
-    arrays, events, meta, _ = read_complete(log)
+    arrays, events, meta, summary = read_complete(log)
+    if command == "sim":
+        offline = np.load(npz)
+        for name in ("t", "q", "qd", "u", "energy", "com"):
+            assert np.array_equal(arrays[name], offline[name]), name
+        assert summary["status"] == "ok" and np.isnan(arrays["lateness"]).all()
     jam = next(e for e in events if e["kind"] == "jam")
     rows = {int(round(t * 1e9)): k for k, t in enumerate(arrays["t"])}
     length = meta["plant"]["length"]
