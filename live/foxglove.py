@@ -371,7 +371,12 @@ class LiveView:
             if subscribed:
                 self._send(rows, subscribed)
             if robot:
-                self._send_robot(rows)
+                try:
+                    self._send_robot(rows)
+                except Exception:  # noqa: BLE001 -- a model's frames (a user's code)
+                    log.exception("live view: the robot's frames failed; the view goes on "
+                                  "without the 3D channels")
+                    self.scene = None
         self._seen = head
         if self._params_changed:
             self._params_changed = False

@@ -366,7 +366,11 @@ class Telemetry:
             self.head[TAKEN] = self.copied       # their slots are free for the loop again
             stamps = _stamps(rows[lost:, self.columns["t"]])
             if self.scene is not None:           # the robot's frames at their rate
-                events += self.scene.chunk(self._mcap, rows[lost:], stamps, raw)
+                try:
+                    events += self.scene.chunk(self._mcap, rows[lost:], stamps, raw)
+                except Exception as exc:  # noqa: BLE001 -- a model's frames (a user's code)
+                    self.scene = None                # must not stop the log: no more 3D
+                    self.event("scene_error", message=_describe(exc))
             self._mcap.add_chunk(self._tick_channel, stamps, rows[lost:],
                                  np.arange(first + lost, first + n) & 0xFFFFFFFF, events)
             if self.copied >= end:

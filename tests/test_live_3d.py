@@ -347,3 +347,28 @@ def test_a_live_client_receives_the_frames_at_the_rate_it_set(tmp_path):
         assert abs(2 * math.atan2(platform.rotation.z, platform.rotation.w) - pose[2]) < 1e-12
     assert ticks[0] < 2000 and ticks == list(range(ticks[0], 4001, 20))
     assert client.messages.get("/hil/scene")          # the shape (every second)
+
+
+def test_frames_that_raise_stop_the_3d_channels_not_the_log(tmp_path):
+    """A model's frames raising (a user's code) in the writer thread: the log keeps every
+    row and says why in a scene_error event; no frames from there."""
+    from hilrig.plant.frames import Skeleton
+    from hilrig.telemetry.recorder import Telemetry, run_groups
+    from hilrig.telemetry.scene import LogScene
+
+    def poses(qs):
+        raise ZeroDivisionError("a bug in my frames")
+
+    groups = run_groups((("energy", 1), ("com", (2,))), 2, 2, "torque")
+    tel = Telemetry(tmp_path / "x.mcap", groups, {"run": 1}, capacity=4096)
+    tel.scene = LogScene(Skeleton(((BASE, WORLD),), poses, ()), tel.columns, 1e-3)
+    rows = np.zeros((300, tel.width))
+    rows[:, tel.columns["t"]] = np.arange(300) * 1e-3
+    rows[:, tel.columns["tick"]] = np.arange(300)
+    tel.ring[:300] = rows
+    tel.head[0] = 300
+    tel.close({"status": "ok"})
+    arrays, events, _, summary = read_complete(tmp_path / "x.mcap")
+    assert len(arrays["t"]) == 300 and summary["telemetry"]["lost_rows"] == 0
+    assert [e["message"] for e in events if e["kind"] == "scene_error"] == \
+        ["ZeroDivisionError: a bug in my frames"]
