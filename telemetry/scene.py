@@ -204,6 +204,10 @@ class SceneMessages:
         events = sorted(events, key=lambda e: e[0])
         k = 0
         due = np.flatnonzero(ticks % step == 0)
+        if not len(due):
+            for _, kind, fields in events:
+                self.event(kind, fields)
+            return out
         qs = np.ascontiguousarray(rows[due][:, self.q])
         t, r = self.skeleton.poses(qs)
         touching = self.skeleton.contacts(qs) if self.skeleton.contacts is not None else None

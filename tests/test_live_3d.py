@@ -166,6 +166,7 @@ def test_the_flexible_chain_marks_its_end_points_in_contact():
 
     rows = np.vstack([z, z, low])
     messages = SceneMessages(skeleton, slice(0, len(z)))
+    assert messages.rows(rows, np.array([1, 2, 3]), np.array([1, 2, 3]), 10) == []  # none due
     out = messages.rows(rows, np.array([0, 1, 2]), np.array([0, 1000, 2000]), 1)
     scenes = [stamp for topic, stamp, _ in out if topic == SCENE_TOPIC]
     assert scenes == [0, 2000]         # first, then when the contact began
