@@ -373,3 +373,43 @@ def test_frames_that_raise_stop_the_3d_channels_not_the_log(tmp_path):
     assert len(arrays["t"]) == 300 and summary["telemetry"]["lost_rows"] == 0
     assert [e["message"] for e in events if e["kind"] == "scene_error"] == \
         ["ZeroDivisionError: a bug in my frames"]
+
+
+@pytest.mark.system
+def test_a_live_client_sees_the_jammed_joint_turn_red(tmp_path):
+    """`hil run serial3_jam2 --live` (joint 2 jams at 2 s): the scene a subscribed client
+    gets shows joint 2 grey before the jam and red from its event on."""
+    pytest.importorskip("google.protobuf")
+    from foxglove.messages import SceneUpdate
+    from hilrig.telemetry.scene import JAMMED, JOINT
+
+    port = free_port()
+    proc = subprocess.Popen(hil("run", "serial3_jam2", "--duration", "4", "--no-plot",
+                                "--set", "faults.jam.t1=2.0",
+                                "--log", str(tmp_path / "run.mcap"), "--set-endpoint", "",
+                                "--live", f"127.0.0.1:{port}"),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    async def watch():
+        client = await FoxgloveClient.connect(port)
+        async with client.ws:
+            await client.pump(lambda: {"/hil/scene", "/hil/event"} <= set(client.channels))
+            await client.subscribe("/hil/scene", "/hil/event")
+            await client.pump(None, timeout=300.0)      # to the end of the run
+        return client
+
+    try:
+        client = asyncio.run(watch())
+    finally:
+        finish(proc)
+    decode = _message_class(SceneUpdate).FromString
+    jam = next(m for _, m in client.messages["/hil/event"] if m["kind"] == "jam")
+    origin = client.messages["/hil/event"][0][0] - round(client.messages["/hil/event"][0][1]["t"]
+                                                         * 1e9)
+    colours = []            # (plant time, colour of joint 2's sphere)
+    for log_time, data in client.messages["/hil/scene"]:
+        link2 = next(e for e in decode(data).entities if e.id == "link2")
+        colours.append(((log_time - origin) * 1e-9, round(link2.spheres[0].color.r, 3)))
+    assert any(t < jam["t1"] and c == round(JOINT[0], 3) for t, c in colours), colours
+    assert any(t >= jam["t1"] and c == round(JAMMED[0], 3) for t, c in colours), colours
+    assert all(c == round(JAMMED[0], 3) for t, c in colours if t >= jam["t1"] + 0.05), colours
