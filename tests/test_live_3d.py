@@ -413,3 +413,27 @@ def test_a_live_client_sees_the_jammed_joint_turn_red(tmp_path):
     assert any(t < jam["t1"] and c == round(JOINT[0], 3) for t, c in colours), colours
     assert any(t >= jam["t1"] and c == round(JAMMED[0], 3) for t, c in colours), colours
     assert all(c == round(JAMMED[0], 3) for t, c in colours if t >= jam["t1"] + 0.05), colours
+
+
+def test_the_scene_draws_each_link_along_its_frame():
+    """The serial arm's scene: link i's rod is a cylinder centred half-way along its
+    frame's x axis, its own axis (the cylinder's z) turned onto x, as long as the link;
+    its joint sphere at the frame's origin; every entity locked to its frame."""
+    pytest.importorskip("google.protobuf")
+    from foxglove.messages import SceneUpdate
+    from hilrig.plant.frames import serial_arm
+    from hilrig.telemetry.scene import SceneMessages
+
+    length = [0.8, 0.7, 0.6]
+    scene = _decode(SceneUpdate, SceneMessages(serial_arm(length), slice(0, 3)).scene(0))
+    entities = {e.id: e for e in scene.entities}
+    assert set(entities) == {"link1", "link2", "link3", "tip"}
+    for i, l in enumerate(length):
+        e = entities[f"link{i + 1}"]
+        assert e.frame_id == e.id and e.frame_locked
+        (rod,), (joint,) = e.cylinders, e.spheres
+        p, o = rod.pose.position, rod.pose.orientation
+        assert np.allclose([p.x, p.y, p.z], [l / 2, 0.0, 0.0], atol=1e-15)
+        assert np.allclose(rotation([o.x, o.y, o.z, o.w]) @ [0, 0, 1], [1, 0, 0], atol=1e-15)
+        assert rod.size.z == pytest.approx(l, abs=1e-15)
+        assert [joint.pose.position.x, joint.pose.position.y] == [0.0, 0.0]
