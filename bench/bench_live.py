@@ -9,6 +9,12 @@ The in-process 1 kHz loop (3RRR, PD: ``hil run rrr3_pd``) in five setups, interl
 - live: the Foxglove server running, no client;
 - 100Hz: one client subscribed to every channel at the default --live-rate (100 Hz);
 - 1kHz: one client subscribed to every channel, every channel at the full 1 kHz;
+
+(every channel: the six signal channels and the robot's 3D ones, ``/hil/frames`` at the
+channels' rate and ``/hil/scene``, issue 25; ``/hil/event`` aside)
+
+- 100Hz-no3d, 1kHz-no3d: the same without the 3D channels (the client subscribes to the
+  six signal channels only: the view before the 3D channels, for an A/B on one host).
 - stalled: one client subscribed to every channel (1 kHz) that never reads (its TCP
   window fills, the SDK drops its oldest messages).
 
@@ -50,13 +56,17 @@ from hilrig.live.foxglove import FIELD, LiveView, parse_rates  # noqa: E402
 from hilrig.live.params import LiveParameters  # noqa: E402
 from hilrig.rt.session import Session  # noqa: E402
 
-SETUPS = ("off", "live", "100Hz", "1kHz", "stalled")
-RATES = {"100Hz": [], "1kHz": ["1000"], "stalled": ["1000"]}    # --live-rate of each
+SETUPS = ("off", "live", "100Hz", "1kHz", "stalled", "100Hz-no3d", "1kHz-no3d")
+RATES = {"100Hz": [], "1kHz": ["1000"], "stalled": ["1000"],    # --live-rate of each
+         "100Hz-no3d": [], "1kHz-no3d": ["1000"]}
+ROBOT = ("/hil/frames", "/hil/scene")
 
 
-def client_main(port: int, stalled: bool, out: str) -> None:
-    """A foxglove.websocket.v1 client: subscribe to every channel, then read (and note
-    each message's topic, tick and arrival time) or never read again."""
+def client_main(port: int, stalled: bool, robot: bool, out: str) -> None:
+    """A foxglove.websocket.v1 client: subscribe to every channel (without ``robot``:
+    but the 3D ones), then read (and note
+    each message's topic, tick (JSON channels; None for protobuf ones), log time and
+    arrival time) or never read again."""
     import websockets
 
     async def run():
@@ -69,14 +79,17 @@ def client_main(port: int, stalled: bool, out: str) -> None:
             except OSError:
                 await asyncio.sleep(0.1)
         channels = {}
-        while len(channels) < 7:
+        encodings = {}
+        while len(channels) < 9:
             message = json.loads(await ws.recv())
             if message["op"] == "advertise":
                 channels.update({c["topic"]: c["id"] for c in message["channels"]})
-        topics = [t for t in channels if t != "/hil/event"]
+                encodings.update({c["id"]: c["encoding"] for c in message["channels"]})
+        topics = [t for t in channels if t != "/hil/event" and (robot or t not in ROBOT)]
         subs = [{"id": i, "channelId": channels[t]} for i, t in enumerate(topics)]
         await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
-        arrivals = []               # (subscription, tick, CLOCK_MONOTONIC ns)
+        json_subs = {i for i, t in enumerate(topics) if encodings[channels[t]] == "json"}
+        arrivals = []               # (subscription, tick, log time ns, CLOCK_MONOTONIC ns)
         try:
             while True:
                 if stalled:
@@ -86,7 +99,9 @@ def client_main(port: int, stalled: bool, out: str) -> None:
                 if isinstance(frame, bytes):
                     now = time.monotonic_ns()
                     sub = int.from_bytes(frame[1:5], "little")
-                    arrivals.append((sub, json.loads(frame[13:])["tick"], now))
+                    log_time = int.from_bytes(frame[5:13], "little")
+                    tick = json.loads(frame[13:])["tick"] if sub in json_subs else None
+                    arrivals.append((sub, tick, log_time, now))
         except websockets.ConnectionClosed:
             pass
         Path(out).write_text(json.dumps({"topics": topics, "arrivals": arrivals}))
@@ -104,13 +119,15 @@ class Subscribed:
     """A hook after the view's: the loop starts once a client subscribed to every signal
     channel (at most 120 s), so that the figures cover the whole run."""
 
-    def __init__(self, view: LiveView):
+    def __init__(self, view: LiveView, robot: bool):
         self.view = view
+        self.robot = robot          # the client subscribes to the 3D channels too
 
     def start(self, session) -> None:
         deadline = time.monotonic() + 120.0
-        while time.monotonic() < deadline and not all(
-                channel.has_sinks() for channel, _, _ in self.view.channels.values()):
+        channels = [c for c, _, _ in self.view.channels.values()] + \
+            (list(self.view.scene_channels.values()) if self.robot else [])
+        while time.monotonic() < deadline and not all(c.has_sinks() for c in channels):
             time.sleep(0.01)
 
     def stop(self) -> None:
@@ -158,11 +175,12 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
         live = LiveParameters()
         hooks = [live, LiveView("127.0.0.1", port, live, rates)]
         if setup in RATES:
-            hooks.append(Subscribed(hooks[1]))
+            hooks.append(Subscribed(hooks[1], not setup.endswith("-no3d")))
     if setup in RATES:
         arrivals = scratch / f"arrivals-{setup}.json"
         client = subprocess.Popen([sys.executable, __file__, "--client", str(port),
                                    "--stalled" if setup == "stalled" else "--reading",
+                                   *(["--no3d"] if setup.endswith("-no3d") else []),
                                    "--out", str(arrivals)])
     if setup in RATES and setup != "stalled":
         watch = HeadWatch()
@@ -182,13 +200,24 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
     if watch is not None:
         got = json.loads(arrivals.read_text())
         ticks = arrays["tick"].astype(int)
+        # the frames carry no tick: theirs from the log time (the run's wall-clock origin,
+        # that of every JSON message, plus tick * dt)
+        t_of = dict(zip(ticks.tolist(), arrays["t"].tolist()))
+        origin = next(stamp - round(t_of[k] * 1e9) for _, k, stamp, _ in got["arrivals"]
+                      if k is not None)      # (every client reads some JSON channel)
         latency, received, expected = [], 0, 0
         for sub, topic in enumerate(got["topics"]):
+            if topic == "/hil/scene":       # (once a second and on a colour change)
+                continue
             step = max(1, int(round(1.0 / (rates.get(topic, rates[None]) * cfg.sim.dt))))
-            mine = [(k, t) for s, k, t in got["arrivals"] if s == sub]
+            mine = [(k if k is not None else int(round((stamp - origin) * 1e-9 / cfg.sim.dt)),
+                     t) for s, k, stamp, t in got["arrivals"] if s == sub]
             if not mine:
                 continue
-            latency += [t - watch.published[k] for k, t in mine if k in watch.published]
+            mine_latency = [t - watch.published[k] for k, t in mine if k in watch.published]
+            latency += mine_latency
+            if topic == "/hil/frames":
+                out["frames"] = np.array(mine_latency) * 1e-9
             received += len(mine)
             due = ticks[(ticks >= mine[0][0]) & (ticks % step == 0)]
             expected += len(due)
@@ -248,10 +277,11 @@ def main() -> None:
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--stalled", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reading", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no3d", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        client_main(args.client, args.stalled, args.out)
+        client_main(args.client, args.stalled, not args.no3d, args.out)
         return
     setups = [s for s in SETUPS if s in args.setups.split(",")]
     encoding_cost()
@@ -267,12 +297,12 @@ def main() -> None:
           "(figures per repeat; the spread within a setup is the noise); load average "
           f"{load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, "
           f"{os.cpu_count()} CPUs")
-    print(f"{'setup':8} {'compute med':>12} {'compute p99':>12} {'late med':>10} "
+    print(f"{'setup':10} {'compute med':>12} {'compute p99':>12} {'late med':>10} "
           f"{'late p99':>10} {'overruns':>9} {'lost':>5}")
     for setup in setups:
         for run in results[setup]:
             c, late = run["compute"], run["lateness"]
-            print(f"{setup:8} {np.median(c) * us:10.1f}us {np.percentile(c, 99) * us:10.1f}us "
+            print(f"{setup:10} {np.median(c) * us:10.1f}us {np.percentile(c, 99) * us:10.1f}us "
                   f"{np.median(late) * us:8.1f}us {np.percentile(late, 99) * us:8.1f}us "
                   f"{run['summary']['overruns']:9d} {run['lost']:5d}")
     print("\ntick -> client latency (every message of every channel, from the row's "
@@ -282,9 +312,13 @@ def main() -> None:
             if "latency" not in run or not len(run["latency"]):
                 continue
             lat = run["latency"] * 1e3
-            print(f"  {setup:6} {run['received']} of {run['expected']} messages: median "
+            print(f"  {setup:10} {run['received']} of {run['expected']} messages: median "
                   f"{np.median(lat):.2f} ms, p99 {np.percentile(lat, 99):.2f} ms, "
                   f"max {lat.max():.2f} ms")
+            if len(run.get("frames", ())):
+                lat = run["frames"] * 1e3
+                print(f"         of which /hil/frames, {len(lat)}: median {np.median(lat):.2f} "
+                      f"ms, p99 {np.percentile(lat, 99):.2f} ms, max {lat.max():.2f} ms")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ def _declare_sim(parser) -> None:
     add_set(parser)
     parser.add_argument("--out", required=True, help="output .npz")
     parser.add_argument("--plot", help="also draw the run to this PNG")
+    parser.add_argument("--log", help="also write the run as a telemetry log (.mcap), as hil "
+                                      "run's: Foxglove opens it with the same layout")
     parser.set_defaults(handler=_sim)
 
 
@@ -102,7 +104,8 @@ def _live_options(parser, tuning: bool) -> None:
     parser.add_argument("--live-rate", action="append", metavar="HZ|TOPIC=HZ",
                         help=f"messages a second per --live channel (default {DEFAULT_RATE:g}; "
                              "the loop's rate or more: every row); TOPIC=HZ for one channel, "
-                             "e.g. /hil/timing=1000; repeatable")
+                             "e.g. /hil/timing=1000 or /hil/frames=30 (the 3D frames); "
+                             "repeatable")
     if tuning:
         parser.add_argument("--set-endpoint", default=None,
                             help="where `hil set` reaches this run (default: one of its own "
@@ -366,6 +369,8 @@ def _sim(args) -> int:
     out = output_path("--out", args.out, (".npz",))
     if args.plot:
         output_path("--plot", args.plot, (".png",))
+    if args.log:
+        output_path("--log", args.log, (".mcap",))
     # a mistake in the config is one line before any kernel is imported
     cfg = load(args.config, overrides) if args.replay is None else None
     import numpy as np
@@ -395,6 +400,11 @@ def _sim(args) -> int:
     if args.plot:
         plot_run(arrays, args.plot)
         print(f"wrote {args.plot}")
+    if args.log:
+        from hilrig.telemetry.offline_log import write_log
+        write_log(args.log, cfg, arrays, {"status": "ok"} if failure is None else
+                  {"status": "failed", "reason": str(failure)})
+        print(f"wrote {args.log}")
     if failure is not None:
         raise failure
     return 0

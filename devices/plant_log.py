@@ -22,6 +22,7 @@ from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
+from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.sched import helper_priority
 from hilrig.timing.signals import deferred_signals
 
@@ -47,6 +48,7 @@ class PlantLog:
                                    capacity=ring_capacity(cfg.sim.dt, cfg.telemetry.ring_rows),
                                    priority=helper_priority(cfg.emulator.fifo_priority))
         self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
+        attach_scene(self.telemetry, cfg)               # the robot's 3D frames in the log
         self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self.cols = row_columns(self.telemetry.columns)
         self.timing = np.zeros(5)

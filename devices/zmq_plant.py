@@ -72,6 +72,7 @@ from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_groups
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
+from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from hilrig.timing.pacing import CATCH_UP, Pacer
 from hilrig.timing.sched import apply_thread, helper_priority, restore_thread
@@ -154,6 +155,7 @@ class Emulator:
             self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity,
                                        priority=self.helper_priority)
             self.telemetry.derive = Diagnostics(cfg, self.telemetry.columns)
+            attach_scene(self.telemetry, cfg)           # the robot's 3D frames in the log
             self.cols = row_columns(self.telemetry.columns)
             self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self._measure()

@@ -11,6 +11,9 @@ one message per channel for every row at that channel's rate (``--live-rate``: e
 at once (``Encoder``: one format template per channel, no JSON encoder per message).
 Messages are stamped with the run's wall-clock time (the wall clock when the loop
 started plus the row's plant time ``t``, which the message also carries, as the log does).
+Where the model has frames, the robot in 3D goes out as in the log (telemetry.scene):
+``/hil/frames`` (foxglove.FrameTransforms) at its ``--live-rate``, ``/hil/scene``
+(foxglove.SceneUpdate) every SCENE_PERIOD and when a jam or a contact changes a colour.
 
 It never touches the loop: a slow or stuck client makes the SDK drop that client's
 oldest messages (its queue holds about BACKLOG_SECONDS of the configured rates), and if
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from hilrig.errors import ConfigError
+from hilrig.telemetry.scene import FRAMES_TOPIC, SCENE_TOPIC
 from hilrig.timing.sched import apply_thread
 
 if TYPE_CHECKING:
@@ -56,6 +60,8 @@ MAX_ROWS = 2000           # rows per wake-up at most (more: skip to the newest)
 BACKLOG_SECONDS = 2.0     # s of messages at the configured rates queued per client (at least
                           # 1024 messages); then the SDK drops that client's oldest
 TOKEN_PARAMETER = "hil.token"   # a client sets it to the run's token before it may change
+SCENE_PERIOD = 1.0        # s between repeats of the robot's shape (a client that subscribes
+                          # late gets it within this; a colour change goes at once)
 
 log = logging.getLogger("hil.live")
 
@@ -117,9 +123,9 @@ def parse_rates(items: list[str] | None) -> dict:
     for item in items or []:
         topic, sep, value = item.rpartition("=")
         topic = topic if sep else None
-        if topic is not None and topic not in CHANNELS:
+        if topic is not None and topic not in (*CHANNELS, FRAMES_TOPIC):
             raise ConfigError(f"--live-rate {item!r}: no channel {topic!r} (channels: "
-                              f"{', '.join(CHANNELS)})")
+                              f"{', '.join((*CHANNELS, FRAMES_TOPIC))})")
         try:
             hz = float(value)
         except ValueError:
@@ -187,6 +193,10 @@ class LiveView:
         self.published = 0          # rows published
         self.skipped = 0            # rows the publisher skipped, behind (never published)
         self._events = collections.deque()
+        self.scene = None           # telemetry.scene.SceneMessages of a model with frames
+        self.scene_channels = {}    # FRAMES_TOPIC, SCENE_TOPIC -> its channel
+        self.frames_step = 1        # ticks between frames
+        self._scene_sent = 0.0      # monotonic s when the shape last went
         self._params_changed = False
         self._setting = threading.local()   # .active: in a set from Foxglove (this thread)
         self._stop = threading.Event()
@@ -225,6 +235,9 @@ class LiveView:
         self.encoders = {}          # topic -> Encoder (made at its first block)
         self.event_channel = foxglove.Channel(EVENT_TOPIC, schema=EVENT_SCHEMA,
                                               context=self.context)
+        self._start_scene(run.cfg, dt)
+        if self.scene is not None:
+            per_second += 1.0 / (self.frames_step * dt)
         capabilities = [Capability.Parameters] if self.live is not None else []
         listener = _listener(self) if self.live is not None else None
         try:
@@ -254,6 +267,23 @@ class LiveView:
         if self.live is not None:
             log.info("live view: to change parameters from Foxglove, set %s to %s in its "
                      "parameter panel first", TOKEN_PARAMETER, self.token)
+
+    def _start_scene(self, cfg, dt: float) -> None:
+        """The robot's 3D channels (telemetry.scene), where its model has frames: the
+        frames at their rate (``--live-rate``, FRAMES_TOPIC), the shape every SCENE_PERIOD."""
+        import foxglove
+        from hilrig.telemetry.scene import SceneMessages, schemas, skeleton_of
+
+        skeleton = skeleton_of(cfg, self.telemetry.columns)
+        if skeleton is None:
+            return
+        self.scene = SceneMessages(skeleton, self.telemetry.columns["q"])
+        self.frames_step = rate_step(self.rates.get(FRAMES_TOPIC, self.rates[None]), dt)
+        for topic, (name, encoding, data) in schemas().items():
+            self.scene_channels[topic] = foxglove.Channel(
+                topic, message_encoding=encoding,
+                schema=foxglove.Schema(name=name, encoding=encoding, data=data),
+                context=self.context)
 
     def stop(self) -> None:
         if self._thread is None:
@@ -324,11 +354,13 @@ class LiveView:
             self.origin_ns = time.time_ns() - int(round(t * 1e9))
         subscribed = [(topic, *entry) for topic, entry in self.channels.items()
                       if entry[0].has_sinks()]
+        robot = self.scene is not None and any(c.has_sinks()
+                                               for c in self.scene_channels.values())
         if head - self._seen > min(MAX_ROWS, tel.capacity // 2):
-            if subscribed:                  # (rows nobody watches are not missed)
+            if subscribed or robot:         # (rows nobody watches are not missed)
                 self.skipped += head - min(MAX_ROWS, tel.capacity // 2) - self._seen
             self._seen = head - min(MAX_ROWS, tel.capacity // 2)
-        if subscribed and head > self._seen:
+        if (subscribed or robot) and head > self._seen:
             first = self._seen
             index = np.arange(first, head) % tel.capacity
             rows = tel.ring[index]
@@ -336,15 +368,40 @@ class LiveView:
                 keep = int(tel.head[0]) - tel.capacity - first + 1
                 rows = rows[keep:]
                 self.skipped += keep
-            self._send(rows, subscribed)
+            if subscribed:
+                self._send(rows, subscribed)
+            if robot:
+                try:
+                    self._send_robot(rows)
+                except Exception:  # noqa: BLE001 -- a model's frames (a user's code)
+                    log.exception("live view: the robot's frames failed; the view goes on "
+                                  "without the 3D channels")
+                    self.scene = None
         self._seen = head
         if self._params_changed:
             self._params_changed = False
             self.server.publish_parameter_values(self.parameters())
         while self._events:
             event = self._events.popleft()
+            if self.scene is not None:
+                self.scene.event(event["kind"], event)
             self.event_channel.log(json.dumps(event, default=_plain).encode(),
                                    log_time=self.stamp(event.get("t", 0.0)))
+
+    def _send_robot(self, rows: np.ndarray) -> None:
+        """The frames of ``rows`` at their rate, and the shape where a colour changed
+        (or SCENE_PERIOD has passed: for the clients that subscribed since)."""
+        now = time.monotonic()
+        if now - self._scene_sent >= SCENE_PERIOD:
+            self.scene.dirty = True
+        columns = self.telemetry.columns
+        t = rows[:, columns["t"]]
+        stamps = self.origin_ns + np.rint(np.nan_to_num(t) * 1e9).astype(np.int64)
+        for topic, stamp, data in self.scene.rows(rows, rows[:, columns["tick"]], stamps,
+                                                  self.frames_step):
+            if topic == SCENE_TOPIC:
+                self._scene_sent = now
+            self.scene_channels[topic].log(data, log_time=stamp)
 
     def stamp(self, t: float) -> int:
         """The log time (ns since the epoch, wall clock) of plant time ``t`` (s)."""

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant import stiffness
+from hilrig.plant import frames, stiffness
 from hilrig.plant.factory import CORRECTIONS, built_plant, motor_params
 from hilrig.plant.interface import PlantModel, RowMetric
 from hilrig.plant.model import Plant
@@ -168,10 +168,12 @@ def arm_model_block(cfg: Config) -> np.ndarray:
 
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
                         lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True,
-                        dissipation=("damping",), model_block=arm_model_block)
+                        dissipation=("damping",), model_block=arm_model_block,
+                        frames=lambda cfg: frames.serial_arm(cfg.plant.length))
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
                   lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage",
                   diagnostics=RRR3_DIAGNOSTICS, coordinates=lambda nq: RRR3_COORDINATES,
                   metrics=RRR3_METRICS,
                   correction=lambda cfg: CORRECTIONS[cfg.plant.correction], stiff_step=False,
-                  analyses={"stiffness": rrr3_modes, "stiffness_map": rrr3_stiffness_map})
+                  analyses={"stiffness": rrr3_modes, "stiffness_map": rrr3_stiffness_map},
+                  frames=lambda cfg: frames.rrr3(rrr3_params(cfg)))

@@ -99,6 +99,9 @@ class PlantModel:
       many states. ``()``: nothing takes energy away; None (the default of a PlantModel):
       not declared, and that check is skipped (a ChainModel always declares: ``()`` by
       default).
+    - frames(cfg): the robot in 3D, a plant.frames.Skeleton (its frames at q and its
+      shape: the live view's and the logs' 3D scene, off the critical path); None: no
+      3D view.
     """
 
     name: str
@@ -118,6 +121,7 @@ class PlantModel:
     analyses: dict = field(default_factory=dict)
     dissipation: tuple | None = None
     model_block: Callable[[Config], np.ndarray] | None = None
+    frames: Callable[[Config], Any] | None = None
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""

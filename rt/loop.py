@@ -49,6 +49,7 @@ from hilrig.rt.tick import limit_tick
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TIMING_GROUPS, RowLoss, Telemetry, ring_capacity
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
+from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from hilrig.timing.pacing import POLICIES, SKIP_TICKS, STOP_RUN, Pacer
 from hilrig.timing.sched import (
@@ -125,6 +126,7 @@ class LinkLoop:
         self.telemetry = Telemetry(log_path, link_groups(nact, cfg.plant.drive), cfg.to_dict(),
                                    capacity=capacity, priority=self.helper_priority)
         self.telemetry.released[0] = 0   # a tick's overrun event comes after its row
+        attach_scene(self.telemetry, cfg)   # the measured arm in 3D, where q is all of it
         self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         self.cols = row_columns(self.telemetry.columns)
         self.timings = np.full((self.n_ticks, 5), np.nan)

@@ -44,6 +44,7 @@ from hilrig.telemetry.recorder import (
     run_groups,
 )
 from hilrig.telemetry.rows import row_columns
+from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.clock import spin_window_ns, timespec
 from hilrig.timing.pacing import POLICIES, Pacing
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
@@ -174,6 +175,7 @@ class Session:
             if interrupted:
                 raise KeyboardInterrupt
             self.telemetry.derive = derive
+            attach_scene(self.telemetry, cfg)           # the robot's 3D frames in the log
         except BaseException:               # Ctrl-C while it compiles: the log says so
             self.telemetry.close({"reason": "interrupted during start-up"})
             raise

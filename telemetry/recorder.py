@@ -28,7 +28,9 @@ or go on saying so; either way its summary and exit code say how many rows were 
 The file is MCAP (see docs/TELEMETRY.md): channel ``/hil/tick`` carries one
 ros1msg message per row whose bytes are the row itself (little-endian float64;
 ROS 1 writes fixed-size arrays without a length prefix); channel ``/hil/event``
-carries JSON events; metadata ``meta`` holds the resolved config and ``summary``,
+carries JSON events; with a ``scene`` (telemetry.scene.attach), ``/hil/frames`` and
+``/hil/scene`` carry the robot's frames and shape; metadata ``meta`` holds the resolved
+config and ``summary``,
 written by ``close``, the run's summary. A killed process loses at most the rows
 of its last CHUNK_PERIOD (``hil log repair`` finishes such a file).
 
@@ -172,6 +174,7 @@ class Telemetry:
         self.head = np.zeros(2, dtype=np.int64)
         self.period = float(period)
         self.derive = derive
+        self.scene = None          # a telemetry.scene.LogScene: the robot's frames and shape
         self.priority = int(priority)
         self.copied = 0            # rows written to the file, or counted lost
         self.lost_rows = 0
@@ -350,19 +353,26 @@ class Telemetry:
                 until = np.inf                      # no row waits: the events are the newest
             else:
                 until = -np.inf
-            events = []
+            events, raw = [], []
             while self._events and (self._events[0][1]["t"] <= until
                                     or not np.isfinite(self._events[0][1]["t"])):
                 kind, fields = self._events.popleft()
-                events.append((self._event_channel, int(_stamps(fields["t"])),
-                               self.events_written & 0xFFFFFFFF,
+                stamp = int(_stamps(fields["t"]))
+                events.append((self._event_channel, stamp, self.events_written & 0xFFFFFFFF,
                                json.dumps({"kind": kind, **fields}, default=_plain).encode()))
+                raw.append((stamp, kind, fields))
                 self.events_written += 1
             self.copied = first + n
             self.head[TAKEN] = self.copied       # their slots are free for the loop again
-            self._mcap.add_chunk(self._tick_channel, _stamps(rows[lost:, self.columns["t"]]),
-                                 rows[lost:], np.arange(first + lost, first + n) & 0xFFFFFFFF,
-                                 events)
+            stamps = _stamps(rows[lost:, self.columns["t"]])
+            if self.scene is not None:           # the robot's frames at their rate
+                try:
+                    events += self.scene.chunk(self._mcap, rows[lost:], stamps, raw)
+                except Exception as exc:  # noqa: BLE001 -- a model's frames (a user's code)
+                    self.scene = None                # must not stop the log: no more 3D
+                    self.event("scene_error", message=_describe(exc))
+            self._mcap.add_chunk(self._tick_channel, stamps, rows[lost:],
+                                 np.arange(first + lost, first + n) & 0xFFFFFFFF, events)
             if self.copied >= end:
                 break
             time.sleep(0)  # between chunks, let a waiting loop thread take the GIL

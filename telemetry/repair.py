@@ -51,7 +51,7 @@ class RepairReport:
 
     source: Path
     out: Path
-    messages: int         # messages written (ticks and events)
+    messages: int         # messages written (ticks, events, the robot's frames and scene)
     ticks: int            # of them, tick rows
     finished: bool        # the source was already complete (its Footer was read)
     cause: str            # why reading the source stopped ("" if it ended cleanly)
@@ -60,8 +60,9 @@ class RepairReport:
     def describe(self) -> str:
         state = "was complete" if self.finished else \
             f"ended early ({self.cause or 'no footer'})"
-        return (f"wrote {self.out}: {self.ticks} ticks, {self.messages - self.ticks} events, "
-                f"up to t = {self.last_time:g} s ({self.source} {state})")
+        return (f"wrote {self.out}: {self.ticks} ticks, {self.messages - self.ticks} other "
+                f"messages (events, 3D frames), up to t = {self.last_time:g} s ({self.source} "
+                f"{state})")
 
 
 def repair(source: str | Path, out: str | Path) -> RepairReport:

@@ -106,7 +106,8 @@ class FoxgloveClient:
         self.ws = ws
         self.channels = {}          # topic -> advertised channel
         self.by_sub = {}            # subscription id -> topic
-        self.messages = {}          # topic -> [(log_time, decoded JSON)]
+        self.messages = {}          # topic -> [(log_time, decoded JSON, or the bytes of a
+                                    #            protobuf channel's message)]
         self.replies = {}           # request id -> parameterValues
         self.updates = []           # parameterValues without an id: published updates
         self.statuses = []
@@ -147,7 +148,10 @@ class FoxgloveClient:
             assert frame[0] == 1, f"unexpected binary opcode {frame[0]}"
             sub, log_time = struct.unpack_from("<IQ", frame, 1)
             topic = self.by_sub[sub]
-            self.messages.setdefault(topic, []).append((log_time, json.loads(frame[13:])))
+            data = frame[13:]
+            if self.channels[topic]["encoding"] == "json":
+                data = json.loads(data)
+            self.messages.setdefault(topic, []).append((log_time, data))
             return
         message = json.loads(frame)
         op = message["op"]
@@ -429,7 +433,7 @@ def test_every_channel_subscribed_gets_every_message_of_its_rate(tmp_path):
         client = await FoxgloveClient.connect(port, subprotocols=["foxglove.websocket.v1"])
         async with client.ws:
             assert client.ws.subprotocol == "foxglove.websocket.v1"
-            await client.pump(lambda: len(client.channels) >= 6)
+            await client.pump(lambda: len(client.channels) >= 9)
             await client.subscribe(*client.channels)
             await client.pump(None, timeout=300.0)      # to the end of the run
         return client
@@ -443,6 +447,7 @@ def test_every_channel_subscribed_gets_every_message_of_its_rate(tmp_path):
     assert len(ticks) == 10001
     steps = {"/hil/joint_state": 1, "/hil/command": 10, "/hil/reference": 10,
              "/hil/tracking_error": 10, "/hil/timing": 10, "/hil/diagnostics": 10}
+    assert len(client.messages["/hil/frames"]) > 500      # (their rate: test_live_3d.py)
     origins = set()
     for topic, step in steps.items():
         got = [m["tick"] for _, m in client.messages[topic]]
@@ -460,21 +465,23 @@ const { WebSocket } = require("ws");
 const client = new FoxgloveClient({
   ws: new WebSocket(process.argv[2], [FoxgloveClient.SUPPORTED_SUBPROTOCOL]),
 });
-const topics = new Map(), counts = {}, first = {};
+const topics = new Map(), encodings = new Map(), counts = {}, first = {};
 const decoder = new TextDecoder();
 client.on("advertise", (channels) => {
   for (const channel of channels) {
-    topics.set(client.subscribe(channel.id), channel.topic);
+    const sub = client.subscribe(channel.id);
+    topics.set(sub, channel.topic);
+    encodings.set(sub, channel.encoding);
   }
 });
 client.on("message", ({ subscriptionId, timestamp, data }) => {
   const topic = topics.get(subscriptionId);
   counts[topic] = (counts[topic] || 0) + 1;
-  if (!(topic in first)) {
+  if (!(topic in first) && encodings.get(subscriptionId) === "json") {
     first[topic] = { timestamp: timestamp.toString(), message: JSON.parse(decoder.decode(data)) };
   }
-  const signals = [...topics.values()].filter((t) => t !== "/hil/event");
-  if (signals.length >= 6 && signals.every((t) => (counts[t] || 0) >= 50)) {
+  const signals = [...topics.values()].filter((t) => t !== "/hil/event" && t !== "/hil/scene");
+  if (signals.length >= 7 && signals.every((t) => (counts[t] || 0) >= 50)) {
     console.log(JSON.stringify({ topics: [...topics.values()], counts, first }));
     client.close();
     process.exit(0);
@@ -534,7 +541,7 @@ def test_the_npm_client_connects_lists_the_channels_and_receives(tmp_path,
         _, err = proc.communicate(timeout=120)
     assert set(seen["topics"]) == {"/hil/joint_state", "/hil/command", "/hil/reference",
                                    "/hil/tracking_error", "/hil/timing", "/hil/diagnostics",
-                                   "/hil/event"}
+                                   "/hil/event", "/hil/frames", "/hil/scene"}
     state = seen["first"]["/hil/joint_state"]["message"]
     assert len(state["q"]) == 6 and state["tick"] % 10 == 0      # the default 100 Hz
     assert re.search(r"live view: refused a client from 127\.0\.0\.1:\d+: it offered the "
@@ -555,7 +562,7 @@ def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
 
         async def stall():
             client = await FoxgloveClient.connect(port, max_queue=1, max_size=2 ** 16)
-            await client.pump(lambda: len(client.channels) >= 6)
+            await client.pump(lambda: len(client.channels) >= 9)
             await client.subscribe(*client.channels)
             while proc.poll() is None:          # never read again
                 await asyncio.sleep(0.1)
@@ -587,14 +594,17 @@ def test_a_stalled_client_changes_neither_the_log_nor_the_timing(tmp_path):
 
 def test_the_shipped_layout_plots_what_the_live_view_publishes():
     from hilrig.live.foxglove import CHANNELS, EVENT_TOPIC
+    from hilrig.plant.frames import WORLD
+    from hilrig.telemetry.scene import SCENE_TOPIC
 
     layout = json.loads((ROOT / "docs" / "foxglove" / "hilrig-layout.json").read_text())
-    paths, panels = [], []
+    paths, panels, configs = [], [], {}
 
     def walk(node):
         if isinstance(node, dict):
             if node.get("type") == "panel":
                 panels.append(node["panelType"])
+                configs[node["panelType"]] = node.get("config", {})
                 paths.extend(p["value"] for p in node.get("config", {}).get("paths", []))
             for value in node.values():
                 walk(value)
@@ -603,7 +613,9 @@ def test_the_shipped_layout_plots_what_the_live_view_publishes():
                 walk(value)
 
     walk(layout)
-    assert "Parameters" in panels and "RawMessages" in panels
+    assert "Parameters" in panels and "RawMessages" in panels and "ThreeDee" in panels
+    robot = configs["ThreeDee"]     # the robot: the scene in the frames' root
+    assert robot["fixedFrame"] == WORLD and robot["topics"][SCENE_TOPIC]["visible"]
     assert {"/hil/joint_state.q[0]", "/hil/tracking_error.norm", "/hil/timing.lateness",
             "/hil/diagnostics.residual", "/hil/diagnostics.det_phi_x"} <= set(paths)
     for path in paths:

@@ -1,9 +1,11 @@
 """Write hilrig-layout.json, the Foxglove layout of ``hil run --live`` (run it after
 changing the live channels: ``python docs/foxglove/make_layout.py``).
 
-Built with the Foxglove SDK's layout types (foxglove.layouts). The plots read the
-channels of hilrig.live.foxglove (CHANNELS); tests/test_live.py checks that every path of the
-layout names a channel and a field the live view publishes.
+Built with the Foxglove SDK's layout types (foxglove.layouts): the robot in a 3D panel
+(the frames and the scene of telemetry.scene, in the fixed frame ``world``), the plots,
+the live parameters and the events. The plots read the channels of hilrig.live.foxglove
+(CHANNELS); tests/test_live.py checks that every path of the layout names a channel and a
+field the live view publishes, and that the 3D panel shows the scene.
 """
 import json
 from pathlib import Path
@@ -41,10 +43,15 @@ def layout() -> fl.Layout:
     events = fl.RawMessagesPanel(title="events",
                                  config=fl.RawMessagesConfig(topic_path="/hil/event",
                                                              expansion="all"))
+    robot = fl.ThreeDeePanel(title="robot", config=fl.ThreeDeeConfig(
+        fixed_frame="world", follow_tf="world",
+        topics={"/hil/scene": fl.BaseRendererSceneUpdateTopicSettings(visible=True)},
+        camera_state=fl.ThreeDeeCameraState(distance=3.5, phi=50, theta_offset=30,
+                                            target=(0.6, 0.35, 0.0))))
     side = split("column", fl.ParametersPanel(title="live parameters"), events)
-    plots = split("column", split("row", joints, error), split("row", command, timing),
+    plots = split("column", joints, error, split("row", command, timing),
                   split("row", residual, dets))
-    return fl.Layout(content=split("row", plots, side, proportions=[3, 1]))
+    return fl.Layout(content=split("row", robot, plots, side, proportions=[2, 2, 1]))
 
 
 if __name__ == "__main__":

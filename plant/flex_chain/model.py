@@ -26,9 +26,16 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.plant.flex_chain.tick import METHOD_CONTACT, contact_block
 from hilrig.plant.factory import motor_params
-from hilrig.plant.flex_chain.chain import FlexChainParams, mechanism, n_coordinates, scratch_size
+from hilrig.plant.flex_chain.chain import (
+    FlexChainParams,
+    end_points,
+    mechanism,
+    n_coordinates,
+    scratch_size,
+)
 from hilrig.plant.interface import PlantModel, compile_mechanism
 from hilrig.plant.flex_chain.mode_shapes import MODE_NAMES
+from hilrig.plant.frames import flex_chain
 from hilrig.plant.model import Plant
 from hilrig.schema import Config, Key
 
@@ -176,5 +183,11 @@ def _offline(cfg: Config):
     return simulate(cfg)
 
 
+def _frames(cfg: Config):
+    """The chain in 3D (plant.frames.flex_chain): its links and end points."""
+    chain = chain_params(cfg.plant)
+    return flex_chain(chain.block(), chain.n, cfg.plant.length, end_points)
+
+
 FLEX_CHAIN = PlantModel("flex_chain", FLEX_CHAIN_KEYS, _sizes, _build, tick=_tick,
-                        offline=_offline)
+                        offline=_offline, frames=_frames)

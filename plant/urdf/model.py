@@ -12,7 +12,7 @@ from hilrig.plant.factory import motor_params
 from hilrig.plant.interface import PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
 from hilrig.plant.model_kernels import KIND_URDF
-from hilrig.plant.urdf import dynamics, parse
+from hilrig.plant.urdf import dynamics, frames, parse
 from hilrig.schema import Config, Key
 
 KEYS = {
@@ -104,4 +104,4 @@ def model_block(cfg: Config) -> np.ndarray:
 
 
 URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",),
-                  model_block=model_block)
+                  model_block=model_block, frames=lambda cfg: frames.skeleton(chain(cfg.plant)))
