@@ -369,6 +369,32 @@ class AnalyzeTable(Table):
 
 
 @dataclass(frozen=True)
+class FrictionTable(Table):
+    """[friction]: joint friction of the serial chains (plant.friction, docs/FRICTION.md),
+    on the joint side, one value per coordinate or one for all; N m and rad (N and m for a
+    prismatic joint). Unset: the URDF's <dynamics damping friction> for a URDF arm, else 0.
+    The motor side's plant.motor.viscous_friction is separate."""
+
+    viscous: Optional[tuple[float, ...]] = key(
+        None, length="nq", scalar_ok=True, minimum=0.0,
+        doc="viscous friction, N m s/rad (N s/m); unset: the URDF's damping, else 0")
+    coulomb: Optional[tuple[float, ...]] = key(
+        None, length="nq", scalar_ok=True, minimum=0.0,
+        doc="Coulomb (sliding) friction, N m (N); unset: the URDF's friction, else 0")
+    static: Optional[tuple[float, ...]] = key(
+        None, length="nq", scalar_ok=True, minimum=0.0,
+        doc="breakaway friction (holds a joint at rest), N m (N), >= coulomb; unset: "
+            "coulomb (no Stribeck hump)")
+    stribeck_velocity: tuple[float, ...] = key(
+        0.01, length="nq", scalar_ok=True, positive=True,
+        doc="Stribeck velocity v_s: static decays to coulomb as exp(-(qd/v_s)^2), rad/s (m/s)")
+    stick_velocity: float = key(
+        1e-6, positive=True,
+        doc="a joint slower than this at a step boundary (or whose rate reversed over the "
+            "step) sticks if friction can hold it, rad/s (m/s)")
+
+
+@dataclass(frozen=True)
 class JamTable(Table):
     """One table of [faults.jam]: a joint that jams."""
 
@@ -402,6 +428,7 @@ class Config(Table):
     loop: LoopTable = table()
     telemetry: TelemetryTable = table()
     safety: SafetyTable = table()
+    friction: FrictionTable = table()
     link: LinkTable = table()
     emulator: EmulatorTable = table()
     analyze: AnalyzeTable = table()

@@ -159,7 +159,8 @@ RRR3_METRICS = (    # in the order plant.stepping.row_metrics fills them
 
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
                         lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True,
-                        provides=frozenset({"rigid_inverse_dynamics"}), dissipation=("damping",))
+                        provides=frozenset({"rigid_inverse_dynamics"}), dissipation=("damping",),
+                        friction=True)
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
                   lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage",
                   diagnostics=RRR3_DIAGNOSTICS, coordinates=lambda nq: RRR3_COORDINATES,

@@ -98,6 +98,11 @@ class PlantModel:
       many states. ``()``: nothing takes energy away; None (the default of a PlantModel):
       not declared, and that check is skipped (a ChainModel always declares: ``()`` by
       default).
+    - friction: whether the ``[friction]`` table applies (plant.friction: a chain whose
+      coordinates are joints: the serial arms, a user's chain, a URDF arm); a config that
+      gives another model friction is refused.
+    - friction_defaults(cfg): (viscous, coulomb) per coordinate where ``[friction]`` leaves
+      them unset (a URDF's <dynamics damping friction>); None: zeros.
     """
 
     name: str
@@ -116,6 +121,8 @@ class PlantModel:
     provides: frozenset = frozenset()
     analyses: dict = field(default_factory=dict)
     dissipation: tuple | None = None
+    friction: bool = False
+    friction_defaults: Callable[[Config], tuple] | None = None
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""
