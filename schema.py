@@ -45,7 +45,7 @@ class Key:
     scalar_ok: bool = False
     required: bool = False
     doc: str = ""
-    infinite_ok: bool = False     # a float that may be inf (a limit switched off on purpose)
+    infinite_ok: bool = False     # a float that may be +-inf (a limit switched off on purpose)
 
 
 # the Python type of a resolved value of each kind (lists become tuples)
@@ -235,18 +235,32 @@ class TelemetryTable(Table):
 
 @dataclass(frozen=True)
 class SafetyTable(Table):
-    """[safety]: the command limits (controllers.limits) and the links' watchdog."""
+    """[safety]: the command limits, the joints' position and rate limits
+    (controllers.limits) and the links' watchdog."""
 
     max_command: Optional[tuple[float, ...]] = key(
         None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
         doc="clamp |u| per axis (V or N m); unset: the drives' range "
-            "(emulator.supply_voltage or emulator.max_torque); inf: no clamp (warned)")
+            "(emulator.supply_voltage or emulator.max_torque), or for torques a URDF's "
+            "<limit effort> where lower; inf: no clamp (warned)")
     max_slew: Optional[tuple[float, ...]] = key(
         None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
         doc="clamp the change of u per second (V/s or N m/s), per tick of the controller "
             "and of the emulator; unset or inf: none")
     watchdog_ticks: int = key(10, minimum=1,
                               doc="links: no fresh measurement for this many ticks -> safe stop")
+    position_min: Optional[tuple[float, ...]] = key(
+        None, length="nact", scalar_ok=True, infinite_ok=True,
+        doc="a measured joint position below this stops the run safely, rad (m); unset: the "
+            "URDF's <limit lower>, else none; -inf: none")
+    position_max: Optional[tuple[float, ...]] = key(
+        None, length="nact", scalar_ok=True, infinite_ok=True,
+        doc="a measured joint position above this stops the run safely, rad (m); unset: the "
+            "URDF's <limit upper>, else none; inf: none")
+    max_rate: Optional[tuple[float, ...]] = key(
+        None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
+        doc="a measured joint rate beyond +-this stops the run safely, rad/s (m/s); unset: "
+            "the URDF's <limit velocity>, else none; inf: none")
 
 
 @dataclass(frozen=True)

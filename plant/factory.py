@@ -113,6 +113,19 @@ def _chain(cfg: Config, chain: ChainModel, mechanism) -> Plant:
     return plant
 
 
+def joint_limits(cfg: Config, unit: str) -> np.ndarray | None:
+    """The plant's own limits (PlantModel.limits) as the rows controllers.limits.J_* take:
+    max |command| in ``unit`` ("N m": the effort; "V": none, inf, since a voltage clamp
+    would cap the speed as well, through the back-EMF r K_e qd, not only the torque),
+    max |rate| (rad/s), lower and upper position (rad); None where the model has none."""
+    model = plant_model(cfg.plant.model)
+    if model.limits is None:
+        return None
+    effort, velocity, lower, upper = (np.asarray(a, dtype=float) for a in model.limits(cfg))
+    command = effort if unit == "N m" else np.full(len(effort), np.inf)
+    return np.vstack([command, velocity, lower, upper])
+
+
 def actuated_joints(cfg: Config) -> int:
     """Number of actuated joints of a config's plant (its model's sizes)."""
     return plant_model(cfg.plant.model).sizes(plain(cfg.plant))[1]

@@ -103,6 +103,9 @@ class PlantModel:
       gives another model friction is refused.
     - friction_defaults(cfg): (viscous, coulomb) per coordinate where ``[friction]`` leaves
       them unset (a URDF's <dynamics damping friction>); None: zeros.
+    - limits(cfg): the actuated joints' own (effort N m, velocity rad/s, lower, upper rad),
+      each (nact,), inf where none (a URDF's <limit>): the defaults of the unset
+      ``safety.*`` limits (controllers.limits, plant.factory.joint_limits); None: none.
     """
 
     name: str
@@ -123,6 +126,7 @@ class PlantModel:
     dissipation: tuple | None = None
     friction: bool = False
     friction_defaults: Callable[[Config], tuple] | None = None
+    limits: Callable[[Config], tuple] | None = None
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""

@@ -133,6 +133,8 @@ def test_viscous_friction_on_a_urdf_arm_agrees_with_pinocchio_and_solve_ivp():
     viscous = np.array([2.0, 3.0, 1.5, 0.5, 0.4, 0.3])
     q0 = np.array([0.3, -1.0, 1.2, -0.5, 0.4, 0.0])
     cfg = ur5({"viscous": viscous.tolist()}, {"duration": 1.0, "dt": 1e-3}, q0=q0.tolist())
+    free = dict(position_min=(-np.inf,) * 6, position_max=(np.inf,) * 6, max_rate=(np.inf,) * 6)
+    cfg = cfg.replace(safety=type(cfg.safety)(**{**cfg.safety.to_dict(), **free}))
     cfg = cfg.replace(input=type(cfg.input)(**{**cfg.input.to_dict(), "torque": (0.0,) * 6}))
     a = simulate(cfg).arrays
     model = pin.buildModelFromUrdf(parse.load("ur5").path)

@@ -244,6 +244,8 @@ def free_panda(*overrides):
 
     cfg = load("panda_pd", ["plant.drive=torque", "friction.viscous=0", "controller.type=open_loop",
                             "input.torque=0", "sim.duration=10",
+                            "safety.position_min=-inf", "safety.position_max=inf",
+                            "safety.max_rate=inf",
                             "plant.qd0=[1.0, -0.5, 0.8, 0.6, -1.0, 0.7, 1.2]", *overrides])
     return simulate(cfg).arrays
 

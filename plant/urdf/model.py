@@ -82,5 +82,12 @@ def build(cfg: Config) -> Plant:
     return plant
 
 
+def limits(cfg: Config) -> tuple:
+    """The joints' <limit effort velocity lower upper> (N m or N, rad/s or m/s, rad or m;
+    inf where the URDF gives none): the defaults of the safety limits."""
+    robot = chain(cfg.plant)
+    return robot.effort, robot.velocity, robot.lower, robot.upper
+
+
 URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=(), friction=True,
-                  friction_defaults=friction_defaults)
+                  friction_defaults=friction_defaults, limits=limits)
