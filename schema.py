@@ -45,7 +45,7 @@ class Key:
     scalar_ok: bool = False
     required: bool = False
     doc: str = ""
-    infinite_ok: bool = False     # a float that may be inf (a limit switched off on purpose)
+    infinite_ok: bool = False     # a float that may be +-inf (a limit switched off on purpose)
 
 
 # the Python type of a resolved value of each kind (lists become tuples)
@@ -238,18 +238,32 @@ class TelemetryTable(Table):
 
 @dataclass(frozen=True)
 class SafetyTable(Table):
-    """[safety]: the command limits (controllers.limits) and the links' watchdog."""
+    """[safety]: the command limits, the joints' position and rate limits
+    (controllers.limits) and the links' watchdog."""
 
     max_command: Optional[tuple[float, ...]] = key(
         None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
         doc="clamp |u| per axis (V or N m); unset: the drives' range "
-            "(emulator.supply_voltage or emulator.max_torque); inf: no clamp (warned)")
+            "(emulator.supply_voltage or emulator.max_torque), or for torques a URDF's "
+            "<limit effort> where lower; inf: no clamp (warned)")
     max_slew: Optional[tuple[float, ...]] = key(
         None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
         doc="clamp the change of u per second (V/s or N m/s), per tick of the controller "
             "and of the emulator; unset or inf: none")
     watchdog_ticks: int = key(10, minimum=1,
                               doc="links: no fresh measurement for this many ticks -> safe stop")
+    position_min: Optional[tuple[float, ...]] = key(
+        None, length="nact", scalar_ok=True, infinite_ok=True,
+        doc="a measured joint position below this stops the run safely, rad (m); unset: the "
+            "URDF's <limit lower>, else none; -inf: none")
+    position_max: Optional[tuple[float, ...]] = key(
+        None, length="nact", scalar_ok=True, infinite_ok=True,
+        doc="a measured joint position above this stops the run safely, rad (m); unset: the "
+            "URDF's <limit upper>, else none; inf: none")
+    max_rate: Optional[tuple[float, ...]] = key(
+        None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
+        doc="a measured joint rate beyond +-this stops the run safely, rad/s (m/s); unset: "
+            "the URDF's <limit velocity>, else none; inf: none")
 
 
 @dataclass(frozen=True)
@@ -372,6 +386,32 @@ class AnalyzeTable(Table):
 
 
 @dataclass(frozen=True)
+class FrictionTable(Table):
+    """[friction]: joint friction of the serial chains (plant.friction, docs/FRICTION.md),
+    on the joint side, one value per coordinate or one for all; N m and rad (N and m for a
+    prismatic joint). Unset: the URDF's <dynamics damping friction> for a URDF arm, else 0.
+    The motor side's plant.motor.viscous_friction is separate."""
+
+    viscous: Optional[tuple[float, ...]] = key(
+        None, length="nq", scalar_ok=True, minimum=0.0,
+        doc="viscous friction, N m s/rad (N s/m); unset: the URDF's damping, else 0")
+    coulomb: Optional[tuple[float, ...]] = key(
+        None, length="nq", scalar_ok=True, minimum=0.0,
+        doc="Coulomb (sliding) friction, N m (N); unset: the URDF's friction, else 0")
+    static: Optional[tuple[float, ...]] = key(
+        None, length="nq", scalar_ok=True, minimum=0.0,
+        doc="breakaway friction (holds a joint at rest), N m (N), >= coulomb; unset: "
+            "coulomb (no Stribeck hump)")
+    stribeck_velocity: tuple[float, ...] = key(
+        0.01, length="nq", scalar_ok=True, positive=True,
+        doc="Stribeck velocity v_s: static decays to coulomb as exp(-(qd/v_s)^2), rad/s (m/s)")
+    stick_velocity: float = key(
+        1e-6, positive=True,
+        doc="a joint slower than this at a step boundary (or whose rate reversed over the "
+            "step) sticks if friction can hold it, rad/s (m/s)")
+
+
+@dataclass(frozen=True)
 class JamTable(Table):
     """One table of [faults.jam]: a joint that jams."""
 
@@ -405,6 +445,7 @@ class Config(Table):
     loop: LoopTable = table()
     telemetry: TelemetryTable = table()
     safety: SafetyTable = table()
+    friction: FrictionTable = table()
     link: LinkTable = table()
     emulator: EmulatorTable = table()
     analyze: AnalyzeTable = table()

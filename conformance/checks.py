@@ -392,13 +392,15 @@ def _check_conservation(plant: Plant, name: str, dissipation: tuple,
 
 
 def _conservative_plant(cfg: Config, dissipation: tuple) -> Plant:
-    """The config's plant driven by torque, its ``dissipation`` keys zero (PlantModel), at
-    1 rad/s per coordinate."""
+    """The config's plant driven by torque, its ``dissipation`` keys and its joint friction
+    ([friction], plant.friction) zero (PlantModel), at 1 rad/s per coordinate."""
     zeros = {key: tuple(0.0 for _ in value) if isinstance(value, tuple) else 0.0
              for key, value in ((key, getattr(cfg.plant, key)) for key in dissipation)}
     nq = len(cfg.plant.q0)
     plant = dataclasses.replace(cfg.plant, drive="torque", qd0=(ENERGY_RATE,) * nq, **zeros)
-    return plant_from_config(cfg.replace(plant=plant))
+    none = (0.0,) * nq
+    friction = dataclasses.replace(cfg.friction, viscous=none, coulomb=none, static=none)
+    return plant_from_config(cfg.replace(plant=plant, friction=friction))
 
 
 @dataclasses.dataclass

@@ -3,7 +3,8 @@
     x = [q, qd, i],  dx/dt = [qd, qdd, di/dt]
 
 The mechanism gives M and bias, the drives (plant.motor) add rotor inertia,
-motor damping and the drive force, and the model's solver turns them into
+motor damping and the drive force, a chain's joint friction (plant.friction) its sliding
+joints' friction torque, and the model's solver turns them into
 accelerations: the jam-restructured solve for serial chains, the constrained
 solve for the 3RRR; a user's chain gives M and bias through its mechanism
 (plant.interface) and takes the serial chains' solve. The 3-link arm (the
@@ -11,13 +12,14 @@ paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
 tests/test_fast_paths.py checks against the generic path.
 """
 import numpy as np
-from hilrig.plant import jam, motor, rrr3, serial_arm
+from hilrig.plant import friction, jam, motor, rrr3, serial_arm
 from hilrig.jit.kernel import kernel
 from hilrig.plant.family import CHAINS, compiled
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_BODY,
     H_DRIVE,
+    H_FRICTION,
     H_MODEL,
     H_NQ,
     MODEL_CHAIN,
@@ -28,9 +30,10 @@ from hilrig.plant.layout import (
 
 @kernel
 def is_arm3(p):
-    """True for a 3-link serial arm without current states: the unrolled path's domain."""
+    """True for a 3-link serial arm without current states or joint friction: the
+    unrolled path's domain."""
     return int(p[H_MODEL]) == MODEL_SERIAL_ARM and int(p[H_NQ]) == 3 \
-        and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL
+        and int(p[H_DRIVE]) != DRIVE_VOLTAGE_FULL and p[H_FRICTION] == 0.0
 
 
 @kernel
@@ -78,6 +81,8 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
         return -1.0     # a chain without its mechanism, or one that gave NaN
     motor.apply_drive(p, x, u, mass, bias, force, dcurrent)
     if model == MODEL_SERIAL_ARM or model == MODEL_CHAIN:
+        if p[H_FRICTION] != 0.0:
+            friction.add_friction(p, jams, qd, bias)
         health = compiled(mech, CHAINS, jam.restructured_accel, -1.0, mass, bias, force, jams,
                           qdd, scratch)
     elif model == MODEL_RRR3:

@@ -4,7 +4,9 @@ One step advances the state ``x`` in place from t to t + h with the input ``u``
 held constant over the step (zero-order hold, as a sampled controller does).
 If a jamming phase ends inside the step, the step is split at that instant and
 the joint is blocked there exactly (qd_k = 0), so jams need no step alignment
-beyond their start, which is a step boundary by construction.
+beyond their start, which is a step boundary by construction. A chain with joint
+friction first decides at the step's start which joints friction holds
+(plant.stick_slip).
 
 Methods: ``METHOD_RK4`` (classical Runge-Kutta, 4 evaluations),
 ``METHOD_EULER`` (semi-implicit Euler: qd += h qdd(q, qd); q += h qd_new;
@@ -22,6 +24,7 @@ from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,
+    H_FRICTION,
     H_MODEL,
     H_NACT,
     H_NQ,
@@ -29,6 +32,7 @@ from hilrig.plant.layout import (
     MODEL_SERIAL_ARM,
 )
 from hilrig.plant.rk4_arm3 import rk4_arm3
+from hilrig.plant.stick_slip import stick_slip
 
 METHOD_RK4 = 0
 METHOD_EULER = 1
@@ -99,6 +103,8 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     case, is then one call with four arrays (each array argument of a compiled call is
     copied field by field: passing this step's ten cost tens of ns a tick). ``mech``:
     what the kernel is compiled for (plant.family)."""
+    if p[H_FRICTION] != 0.0:     # a chain with joint friction: who sticks, who slips
+        compiled(mech, CHAINS, stick_slip, None, p, jams, t, x, u, h, work, stages, mech)
     if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams):
         # no jamming phase can end inside the step
         return compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, -1.0, p, jams, x, u, h)

@@ -102,6 +102,14 @@ class PlantModel:
     - frames(cfg): the robot in 3D, a plant.frames.Skeleton (its frames at q and its
       shape: the live view's and the logs' 3D scene, off the critical path); None: no
       3D view.
+    - friction: whether the ``[friction]`` table applies (plant.friction: a chain whose
+      coordinates are joints: the serial arms, a user's chain, a URDF arm); a config that
+      gives another model friction is refused.
+    - friction_defaults(cfg): (viscous, coulomb) per coordinate where ``[friction]`` leaves
+      them unset (a URDF's <dynamics damping friction>); None: zeros.
+    - limits(cfg): the actuated joints' own (effort N m, velocity rad/s, lower, upper rad),
+      each (nact,), inf where none (a URDF's <limit>): the defaults of the unset
+      ``safety.*`` limits (controllers.limits, plant.factory.joint_limits); None: none.
     """
 
     name: str
@@ -122,6 +130,9 @@ class PlantModel:
     dissipation: tuple | None = None
     model_block: Callable[[Config], np.ndarray] | None = None
     frames: Callable[[Config], Any] | None = None
+    friction: bool = False
+    friction_defaults: Callable[[Config], tuple] | None = None
+    limits: Callable[[Config], tuple] | None = None
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""

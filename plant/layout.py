@@ -9,7 +9,10 @@ in the model's generalised coordinates (rad, m) and A.
 
 Jam array ``jams``: shape (nq, 3), one row per coordinate:
 ``[phase, t_end, qdd_prescribed]`` with phase ``HEALTHY``, ``JAMMING`` (constant
-deceleration until ``t_end``, s) or ``BLOCKED``.
+deceleration until ``t_end``, s), ``BLOCKED`` or ``STUCK`` (held by joint friction,
+plant.friction: qd = qdd = 0 like BLOCKED, released when the torque holding it exceeds
+the breakaway). For a HEALTHY joint with friction, ``qdd_prescribed`` holds the sign of
+its rate at the last step boundary (plant.friction.stick_slip detects a reversal by it).
 """
 
 # model ids (header entry H_MODEL)
@@ -29,7 +32,8 @@ H_NACT = 2      # number of actuated coordinates (the first H_NACT of q)
 H_DRIVE = 3     # drive kind
 H_MOTOR = 4     # offset of the motor block (NACT rows of MOTOR_STRIDE)
 H_BODY = 5      # offset of the model block
-HEADER_SIZE = 6
+H_FRICTION = 6  # offset of the joint friction block (plant.friction), 0: no friction
+HEADER_SIZE = 7
 
 # motor block, one row per actuated coordinate
 MOTOR_STRIDE = 7
@@ -45,6 +49,7 @@ MOT_RATIO = 6   # gear ratio r = motor angle / joint angle
 HEALTHY = 0.0
 JAMMING = 1.0
 BLOCKED = 2.0
+STUCK = 3.0       # held by friction (plant.friction), not a fault
 JAM_PHASE = 0
 JAM_T_END = 1
 JAM_QDD = 2

@@ -26,11 +26,13 @@ from hilrig.plant.layout import (
     H_NACT,
     H_NQ,
     HEADER_SIZE,
-    HEALTHY,
+    BLOCKED,
     JAM_PHASE,
+    JAMMING,
     MODEL_CHAIN,
     MODEL_RRR3,
     MODEL_SERIAL_ARM,
+    STUCK,
     work_shape,
 )
 from hilrig.plant.motor import MotorParams
@@ -189,8 +191,12 @@ class Plant:
         jam.clear_jam(self.jams, self.jam_index(joint))
 
     def jammed_joints(self) -> list[int]:
-        """1-based joints that are jamming or blocked."""
-        return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] != HEALTHY]
+        """1-based joints that are jamming or blocked (not those friction holds: stuck_joints)."""
+        return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] in (JAMMING, BLOCKED)]
+
+    def stuck_joints(self) -> list[int]:
+        """1-based joints that joint friction holds still now (plant.stick_slip)."""
+        return [k + 1 for k in range(self.nq) if self.jams[k, JAM_PHASE] == STUCK]
 
     @property
     def jammable_joints(self) -> int:

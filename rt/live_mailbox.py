@@ -19,7 +19,8 @@ LV_HEADER = 4
 
 
 def new_mailbox(params: np.ndarray, limits: np.ndarray) -> np.ndarray:
-    """A mailbox for a law with these params and (2, nact) limits, nothing pending."""
+    """A mailbox for a law with these params and limits (controllers.limits: its first two
+    rows, the command's, are what a live change carries), nothing pending."""
     return np.zeros(LV_HEADER + len(params) + limits.size)
 
 

@@ -13,7 +13,7 @@ starting at t = t0.
 """
 from hilrig.jit.kernel import kernel
 from hilrig.plant.stepping import apply_schedule
-from hilrig.rt.tick import T_BAD_COMMAND, T_OK, TickIO, law_of, record_state, tick
+from hilrig.rt.tick import T_BAD_COMMAND, T_JOINT_LIMIT, T_OK, TickIO, law_of, record_state, tick
 
 __all__ = ["law_of", "run"]
 
@@ -36,8 +36,9 @@ def run(law, plant, ctrl, io, stepping, schedule, t0, n_steps, rec, imperfect, m
     under the command held so far.
 
     Returns the number of rows written: n_steps + 1, or fewer if the plant state became
-    invalid (NaN, singular mass matrix: the last row written is the last valid state) or
-    the law gave a non-finite command (the last row holds that tick's state).
+    invalid (NaN, singular mass matrix: the last row written is the last valid state),
+    the law gave a non-finite command or a joint left its safety limits (the last row
+    holds that tick's state).
     """
     h = stepping.h
     tol = 1e-9 * h
@@ -46,8 +47,8 @@ def run(law, plant, ctrl, io, stepping, schedule, t0, n_steps, rec, imperfect, m
         apply_schedule(plant.p, plant.jams, schedule, t, plant.x, tol)
         done = tick(law, plant, ctrl, TickIO(io.meas, rec.u[k], io.held), stepping, t, k,
                     k == n_steps, None, rec, imperfect, None, None, 0, mech)
-        if done == T_BAD_COMMAND:            # a non-finite command: the run ends
-            record_state(rec, k, t, plant.x)
+        if done == T_BAD_COMMAND or done == T_JOINT_LIMIT:   # a non-finite command or a
+            record_state(rec, k, t, plant.x)                  # joint out of its limits
             return k + 1
         if done != T_OK:
             return k + 1

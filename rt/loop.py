@@ -38,7 +38,7 @@ import numpy as np
 import zmq
 from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.interface import bad_command_reason
-from hilrig.controllers.limits import command_limits
+from hilrig.controllers.limits import LIMIT_ROWS, config_limits, outside_measured, violation
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import MessageType, WireError, decode, encode
@@ -116,7 +116,7 @@ class LinkLoop:
                 self.estop_context.term()
                 raise
         nact = link.n_axes
-        self.limits = np.full((2, nact), np.inf)     # set at configure (link.command_unit)
+        self.limits = np.full((LIMIT_ROWS, nact), np.inf)   # set at configure (link.command_unit)
         self.meas = Measurement(nact)
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         capacity = ring_capacity(self.h, cfg.telemetry.ring_rows, self.n_ticks)
@@ -173,6 +173,7 @@ class LinkLoop:
                              self.meas.pos, self.meas.vel, self.meas.current, self.u,
                              self.held.copy())
         limit_tick(self.limits, self.h, self.u, self.held.copy())
+        outside_measured(self.limits, self.meas.pos, self.meas.vel)
         apply_pending(self.live_box.copy(), c.params.copy(), self.limits.copy(), 0, 0.0)
         self.u[:] = 0.0
         ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(2, np.int64)
@@ -209,8 +210,7 @@ class LinkLoop:
             self.configured_at_ns = time.monotonic_ns()
             unit = self.link.command_unit
             self.controller = controller_from_config(self.cfg, unit, allow_python=True)
-            self.limits[:] = command_limits(self.cfg.safety, nact,
-                                            self.cfg.emulator.drive_range(unit), unit)
+            self.limits[:] = config_limits(self.cfg, nact, unit)
             paced = not getattr(self.link, "lockstep", False)
             self.live_box = new_mailbox(self.controller.params, self.limits)
             self.warm_up()
@@ -237,6 +237,11 @@ class LinkLoop:
                     t = k * self.h
                     apply_pending(self.live_box, self.controller.params, self.limits, k, t)
                     measured = measured or fresh
+                    if measured and outside_measured(self.limits, self.meas.pos,
+                                                     self.meas.vel):
+                        reason = violation(self.limits, self.meas.pos, self.meas.vel)
+                        status = "error"
+                        break
                     if measured and not self._control(t):   # before any: hold zero
                         m = self.meas
                         reason = bad_command_reason(self.controller.name, t, m.pos, m.vel,

@@ -34,7 +34,8 @@ from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
 from hilrig.rt.live_mailbox import apply_pending
-from hilrig.rt.tick import T_BAD_COMMAND, T_OK, LawArrays, PlantArrays, TickIO, limit_tick, tick
+from hilrig.rt.tick import (T_BAD_COMMAND, T_JOINT_LIMIT, T_OK, LawArrays, PlantArrays, TickIO,
+                            limit_tick, tick)
 from hilrig.telemetry.rows import fill_row, publish_row, ring_full
 from hilrig.timing.clock import (
     atomic_load,
@@ -56,10 +57,12 @@ F_CLEAR = 2
 EV_JAM, EV_CLEAR, EV_OVERRUN, EV_STOP = 1, 2, 3, 4
 EVENT_COLUMNS = 6
 # why a run ended
-R_DONE, R_STOP_REQUEST, R_OVERRUNS, R_INVALID_STATE, R_BAD_COMMAND = 1, 2, 3, 4, 5
+R_DONE, R_STOP_REQUEST, R_OVERRUNS, R_INVALID_STATE, R_BAD_COMMAND, R_JOINT_LIMIT = \
+    1, 2, 3, 4, 5, 6
 REASONS = {R_DONE: "done", R_STOP_REQUEST: "stop requested", R_OVERRUNS: "too many overruns",
            R_INVALID_STATE: "plant state invalid (NaN or singular mass matrix)",
-           R_BAD_COMMAND: "controller produced a non-finite command"}
+           R_BAD_COMMAND: "controller produced a non-finite command",
+           R_JOINT_LIMIT: "a joint left its safety limits"}
 RING_WAIT_NS = 100_000   # unpaced: a full telemetry ring is polled this often, ns
 
 
@@ -315,6 +318,9 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
                     wake, mech)
         if done == T_BAD_COMMAND:
             reason = R_BAD_COMMAND
+            break
+        if done == T_JOINT_LIMIT:
+            reason = R_JOINT_LIMIT
             break
         if use_worker and not last:
             _request_correction(worker.handoff, worker.snap, x)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.limits import command_limits
+from hilrig.controllers.limits import config_limits
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
@@ -102,8 +102,7 @@ def log_changes(cfg, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                      key=lambda e: (e["tick"], e.get("seq", 0)))
     unit = command_unit(cfg.link.type, cfg.plant.drive)
     base = controller_from_config(cfg, unit).params
-    limits0 = command_limits(cfg.safety, actuated_joints(cfg), cfg.emulator.drive_range(unit),
-                             unit)
+    limits0 = config_limits(cfg, actuated_joints(cfg), unit)
     ticks = np.zeros(len(changes), dtype=np.int64)
     params = np.zeros((len(changes), len(base)))
     limits = np.zeros((len(changes),) + limits0.shape)
@@ -135,7 +134,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
     nx, nact = len(plant.x), plant.nact
-    limits = command_limits(cfg.safety, nact, cfg.emulator.drive_range(unit), unit)
+    limits = config_limits(cfg, nact, unit)
     rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
            "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
            "diag": np.zeros((n_steps + 1, 3))}
@@ -183,6 +182,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     if rows < n_steps + 1:
         raise SimulationError(
             f"replay: the run stopped after t = {rec['t'][max(rows - 1, 0)]:.6f} s (invalid "
-            f"plant state or non-finite command); {rows} rows kept", out.arrays)
+            f"plant state, non-finite command or a joint outside its safety limits); {rows} "
+            "rows kept", out.arrays)
     return out, cfg
 

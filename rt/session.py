@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.interface import bad_command_reason
-from hilrig.controllers.limits import command_limits
+from hilrig.controllers.limits import config_limits, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
@@ -158,7 +158,7 @@ class Session:
         self.controller = controller_from_config(cfg, unit)
         self.schedule = jam_schedule(cfg)
         nq, nact = self.plant.nq, self.plant.nact
-        self.limits = command_limits(cfg.safety, nact, cfg.emulator.drive_range(unit), unit)
+        self.limits = config_limits(cfg, nact, unit)
         self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
@@ -370,6 +370,8 @@ class Session:
                 m = self.meas
                 reason = bad_command_reason(self.controller.name, m.t, m.pos, m.vel,
                                             m.current, self.u)
+            if int(self.mail[rtk.M_REASON]) == rtk.R_JOINT_LIMIT:   # the joint, its limit
+                reason = violation(self.limits, self.meas.pos, self.meas.vel)
             if interrupted and thread.ident is None:
                 reason = "interrupted during warm-up"
             elif self.log_failure is not None and self.log_errors == "stop":

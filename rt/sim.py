@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
 from hilrig.controllers.interface import bad_command_reason
-from hilrig.controllers.limits import command_limits
+from hilrig.controllers.limits import config_limits, outside_measured, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
@@ -70,7 +70,7 @@ def offline_run(cfg: Config, plant_cfg: Config | None = None) -> OfflineRun:
     plant = plant_from_config(plant_cfg or cfg)
     unit = command_unit(cfg.link.type, cfg.plant.drive)
     controller = controller_from_config(cfg, unit)
-    limits = command_limits(cfg.safety, plant.nact, cfg.emulator.drive_range(unit), unit)
+    limits = config_limits(cfg, plant.nact, unit)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
     run = OfflineRun(plant, controller, limits, jam_schedule(cfg), correction, h, n_steps)
@@ -126,6 +126,8 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
     out.plant = plant
     if rows < n_steps + 1:
+        if sim.integrator != "accurate" and outside_measured(run.limits, meas.pos, meas.vel):
+            raise SimulationError(violation(run.limits, meas.pos, meas.vel), out.arrays, plant)
         u = rec["u"][rows - 1]
         if sim.integrator != "accurate" and not np.all(np.isfinite(u)):   # the law's, not the plant's
             raise SimulationError(_bad_command(controller, meas, u, len(run.pending), h, rows),

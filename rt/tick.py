@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
-from hilrig.controllers.limits import L_MAX, L_SLEW   # the limits' rows
+from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
@@ -38,7 +38,7 @@ from hilrig.telemetry.rows import fill_row
 from hilrig.timing.clock import now_ns
 
 # what a tick ends with
-T_OK, T_BAD_COMMAND, T_INVALID_STATE = 0, 1, 2
+T_OK, T_BAD_COMMAND, T_INVALID_STATE, T_JOINT_LIMIT = 0, 1, 2, 3
 
 
 class PlantArrays(NamedTuple):
@@ -59,7 +59,8 @@ class Stepping(NamedTuple):
 
 
 class LawArrays(NamedTuple):
-    """The law's ``params`` and ``state`` and the command ``limits`` (2, nact)."""
+    """The law's ``params`` and ``state`` and the ``limits`` (controllers.limits: LIMIT_ROWS,
+    nact: the command's and the joints' position and rate limits)."""
     params: np.ndarray
     state: np.ndarray
     limits: np.ndarray
@@ -174,8 +175,10 @@ def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timin
     times, s, from ``wake`` (ns of ``ts``, timing.clock). ``law``: a compiled law or None
     (the built-in); ``mech``: what the plant code is compiled for (plant.family).
     ``ring``, ``rec``, ``imperfect`` and ``timing`` may be None. Returns T_OK,
-    T_BAD_COMMAND (a non-finite command: nothing recorded, nothing stepped) or
-    T_INVALID_STATE (the step left NaN or a singular mass matrix).
+    T_BAD_COMMAND (a non-finite command: nothing recorded, nothing stepped),
+    T_JOINT_LIMIT (a measured position or rate outside its safety limits,
+    controllers.limits.outside: checked before the law, nothing recorded, nothing stepped)
+    or T_INVALID_STATE (the step left NaN or a singular mass matrix).
     """
     p, x, meas, held = plant.p, plant.x, io.meas, io.held
     nq = int(p[H_NQ])
@@ -194,6 +197,8 @@ def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timin
                 pos[j] += imperfect.noise[k, j]
                 vel[j] += imperfect.noise[k, nact + j]
     currents(p, x, held, cur)
+    if outside(ctrl.limits, pos, vel):
+        return T_JOINT_LIMIT
     if timing is not None:
         t_read = now_ns(ts)
     # control and safety limits

@@ -435,7 +435,7 @@ def _number(value: Any, spec: Key, name: str) -> float:
     except OverflowError:
         raise ConfigError(f"{name}: must be finite, got an integer of {len(str(value))} "
                           "digits") from None
-    if not math.isfinite(value) and not (spec.infinite_ok and value == math.inf):
+    if not math.isfinite(value) and not (spec.infinite_ok and math.isinf(value)):
         raise ConfigError(f"{name}: must be finite, got {value}")
     _check_range(value, spec, name)
     return value

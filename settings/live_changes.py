@@ -9,7 +9,7 @@ import difflib
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.limits import command_limits
+from hilrig.controllers.limits import config_limits
 from hilrig.errors import ConfigError
 from hilrig.schema import Config
 from hilrig.settings.config import resolve
@@ -69,4 +69,4 @@ def controller_arrays(cfg: Config, unit: str, n_params: int,
     if len(params) != n_params:
         raise ConfigError(f"controller: this change gives the law {len(params)} params instead "
                           f"of {n_params}: not a live change (restart the run)")
-    return params, command_limits(cfg.safety, nact, cfg.emulator.drive_range(unit), unit)
+    return params, config_limits(cfg, nact, unit)

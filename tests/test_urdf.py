@@ -170,9 +170,10 @@ def relative(a, b):
 
 @pytest.mark.parametrize("name", sorted(ROBOTS))
 def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic, rng):
-    """At 200 random states (q within limits or +-pi, qd, tau): M(q), the bias
-    c + g + damping qd and qdd of the plant's own derivative equal Pinocchio's crba,
-    rnea (+ damping) and aba to 1e-10 relative."""
+    """At 200 random states (q within limits or +-pi, qd, tau): M(q), the bias c + g and
+    qdd of the plant's own derivative (with the URDF's damping as [friction]'s default
+    viscous friction) equal Pinocchio's crba, rnea and aba (less damping) to 1e-10
+    relative."""
     cfg = urdf_config(**robot(name, synthetic))
     plant = plant_from_config(cfg)
     chain = parse.load(cfg.plant.urdf, cfg.plant.base_link, cfg.plant.tip_link)
@@ -193,7 +194,7 @@ def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic,
         qp = pinocchio_q(model, q)
         m_pin = pin.crba(model, data, qp)
         m_pin = np.triu(m_pin) + np.triu(m_pin, 1).T
-        b_pin = pin.rnea(model, data, qp, qd, np.zeros(n)) + damping * qd
+        b_pin = pin.rnea(model, data, qp, qd, np.zeros(n))
         a_pin = pin.aba(model, data, qp, qd, tau - damping * qd)
         plant.set_state(q, qd)
         qdd = plant.derivative(u=tau)[n:2 * n]
@@ -206,7 +207,8 @@ def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic,
 
 
 def test_inverse_dynamics_of_the_forward_dynamics_gives_the_torque_back(synthetic, rng):
-    """rnea(q, qd, qdd) with the plant's own qdd returns the applied torque (less damping)."""
+    """rnea(q, qd, qdd) with the plant's own qdd returns the applied torque (less the
+    URDF's damping, the default viscous friction)."""
     cfg = urdf_config(synthetic, tip_link="tool")
     plant = plant_from_config(cfg)
     n = plant.nq
@@ -218,8 +220,7 @@ def test_inverse_dynamics_of_the_forward_dynamics_gives_the_torque_back(syntheti
         qdd = plant.derivative(u=tau)[n:2 * n]
         dynamics.kinematics(p, q, scratch)
         dynamics.rnea(p, qd, qdd, tau_back, scratch)
-        damping = np.array([p[dynamics.P_JOINTS + dynamics.JOINT_STRIDE * k
-                              + dynamics.J_DAMPING] for k in range(n)])
+        damping = parse.load(synthetic, None, "tool").damping
         assert np.allclose(tau_back + damping * qd, tau, rtol=0, atol=1e-11)
 
 
@@ -242,8 +243,10 @@ def free_panda(*overrides):
     """The Panda torque-driven, undamped, no input, after 10 s: its rows."""
     from hilrig.rt.sim import simulate
 
-    cfg = load("panda_pd", ["plant.drive=torque", "plant.damping=0", "controller.type=open_loop",
+    cfg = load("panda_pd", ["plant.drive=torque", "friction.viscous=0", "controller.type=open_loop",
                             "input.torque=0", "sim.duration=10",
+                            "safety.position_min=-inf", "safety.position_max=inf",
+                            "safety.max_rate=inf",
                             "plant.qd0=[1.0, -0.5, 0.8, 0.6, -1.0, 0.7, 1.2]", *overrides])
     return simulate(cfg).arrays
 
@@ -362,7 +365,6 @@ def test_a_urdf_the_plant_cannot_represent_is_refused_in_one_line(case, tmp_path
      "plant.tip_link: 'panda_link3' is not below plant.base_link 'panda_link5'"),
     ({"urdf": "panda"}, "plant.tip_link: the moving joints branch below link 'panda_link7'"),
     ({"urdf": "pand"}, "plant.urdf: 'pand' is neither a file nor a shipped robot"),
-    ({"urdf": "ur5", "friction": 0.5}, "plant.friction: joint 'shoulder_pan_joint'"),
 ])
 def test_a_bad_link_or_robot_name_is_one_line(plant, message):
     with pytest.raises(ConfigError) as info:

@@ -24,12 +24,6 @@ KEYS = {
                                      "only line of moving joints"),
     "gravity": Key("floats", [0.0, 0.0, -9.81], length=3,
                    doc="gravity in base_link's frame, m/s^2 (ROS: z up)"),
-    "damping": Key("floats", None, length="nq", scalar_ok=True, minimum=0.0,
-                   doc="viscous joint damping, N m s/rad (N s/m prismatic); unset: the "
-                       "URDF's <dynamics damping>"),
-    "friction": Key("floats", None, length="nq", scalar_ok=True, minimum=0.0,
-                    doc="Coulomb joint friction, N m (N); unset: the URDF's <dynamics "
-                        "friction>; not modelled yet, so it must be 0"),
     "payload": Key("floats", None,
                    doc="a payload fixed to tip_link: [mass kg, cx, cy, cz m] (its centre of "
                        "mass in tip_link's frame), optionally then its inertia about it "
@@ -58,13 +52,6 @@ def sizes(plant: dict) -> tuple[int, int]:
     return n, n
 
 
-def per_joint(value, default: np.ndarray) -> np.ndarray:
-    """A per-joint key's value (unset: ``default``, the URDF's) as n floats."""
-    if value is None:
-        return np.array(default, dtype=float)
-    return np.broadcast_to(np.asarray(value, dtype=float), default.shape).copy()
-
-
 _compiled = []
 
 
@@ -76,15 +63,18 @@ def compiled_mechanism():
 
 
 def params(plant) -> np.ndarray:
-    """The mechanism's params block of a resolved [plant] table."""
+    """The mechanism's params block of a resolved [plant] table. The joints' damping and
+    friction are the [friction] table's (plant.friction, friction_defaults), not the
+    mechanism's: its damping column stays zero."""
     robot = chain(plant)
-    friction = per_joint(plant.friction, robot.friction)
-    if np.any(friction != 0.0):
-        k = int(np.flatnonzero(friction)[0])
-        raise ConfigError(f"plant.friction: joint {robot.joints[k]!r} has Coulomb friction "
-                          f"{friction[k]:g}, which the URDF plant does not model yet; set "
-                          f"plant.friction = 0 to run without it")
-    return dynamics.block(robot, plant.gravity, per_joint(plant.damping, robot.damping))
+    return dynamics.block(robot, plant.gravity, np.zeros(robot.n))
+
+
+def friction_defaults(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    """(viscous, coulomb) per joint from the URDF's <dynamics damping friction>: what
+    [friction] leaves unset."""
+    robot = chain(cfg.plant)
+    return robot.damping, robot.friction
 
 
 def build(cfg: Config) -> Plant:
@@ -103,5 +93,13 @@ def model_block(cfg: Config) -> np.ndarray:
     return np.concatenate([[KIND_URDF], params(cfg.plant)])
 
 
-URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=("damping",),
-                  model_block=model_block, frames=lambda cfg: frames.skeleton(chain(cfg.plant)))
+def limits(cfg: Config) -> tuple:
+    """The joints' <limit effort velocity lower upper> (N m or N, rad/s or m/s, rad or m;
+    inf where the URDF gives none): the defaults of the safety limits."""
+    robot = chain(cfg.plant)
+    return robot.effort, robot.velocity, robot.lower, robot.upper
+
+
+URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=(), friction=True,
+                  friction_defaults=friction_defaults, limits=limits, model_block=model_block,
+                  frames=lambda cfg: frames.skeleton(chain(cfg.plant)))
