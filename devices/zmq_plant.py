@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 import zmq
 import zmq.utils.monitor
+from hilrig.devices.link_faults import LinkFaults, corrupted
 from hilrig.devices.rejects import RejectLog
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.inprocess import PlantLink
@@ -107,6 +109,8 @@ class Emulator:
         self.failed = False                # the plant reached an invalid state
         self.schedule = jam_schedule(cfg)
         self.pending_faults = len(self.schedule)
+        self.link_faults = LinkFaults(cfg, "zmq", plant.nact)   # drop, delay, corrupt
+        self.delayed: deque = deque()      # (plant time due, peer, frame) of delayed STATEs
         self.meas = Measurement(self.nact)
         self.command = np.zeros(self.nact)     # what the drives apply over the next step
         self.requested = np.zeros(self.nact)   # the latest COMMAND, saturated
@@ -179,6 +183,8 @@ class Emulator:
     def _measure(self) -> None:
         """Start the config's faults that are due now (reported once: flag 1 -> 2, as in
         rt.realtime), then sample the plant."""
+        if not self.link_faults.idle:
+            self._link_fault_changes()
         if self.pending_faults:
             t = self.tick * self.h
             apply_schedule(self.plant.params, self.plant.jams, self.schedule, t, self.plant.x,
@@ -243,8 +249,58 @@ class Emulator:
             log.warning("peer %s not keeping up: dropped a %s", peer.hex(), kind.name)
 
     def _send_state(self) -> None:
-        if self.controller is not None:
+        if self.controller is None:
+            return
+        if self.link_faults.active_count or self.delayed:
+            self._send_faulty_state()
+        else:
             self._send(self.controller, MessageType.STATE, self.meas.buffer)
+
+    # -- link faults (devices.link_faults) -------------------------------------------------
+    def inject(self, kind: str, params: dict, duration: float) -> None:
+        """A link fault (``drop``, ``delay``, ``corrupt``) on the STATEs from the next tick
+        on, for ``duration`` s (inf: permanent); the start is logged with its tick.
+        Thread-safe; ConfigError (one line) for a kind or parameter this device lacks."""
+        self.link_faults.inject(kind, params, duration)
+
+    def _link_fault_changes(self) -> None:
+        """Start and end the link faults due now: one line and one event each."""
+        t = self.tick * self.h
+        for change, window in self.link_faults.update(t):
+            what = "started" if change == "start" else "ended"
+            log.warning("link fault %s %s at tick %d (t = %.6f s)", window.describe(), what,
+                        self.tick, t)
+            self._event("link_fault" if change == "start" else "link_fault_clear",
+                        fault=window.kind, joint=window.joint, tick=self.tick,
+                        live=window.live, t2=window.t2, **window.params)
+
+    def _send_faulty_state(self) -> None:
+        """This tick's STATE through the active link faults: dropped, held back by
+        ``delay`` s of plant time, or with its header corrupted; delayed STATEs whose
+        time has come go first."""
+        t = self.tick * self.h
+        while self.delayed and self.delayed[0][0] <= t + 1e-9 * self.h:
+            _, peer, frame = self.delayed.popleft()
+            self._send_frame(peer, frame)
+        faults = self.link_faults
+        if faults.active("drop") is not None:
+            return
+        frame = encode(MessageType.STATE, self.tick, t, self.meas.buffer)
+        if faults.active("corrupt") is not None:
+            frame = corrupted(frame)
+        late = faults.active("delay")
+        if late is not None and late.params["delay"] > 0.0:
+            self.delayed.append((t + late.params["delay"], self.controller, frame))
+        elif self.delayed:                  # in order: behind the ones still held back
+            self.delayed.append((t, self.controller, frame))
+        else:
+            self._send_frame(self.controller, frame)
+
+    def _send_frame(self, peer: bytes, frame: bytes) -> None:
+        try:
+            self.socket.send_multipart([peer, frame], flags=zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("peer %s not keeping up: dropped a STATE", peer.hex())
 
     @property
     def rejected(self) -> int:
