@@ -157,23 +157,27 @@ class LinkFaults:
         self.idle = not self.windows and self._injected.empty()
         return changes
 
-    def active(self, kind: str, joint: int = 0) -> Window | None:
-        """The started window of ``kind`` on ``joint`` (1-based; 0: the device as a whole)
-        that hits this reply, or None."""
+    def active(self, kind: str, joints: tuple = ()) -> Window | None:
+        """The started window of ``kind`` on one of ``joints`` (1-based: those a reply
+        concerns, a drive's or a serial controller's; empty: the device as a whole) that
+        hits this reply (one draw per reply), or None."""
         if not self.active_count:
             return None
         for window in self.windows:
-            if window.started and window.kind == kind and \
-                    (window.joint == 0 or joint == 0 or window.joint == joint) and window.hits():
+            if window.started and window.kind == kind and _covers(window, joints) \
+                    and window.hits():
                 return window
         return None
 
-    def on(self, kind: str, joint: int = 0) -> bool:
-        """Whether a window of ``kind`` covers ``joint`` now (no draw: for states such as
-        bus-off or a stalled line, which hold for the whole window)."""
+    def on(self, kind: str, joints: tuple = ()) -> bool:
+        """Whether a started window of ``kind`` covers ``joints`` (no draw: for states such
+        as bus-off or a stalled line, which hold for the whole window)."""
         return bool(self.active_count) and any(
-            w.started and w.kind == kind and (w.joint == 0 or joint == 0 or w.joint == joint)
-            for w in self.windows)
+            w.started and w.kind == kind and _covers(w, joints) for w in self.windows)
+
+
+def _covers(window: Window, joints: tuple) -> bool:
+    return window.joint == 0 or not joints or window.joint in joints
 
 
 def corrupted(data: bytes) -> bytes:

@@ -38,9 +38,9 @@ def test_windows_start_and_end_at_their_plant_times_and_draws_are_seeded():
     again.update(0.1)
     assert [again.active("drop") is not None for _ in range(2000)] == draws   # seeded
     assert [(c, w.kind) for c, w in faults.update(0.25)] == [("start", "stall")]
-    assert faults.on("stall", 2) and not faults.on("stall", 1)
+    assert faults.on("stall", (2,)) and not faults.on("stall", (1,))
     assert [(c, w.kind) for c, w in faults.update(0.3)] == [("end", "drop")]
-    assert faults.on("stall", 2) and math.isinf(faults.windows[0].t2)   # permanent
+    assert faults.on("stall", (1, 2)) and math.isinf(faults.windows[0].t2)   # permanent
 
 
 @pytest.mark.parametrize("override, message", [
