@@ -247,6 +247,9 @@ class SafetyTable(Table):
             "and of the emulator; unset or inf: none")
     watchdog_ticks: int = key(10, minimum=1,
                               doc="links: no fresh measurement for this many ticks -> safe stop")
+    stop_time: float = key(0.5, positive=True,
+                           doc="`hil estop --category 1|2` (IEC 60204-1 controlled stops): "
+                               "the drives bring the joints to rest within this, s")
 
 
 @dataclass(frozen=True)
@@ -296,6 +299,10 @@ class EmulatorCanopenTable(Table):
     boot_time: float = key(0.03, minimum=0.0,
                            doc="from an NMT reset to the drive's boot-up frame, s: "
                                "off the bus meanwhile (real drives: tens of ms)")
+    sync_timeout: float = key(0.5, minimum=0.0,
+                              doc="an enabled drive that heard SYNC hears none for this "
+                                  "long: it reacts as its abort connection option code "
+                                  "0x6007 says (default: FAULT, EMCY 0x8100), s; 0: off")
 
 
 @dataclass(frozen=True)

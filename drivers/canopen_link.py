@@ -24,7 +24,10 @@ Documented reactions (each names the axis, its node-id and the cause):
 
 - TPDOs missing after ``tpdo_timeout`` (a dropped SYNC or PDO): ``read`` returns
   False, the measurement keeps its previous value; ``max_missed`` such cycles in
-  a row raise ``LinkTimeout``.
+  a row raise ``LinkTimeout`` naming the missing TPDOs' nodes, and the CAN error
+  frames seen since ``configure`` if any (``error_frames``: a node going bus-off).
+- A TPDO of the wrong length (corrupted): discarded and counted (``bad_frames``,
+  the first said in one line); its cycle is then incomplete, as above.
 - EMCY with an error code, or a statusword showing FAULT: ``DriveFault`` with the
   drive's code and a plain-language text (cia402.describe_error).
 - A drive no longer OPERATION ENABLED (quick stop, disabled) once active: ``LinkError``.
@@ -64,7 +67,20 @@ log = logging.getLogger(__name__)
 _TPDO1 = struct.Struct("<Hi")    # statusword, position actual (increments)
 _TPDO2 = struct.Struct("<ih")    # velocity actual (increments/s), current actual (per-mille)
 _RPDO1 = struct.Struct("<Hh")    # controlword, target torque (per-mille)
+_TPDO_SIZE = 6                    # bytes of TPDO1 and of TPDO2
 _SYNC = can.Message(arbitration_id=0x080, is_extended_id=False, data=b"")
+
+
+class _ErrorFrames(can.Listener):
+    """Counts the CAN error frames on the bus into ``link.error_frames`` (the bus' reader
+    thread; canopen's own listener ignores them)."""
+
+    def __init__(self, link: "CanopenLink"):
+        self.link = link
+
+    def on_message_received(self, msg: can.Message) -> None:
+        if msg.is_error_frame:
+            self.link.error_frames += 1
 
 
 class CanopenLink(Link):
@@ -122,6 +138,8 @@ class CanopenLink(Link):
         self.syncs = 0
         self.missed = 0
         self.stale_frames = 0
+        self.bad_frames = 0            # TPDOs of the wrong length, discarded
+        self.error_frames = 0          # CAN error frames seen since configure (is_error_frame)
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._heartbeat_task = None
         self._booted = [threading.Event() for _ in range(n)]
@@ -177,6 +195,7 @@ class CanopenLink(Link):
             except (can.CanError, OSError, NotImplementedError, ValueError) as exc:
                 raise LinkError(f"cannot open the CAN bus {self.bus_config}: {exc}") from exc
             self.network = net
+            net.notifier.add_listener(_ErrorFrames(self))
             for cob_id in self._cob:
                 net.subscribe(cob_id, self._on_frame)
             self._heartbeat_task = net.send_periodic(0x700 + self.master_id,
@@ -365,8 +384,12 @@ class CanopenLink(Link):
             if self.missed >= self.max_missed:
                 lost = sorted({self._name(i % self.n_axes) + f" TPDO{i // self.n_axes + 1}"
                                for i in np.flatnonzero(~self._fresh)})
+                errors = self.error_frames
+                seen = f"; {errors} CAN error frames seen on the bus (a node bus-off?)" \
+                    if errors else ""
                 raise LinkTimeout(f"no TPDO within {self.tpdo_timeout * 1e3:.3g} ms of SYNC for "
-                                  f"{self.missed} cycles in a row; missing: {', '.join(lost)}")
+                                  f"{self.missed} cycles in a row; missing: {', '.join(lost)}"
+                                  f"{seen}")
             return False
         self.missed = 0
         self._check_states()
@@ -395,7 +418,9 @@ class CanopenLink(Link):
 
     def _handle(self, event) -> None:
         kind, axis, data, when = event
-        if kind == 0:
+        if kind < 2 and len(data) != _TPDO_SIZE:
+            self._bad_frame(axis, kind, data)
+        elif kind == 0:
             sw, pos = _TPDO1.unpack_from(data)
             self._statusword[axis], self._staging[0, axis] = sw, pos
             self._fresh[axis] = True
@@ -417,6 +442,14 @@ class CanopenLink(Link):
                 name = cia402.NMT_STATE_NAMES.get(state, f"0x{state:02X}")
                 raise LinkError(f"{self._name(axis)} left NMT OPERATIONAL: its heartbeat "
                                 f"reports {name} (the drive was reset, stopped or rebooted)")
+
+    def _bad_frame(self, axis: int, kind: int, data: bytes) -> None:
+        """A TPDO of the wrong length: discarded and counted, the first said in one line."""
+        if self.bad_frames == 0:
+            log.warning("%s: TPDO%d of %d bytes (%d expected): discarded; further ones are "
+                        "counted (bad_frames)", self._name(axis), kind + 1, len(data),
+                        _TPDO_SIZE)
+        self.bad_frames += 1
 
     def _check_heartbeats(self) -> None:
         silent = time.monotonic() - self._last_heartbeat
