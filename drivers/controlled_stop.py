@@ -11,8 +11,10 @@ input), and sets the inputs that give the wanted accelerations
     a_want = a_ref + w^2 (q_ref - q) + 2 w (qd_ref - qd),   w = 10 / stop_time,
 
 with the reference decelerating uniformly from the joints' rates at the stop, qd0, to
-rest at stop_time T: qd_ref = qd0 (1 - s / T), q_ref = q0 + qd0 (s - s^2 / (2 T)),
-a_ref = -qd0 / T for s < T, then q_ref = q0 + qd0 T / 2, qd_ref = 0 (the hold). Inputs
+rest at RAMP x stop_time = T_r: qd_ref = qd0 (1 - s / T_r), a_ref = -qd0 / T_r for
+s < T_r, then qd_ref = a_ref = 0 (the hold), and q_ref its integral step by step as the
+plant integrates a constant acceleration (the trapezoid), from q0. The rest of the stop
+time lets the servo settle, so the joints are at rest when the stop time is over. Inputs
 are clamped to the drives' range (``limit``): a drive too weak for the ramp stops later,
 as a real one does. The plant's own physics (gravity, coupling, back-EMF, friction, the
 motor model) is in a0 and B, so the joints stop and hold without droop; inputs are the
@@ -27,7 +29,8 @@ import numpy as np
 from hilrig.plant.model import Plant
 from hilrig.plant.packed import PackedStep
 
-STIFFNESS = 10.0     # w = STIFFNESS / stop_time, rad/s: the servo's bandwidth
+STIFFNESS = 15.0     # w = STIFFNESS / stop_time, rad/s: the servo's bandwidth
+RAMP = 0.7           # the reference is at rest after this fraction of the stop time
 PROBE = 1.0          # the unit input of a probe step (V or N m)
 
 
@@ -52,7 +55,7 @@ class ControlledStop:
         self.stop_time = 0.0
         self.elapsed = 0.0           # s since the stop began
         self.joints = np.ones(n, dtype=bool)    # the stopping joints
-        self.q0, self.qd0 = np.zeros(n), np.zeros(n)
+        self.q_ref, self.qd0 = np.zeros(n), np.zeros(n)
         self.a0, self.b = np.zeros(n), np.zeros((n, n))
 
     def start(self, category: int, stop_time: float, joints=None) -> None:
@@ -65,7 +68,7 @@ class ControlledStop:
         self.category, self.stop_time, self.elapsed = category, float(stop_time), 0.0
         self.joints[:] = True if joints is None else joints
         x = self.plant.x
-        self.q0[:], self.qd0[:] = x[:self.n], x[self.nq:self.nq + self.n]
+        self.q_ref[:], self.qd0[:] = x[:self.n], x[self.nq:self.nq + self.n]
         self.active = True
 
     @property
@@ -80,17 +83,15 @@ class ControlledStop:
     def command(self, u: np.ndarray) -> None:
         """Set the stopping joints' inputs in ``u`` (the others stay as given) for the
         coming step, and advance the stop's clock by one step."""
-        s, T = self.elapsed, self.stop_time
-        w = STIFFNESS / T
-        if s < T:
-            qd_ref = self.qd0 * (1.0 - s / T)
-            q_ref = self.q0 + self.qd0 * (s - s * s / (2.0 * T))
-            a_ref = -self.qd0 / T
-        else:
-            qd_ref, q_ref, a_ref = 0.0, self.q0 + 0.5 * self.qd0 * T, 0.0
+        s, ramp = self.elapsed, RAMP * self.stop_time
+        w = STIFFNESS / self.stop_time
+        qd_ref = self.qd0 * max(0.0, 1.0 - s / ramp)
+        qd_next = self.qd0 * max(0.0, 1.0 - (s + self.h) / ramp)
+        a_ref = (qd_next - qd_ref) / self.h
         x = self.plant.x
         q, qd = x[:self.n], x[self.nq:self.nq + self.n]
-        want = a_ref + w * w * (q_ref - q) + 2.0 * w * (qd_ref - qd)
+        want = a_ref + w * w * (self.q_ref - q) + 2.0 * w * (qd_ref - qd)
+        self.q_ref += 0.5 * self.h * (qd_ref + qd_next)
         mask = self.joints
         u[mask] = 0.0
         a0 = self._accel(u, qd)

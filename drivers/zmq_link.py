@@ -223,6 +223,16 @@ class ZmqLink(Link):
                             "full): dropping commands until it does", self.endpoint)
             self.commands_dropped += 1
 
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """STOP [category, stop time]: the emulator's drives bring the plant to rest (then
+        category 1 removes the power, 2 holds); the COMMANDs that follow keep the session
+        alive and move nothing."""
+        try:
+            self.socket.send(encode(MessageType.STOP, self.seq, 0.0, [category, stop_time]),
+                             flags=zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            raise LinkError(f"STOP not sent to {self.endpoint}: {exc}") from None
+
     def _safe_stop(self) -> None:
         """BYE: the emulator puts its plant in the safe state."""
         try:
