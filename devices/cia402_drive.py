@@ -64,8 +64,14 @@ PDOs go on), ``sync_loss`` (it hears no SYNC: no TPDO, no set-point applied, and
 watchdog reacts; the plant, the physical world, goes on stepping at every SYNC on the
 bus). Each start and end is one line and an event in the plant log.
 
-Not emulated: SYNC counters, RTR PDOs, the quick stop option code's effect (a quick
-stop stays in QUICK STOP ACTIVE until disable voltage or enable operation), node
+Quick stop (IEC 60204-1 controlled stops): with the quick stop option code 0x605A = 2
+(the default: slow down on the quick stop ramp, then SWITCH ON DISABLED) or 6 (... and
+stay in QUICK STOP ACTIVE, holding), a drive in QUICK STOP ACTIVE brings its joint to rest
+within ``safety.stop_time`` (the stop servo of drivers.controlled_stop; a real drive's
+ramp is its quick stop deceleration 0x6085, which is not emulated); other codes brake
+at 0 V or 0 N m.
+
+Not emulated: SYNC counters, RTR PDOs, quick stop option codes other than 2 and 6, node
 guarding, LSS.
 
 Run the drives in another process with ``serve`` (``hil emulate``) on the
@@ -91,6 +97,7 @@ from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import cia402
 from hilrig.drivers.cia402_eds import event_timer_ms, heartbeat_ms
 from hilrig.drivers.cia402 import State
+from hilrig.drivers.controlled_stop import ControlledStop
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, Measurement
 from hilrig.errors import ConfigError
@@ -266,6 +273,14 @@ class EmulatedDrives:
         self.rated_torque = np.array(can_cfg.rated_torque)       # N m at the motor
         self.rated_current = np.array(can_cfg.rated_current)     # A
         self.supply = emu.supply_voltage
+        # quick stop with option code 2 or 6 (0x605A): the drives' stop servo, over
+        # safety.stop_time (the controller's config says the same: drivers.controlled_stop)
+        self.stop_time = cfg.safety.stop_time
+        self.stop_servo = ControlledStop(self.plant.plant, self.h, METHODS[integrator],
+                                         correction_id(cfg),
+                                         self.supply if self.plant.command_unit == "V"
+                                         else cfg.emulator.max_torque)
+        self._stopping = np.zeros(len(cfg.link.canopen.node_ids), dtype=bool)
         self.i2t_time = emu.i2t_time
         self.latency = emu.latency
         self.boot_time = emu.boot_time
@@ -812,6 +827,7 @@ class EmulatedDrives:
                 continue
             volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
             self.u[j] = max(-self.supply, min(self.supply, volts))
+        self._quick_stop()
         p = self.plant.plant
         apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
         if not self.link_faults.idle:
@@ -828,6 +844,33 @@ class EmulatedDrives:
             return
         if self.i2t_time:
             self._i2t()
+
+    def _quick_stop(self) -> None:
+        """Drives in QUICK STOP ACTIVE whose option code 0x605A is 2 (slow down on the quick
+        stop ramp, then SWITCH ON DISABLED) or 6 (... and stay in QUICK STOP ACTIVE,
+        holding) decelerate to rest within ``stop_time`` (drivers.controlled_stop sets
+        their inputs), then 2 disables the drive; other codes brake at 0 V / 0 N m."""
+        servo, stopping = self.stop_servo, self._stopping
+        for j, drive in enumerate(self.axes):
+            stopping[j] = drive.state == State.QUICK_STOP_ACTIVE and \
+                drive.node.sdo[cia402.QUICK_STOP_OPTION].raw in (2, 6)
+        if not stopping.any():
+            servo.stop()
+            return
+        if not servo.active:
+            servo.start(2, self.stop_time, stopping)
+        servo.joints[:] = stopping
+        if servo.elapsed >= self.stop_time - 1e-9:
+            for j, drive in enumerate(self.axes):
+                if stopping[j] and drive.node.sdo[cia402.QUICK_STOP_OPTION].raw == 2:
+                    drive.state = State.SWITCH_ON_DISABLED     # at rest: power removed
+                    stopping[j] = False
+                    self.u[j] = 0.0
+            servo.joints[:] = stopping
+            if not stopping.any():
+                servo.stop()
+                return
+        servo.command(self.u)
 
     def _i2t(self) -> None:
         self.plant.read(self.meas)

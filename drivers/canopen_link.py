@@ -36,7 +36,10 @@ Documented reactions (each names the axis, its node-id and the cause):
 - A command that is not finite: ``LinkError`` (nothing is sent).
 - ``safe_stop``: quick stop, then disable voltage, on every drive (RPDO + SYNC
   each, no waiting); later ``write`` calls send nothing, ``read`` raises LinkError
-  (the base, drivers.link, keeps the lifecycle).
+  (the base, drivers.link, keeps the lifecycle). That is stop category 0.
+- ``controlled_stop`` (IEC 60204-1 categories 1, 2): the quick stop option code 0x605A
+  (2 or 6) over SDO, then quick stop in every RPDO; ``read`` accepts QUICK STOP ACTIVE
+  (and, category 1, SWITCH ON DISABLED at the end of the ramp).
 
 Threads: the bus' reader (python-can's notifier, which hands the TPDOs to ``read``), the
 controller's heartbeat sender and, on ``hilrig_zmq``, the bus' ZeroMQ I/O thread run at
@@ -138,6 +141,7 @@ class CanopenLink(Link):
         self.syncs = 0
         self.missed = 0
         self.stale_frames = 0
+        self.stopping = 0              # a controlled stop's category (1, 2) once under way
         self.bad_frames = 0            # TPDOs of the wrong length, discarded
         self.error_frames = 0          # CAN error frames seen since configure (is_error_frame)
         self._events: queue.SimpleQueue = queue.SimpleQueue()
@@ -465,8 +469,10 @@ class CanopenLink(Link):
         for axis in range(self.n_axes):
             sw = int(self._statusword[axis])
             state = cia402.decode_state(sw)
-            if state == State.OPERATION_ENABLED:
-                continue
+            if state == State.OPERATION_ENABLED or self.stopping and (
+                    state == State.QUICK_STOP_ACTIVE
+                    or self.stopping == 1 and state == State.SWITCH_ON_DISABLED):
+                continue                # (a controlled stop: quick stop, then disabled)
             if state in (State.FAULT, State.FAULT_REACTION_ACTIVE):
                 code = self._emcy.get(axis, 0)
                 text = cia402.describe_error(code) if code else \
@@ -479,7 +485,11 @@ class CanopenLink(Link):
                             f"{label} (statusword 0x{sw:04X})")
 
     def _write(self, command: np.ndarray) -> None:
-        """RPDO1 per axis: enable operation, target torque = command (N m at the joint)."""
+        """RPDO1 per axis: enable operation, target torque = command (N m at the joint);
+        during a controlled stop, quick stop and 0 (``command`` is not used)."""
+        if self.stopping:
+            self._send_words(cia402.CW_QUICK_STOP, sync=False)
+            return
         for axis in range(self.n_axes):
             tau = float(command[axis])
             if not math.isfinite(tau):
@@ -498,16 +508,35 @@ class CanopenLink(Link):
             raise LinkError(f"cannot send RPDO: {exc}") from exc
 
     # -- stopping -------------------------------------------------------------------------
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """IEC 60204-1 category 1 or 2 in the drives: the quick stop option code 0x605A
+        over SDO (2: slow down on the quick stop ramp, then SWITCH ON DISABLED; 6: ... and
+        stay in QUICK STOP ACTIVE, holding), then quick stop on every RPDO from now on.
+        The ramp is the drive's (its quick stop deceleration 0x6085; the emulated drives
+        take ``safety.stop_time``, which ``stop_time`` is)."""
+        for axis in range(self.n_axes):
+            self._sdo_write(axis, cia402.QUICK_STOP_OPTION, 0, 2 if category == 1 else 6)
+        self.stopping = category
+        self._send_words(cia402.CW_QUICK_STOP, sync=False)
+
+    def _send_words(self, word: int, sync: bool) -> None:
+        """RPDO1 with ``word`` and target torque 0 to every drive (and a SYNC)."""
+        try:
+            for msg in self._rpdo:
+                _RPDO1.pack_into(msg.data, 0, word, 0)
+                self.network.bus.send(msg)
+            if sync:
+                self.network.bus.send(_SYNC)
+        except can.CanError as exc:
+            raise LinkError(f"cannot send RPDO: {exc}") from exc
+
     def _safe_stop(self) -> None:
         """Quick stop, then disable voltage, on every drive (RPDO + SYNC each, no waiting).
 
         The bus may be the reason we stop: what a send raises, the base logs.
         """
         for word in (cia402.CW_QUICK_STOP, cia402.CW_DISABLE_VOLTAGE):
-            for msg in self._rpdo:
-                _RPDO1.pack_into(msg.data, 0, word, 0)
-                self.network.bus.send(msg)
-            self.network.bus.send(_SYNC)
+            self._send_words(word, sync=True)
 
     def _close(self) -> None:
         """Stop the controller heartbeat and leave the bus (if configure got as far)."""

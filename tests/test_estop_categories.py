@@ -8,7 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
+from hilrig.controllers.factory import controller_from_config
+from hilrig.devices.cia402_drive import EmulatedDrives
+from hilrig.drivers.canopen_link import CanopenLink
+from hilrig.drivers.cia402 import State
 from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.link import Measurement
 from hilrig.remote.fault import send_estop
 from hilrig.rt.loop import LinkLoop
 from hilrig.telemetry.logfile import read_log
@@ -152,3 +157,40 @@ def test_controlled_stops_of_the_zeromq_emulator_under_hil_control(tmp_path, cat
         end = int(np.searchsorted(arrays["tick"], safe[0]["tick"]))   # the controller's BYE
         assert np.abs(qd[rest:end]).max() < AT_REST
         assert np.ptp(arrays["q"][rest:end], axis=0).max() < 1e-4
+
+
+@pytest.mark.parametrize("category", [1, 2])
+def test_controlled_stops_of_the_emulated_cia402_drives(request, category):
+    """CanopenLink.controlled_stop: 0x605A = 2 (category 1) or 6 (2) and quick stop; the
+    emulated drives ramp the joints to rest within the stop time, then 1 disables the
+    drives (SWITCH ON DISABLED), 2 holds them in QUICK STOP ACTIVE."""
+    cfg = config("rig_canopen", "link.canopen.interface='virtual'",
+                 f"link.canopen.channel='{request.node.name}'", "link.canopen.tpdo_timeout=0.5",
+                 "link.canopen.heartbeat_timeout=2.0", f"safety.stop_time={STOP_TIME}")
+    with EmulatedDrives(cfg) as drives, CanopenLink.from_config(cfg) as link:
+        law = controller_from_config(cfg, link.command_unit)
+        meas, u = Measurement(3), np.zeros(3)
+        for _ in range(100):                     # 0.2 s toward the target: moving
+            assert link.read(meas)
+            law(meas.t, meas.pos, meas.vel, meas.current, u)
+            link.write(u)
+        moving = np.abs(meas.vel).max()
+        link.controlled_stop(category, STOP_TIME)
+        n_rest = int(round(STOP_TIME / cfg.sim.dt))
+        q, qd = [], []
+        for _ in range(n_rest + 100):
+            assert link.read(meas)
+            link.write(u)                        # not used: the drives stop themselves
+            q.append(meas.pos.copy())
+            qd.append(meas.vel.copy())
+        states = [drives.state(axis) for axis in (1, 2, 3)]
+    q, qd = np.array(q), np.array(qd)
+    assert moving > 0.1
+    # at rest by the stop time (quantised: 1.5e-4 rad/s per encoder count/s)
+    assert np.abs(qd[n_rest - 10:n_rest]).max() < 2e-3
+    if category == 1:      # then power removed: without a brake the arm sinks under gravity
+        assert states == [State.SWITCH_ON_DISABLED] * 3
+    else:
+        assert np.abs(qd[n_rest:]).max() < 2e-3
+        assert states == [State.QUICK_STOP_ACTIVE] * 3
+        assert np.ptp(q[n_rest:], axis=0).max() < 2e-3     # held (encoder: 1.5e-4 rad)

@@ -113,7 +113,7 @@ def test_dropped_tpdos_are_seeded_and_delayed_ones_still_arrive(bench):
     drives, link = bench("faults.delay={t1=0.0, delay=0.02, joint=2}")
     started = time.monotonic()
     assert _cycles(link, 10) == [True] * 10
-    assert time.monotonic() - started > 10 * 0.02
+    assert time.monotonic() - started > 9 * 0.02      # (from the second SYNC on)
 
 
 def test_a_can_fault_the_drives_cannot_take_is_refused():
