@@ -851,6 +851,9 @@ class EmulatedDrives:
         holding) decelerate to rest within ``stop_time`` (drivers.controlled_stop sets
         their inputs), then 2 disables the drive; other codes brake at 0 V / 0 N m."""
         servo, stopping = self.stop_servo, self._stopping
+        if not servo.active and all(drive.state != State.QUICK_STOP_ACTIVE
+                                    for drive in self.axes):
+            return                           # the usual cycle: no drive quick-stopping
         for j, drive in enumerate(self.axes):
             stopping[j] = drive.state == State.QUICK_STOP_ACTIVE and \
                 drive.node.sdo[cia402.QUICK_STOP_OPTION].raw in (2, 6)
