@@ -10,15 +10,17 @@ import numpy as np
 import pytest
 from hilrig.controllers.factory import controller_from_config
 from hilrig.devices.cia402_drive import EmulatedDrives
+from hilrig.devices.roboclaw_drive import RoboClawEmulator
 from hilrig.drivers.canopen_link import CanopenLink
 from hilrig.drivers.cia402 import State
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
+from hilrig.drivers.serial_link import SerialLink
 from hilrig.remote.fault import send_estop
 from hilrig.rt.loop import LinkLoop
 from hilrig.telemetry.logfile import read_log
 from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
-from tests.conftest import config
+from tests.conftest import config, replaced
 
 STOP_TIME = 0.3        # s, safety.stop_time of these tests
 AT_REST = 1e-3         # rad/s: |qd| at and after the stop time
@@ -194,3 +196,23 @@ def test_controlled_stops_of_the_emulated_cia402_drives(request, category):
         assert np.abs(qd[n_rest:]).max() < 2e-3
         assert states == [State.QUICK_STOP_ACTIVE] * 3
         assert np.ptp(q[n_rest:], axis=0).max() < 2e-3     # held (encoder: 1.5e-4 rad)
+
+
+def test_a_link_without_a_controlled_stop_stops_at_once_saying_why(tmp_path):
+    """The packet-serial link has no controlled stop: a category 1 e-stop is refused by the
+    link and the loop stops with category 0, the reason naming both."""
+    cfg = config("rig_serial", "emulator.mode=lockstep", "link.serial.timeout=0.5",
+                 "link.serial.budget=2.0", "link.timeout=5.0", "safety.watchdog_ticks=1000",
+                 "loop.overrun='catch_up'")
+    with RoboClawEmulator(cfg) as emu:
+        cfg = replaced(cfg, "link.serial", port=emu.port)
+        estop = f"ipc:///tmp/hil-estop-{uuid.uuid4().hex[:8]}"
+        hook = _EStopAt(estop, 50, 1)
+        result = LinkLoop(cfg, SerialLink.from_config(cfg), tmp_path / "ctl.mcap", estop,
+                          hooks=[hook]).run()
+    assert result.status == "interrupted"
+    assert result.reason == ("e-stop from the CLI (hil estop): category 1 refused (serial link "
+                             f"{emu.port}: no controlled stop (stop category 1) on this link): "
+                             "category 0, power removed at once")
+    arrays = read_complete(tmp_path / "ctl.mcap")[0]
+    assert arrays["tick"][-1] == hook.tick - 1            # no tick from the e-stop on
