@@ -299,10 +299,11 @@ class EmulatorCanopenTable(Table):
     boot_time: float = key(0.03, minimum=0.0,
                            doc="from an NMT reset to the drive's boot-up frame, s: "
                                "off the bus meanwhile (real drives: tens of ms)")
-    sync_timeout: float = key(0.5, minimum=0.0,
+    sync_timeout: float = key(0.0, minimum=0.0,
                               doc="an enabled drive that heard SYNC hears none for this "
                                   "long: it reacts as its abort connection option code "
-                                  "0x6007 says (default: FAULT, EMCY 0x8100), s; 0: off")
+                                  "0x6007 says (default: FAULT, EMCY 0x8100), s; 0 (the "
+                                  "default): not monitored")
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,9 @@ reset (rising edge of controlword bit 7) clears them.
 
 SDO writes of a mode that 0x6502 does not list are refused (abort 0x06090030).
 
-SYNC watchdog: an OPERATION ENABLED drive that heard a SYNC and then hears none for
-``emulator.canopen.sync_timeout`` s reacts as its abort connection option code 0x6007
-says (CiA 402: 1, the default, FAULT with EMCY 0x8100; 2 disable voltage; 3 quick
+SYNC watchdog (when ``emulator.canopen.sync_timeout`` > 0; 0, the default, is off): an
+OPERATION ENABLED drive that heard a SYNC and then hears none for that long reacts as its
+abort connection option code 0x6007 says (CiA 402: 1, the default, FAULT with EMCY 0x8100; 2 disable voltage; 3 quick
 stop; 0 nothing).
 
 Link faults (devices.link_faults; ``[[faults.KIND]]`` in the config, ``inject`` live), on

@@ -20,6 +20,13 @@ a lockstep loop, with no deadline, waits for its writer instead). Whatever the c
 drives get ``safe_stop``, further writes are blocked, and the log is closed complete with
 the timing summary. A run of sim.duration T has ticks at t = 0, h, ..., T.
 
+``hil estop --category`` (IEC 60204-1, docs/LINK_FAULTS.md): 0 (the default) is the stop
+above; 1 and 2 hand the stop to the link's drives (``Link.controlled_stop``: to rest
+within ``safety.stop_time``) while the loop goes on reading, logging and watching (the law
+no longer commands: u is logged as 0); 1 then ends the run with ``safe_stop`` at the stop
+time, 2 holds to the end of the run. A link without a controlled stop stops at once, the
+reason saying so.
+
 The loop thread runs at SCHED_FIFO ``loop.fifo_priority`` on ``loop.cpu`` from the
 enable on (in lockstep too: it blocks on each answer, it never spins); the threads the
 link needs (ZeroMQ's I/O, a CAN bus' reader) and the e-stop's I/O thread run at the same
