@@ -85,16 +85,16 @@ def test_a_stalled_line_loses_the_link_after_link_timeout(running):
     assert emu.stats["stalled"] > 0
 
 
-def test_scheduled_drops_are_seeded_and_delays_only_slow_the_replies(running):
-    """faults.drop of 5 % of the replies from t = 0.02 s (a read is 10 exchanges): the same
-    reads go stale in two runs of the same seed; a delay of 1 ms leaves every read complete."""
-    runs = []
-    for _ in range(2):
-        emu, link = running("faults.drop={t1=0.02, probability=0.05, seed=7}",
-                            "link.serial.retries=0")
-        runs.append(_ticks(link, 40))
-    assert runs[0] == runs[1] and runs[0][:2] == [True] * 2 and 3 < runs[0].count(False) < 30
-    assert emu.stats["dropped"] > 0
+def test_scheduled_drops_make_reads_stale_and_delays_only_slow_the_replies(running):
+    """faults.drop of 5 % of the replies from t = 0.02 s (a read is 10 exchanges, no
+    retry): some reads go stale, the link goes on; a delay of 1 ms leaves every read
+    complete. (That the draws are seeded: test_link_faults.py, on the schedule itself; here
+    a reply late on a busy host would change which requests the draws meet.)"""
+    emu, link = running("faults.drop={t1=0.02, probability=0.05, seed=7}",
+                        "link.serial.retries=0")
+    fresh = _ticks(link, 40)
+    assert fresh[:2] == [True] * 2 and 3 < fresh.count(False) < 30
+    assert emu.stats["dropped"] > 0 and link.stale_reads == fresh.count(False)
     emu, link = running("faults.delay={t1=0.0, delay=0.001}")
     assert _ticks(link, 10) == [True] * 10
 
