@@ -264,6 +264,9 @@ class SafetyTable(Table):
         None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
         doc="a measured joint rate beyond +-this stops the run safely, rad/s (m/s); unset: "
             "the URDF's <limit velocity>, else none; inf: none")
+    stop_time: float = key(0.5, positive=True,
+                           doc="`hil estop --category 1|2` (IEC 60204-1 controlled stops): "
+                               "the drives bring the joints to rest within this, s")
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,11 @@ class EmulatorCanopenTable(Table):
     boot_time: float = key(0.03, minimum=0.0,
                            doc="from an NMT reset to the drive's boot-up frame, s: "
                                "off the bus meanwhile (real drives: tens of ms)")
+    sync_timeout: float = key(0.0, minimum=0.0,
+                              doc="an enabled drive that heard SYNC hears none for this "
+                                  "long: it reacts as its abort connection option code "
+                                  "0x6007 says (default: FAULT, EMCY 0x8100), s; 0 (the "
+                                  "default): not monitored")
 
 
 @dataclass(frozen=True)
@@ -420,11 +428,86 @@ class JamTable(Table):
     duration: float = key(0.1, minimum=0.0, doc="jamming phase dt, s")
 
 
+# -- link faults (devices.link_faults, docs/LINK_FAULTS.md): in the emulated devices ------
+
+@dataclass(frozen=True)
+class LinkFaultTable(Table):
+    """A communication fault of an emulated device: when, how long, which drive."""
+
+    joint: int = key(0, minimum=0,
+                     doc="CAN: the drive of this 1-based joint; serial: the controller that "
+                         "drives it; 0: every drive (the ZeroMQ plant has one link: 0)")
+    t1: float = key(required=True, minimum=0.0, doc="start, s of the device's plant time")
+    duration: float = key(float("inf"), minimum=0.0, infinite_ok=True,
+                          doc="how long it lasts, s; inf: permanent")
+
+
+@dataclass(frozen=True)
+class RandomLinkFaultTable(LinkFaultTable):
+    """A link fault that hits each reply with a probability (seeded)."""
+
+    probability: float = key(1.0, minimum=0.0,
+                             doc="chance that a reply is hit, 0..1 (1: every one)")
+    seed: int = key(0, minimum=0, doc="seed of the draws (one generator per table)")
+
+
+@dataclass(frozen=True)
+class DropTable(RandomLinkFaultTable):
+    """[[faults.drop]]: replies dropped (STATEs, TPDOs, serial replies)."""
+
+
+@dataclass(frozen=True)
+class CorruptTable(RandomLinkFaultTable):
+    """[[faults.corrupt]]: replies corrupted (a malformed ZeroMQ frame, a wrong-length CAN
+    PDO, a serial reply with a bad CRC)."""
+
+
+@dataclass(frozen=True)
+class CrcErrorTable(RandomLinkFaultTable):
+    """[[faults.crc_error]]: serial replies with a bad CRC."""
+
+
+@dataclass(frozen=True)
+class DelayTable(LinkFaultTable):
+    """[[faults.delay]]: replies sent late."""
+
+    delay: float = key(required=True, minimum=0.0, doc="added delay of each reply, s")
+
+
+@dataclass(frozen=True)
+class BusOffTable(LinkFaultTable):
+    """[[faults.bus_off]]: the CAN node goes bus-off (error frames, then no frame at all)."""
+
+
+@dataclass(frozen=True)
+class HeartbeatLossTable(LinkFaultTable):
+    """[[faults.heartbeat_loss]]: the CAN node's heartbeats stop (PDOs go on)."""
+
+
+@dataclass(frozen=True)
+class SyncLossTable(LinkFaultTable):
+    """[[faults.sync_loss]]: the drive hears no SYNC from the master."""
+
+
+@dataclass(frozen=True)
+class StallTable(LinkFaultTable):
+    """[[faults.stall]]: the serial line stops answering (requests get no reply)."""
+
+
 @dataclass(frozen=True)
 class FaultsTable(Table):
     """[faults]: scheduled faults."""
 
     jam: tuple[JamTable, ...] = table()      # a table, or a list of tables
+    # link faults, in the emulated devices (devices.link_faults)
+    drop: tuple[DropTable, ...] = table()
+    delay: tuple[DelayTable, ...] = table()
+    corrupt: tuple[CorruptTable, ...] = table()
+    bus_off: tuple[BusOffTable, ...] = table()
+    heartbeat_loss: tuple[HeartbeatLossTable, ...] = table()
+    sync_loss: tuple[SyncLossTable, ...] = table()
+    crc_error: tuple[CrcErrorTable, ...] = table()
+    stall: tuple[StallTable, ...] = table()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@
     hil control CONFIG [--connect ENDPOINT] [--link TYPE] [--log PATH] [--live] [--takeover]
     hil fault jam --joint K --duration DT [--connect ENDPOINT]
     hil fault clear --joint K [--connect ENDPOINT]
-    hil estop [RUN_ID | --run RUN_ID | --connect ENDPOINT | --list]
+    hil estop [RUN_ID | --run RUN_ID | --connect ENDPOINT | --list] [--category 0|1|2]
     hil set KEY=VALUE ... [--run RUN_ID | --connect ENDPOINT]
     hil log export LOG --out run.npz
     hil log repair LOG [--out fixed.mcap]

@@ -10,6 +10,10 @@ and ``--timeout S``; ``hil estop`` takes the run id as a positional too.
     hil estop RUN_ID          e-stop that run (or --run RUN_ID)
     hil estop --list          run id, pid, endpoints, config, start time of each run
     hil estop --connect EP    e-stop the controller serving the e-stop endpoint EP
+    hil estop --category 0|1|2  the IEC 60204-1 stop category (default 0, what it always
+                              did: power removed at once; 1: the drives bring the joints
+                              to rest within safety.stop_time, then power removed; 2: to
+                              rest, then held with power kept until the run ends)
     hil set KEY=VALUE ...     change live parameters of your only run, --run's or --connect's
     hil fault jam|clear ...   jam or clear a joint of a running `hil run` (--run RUN_ID)
                               or emulator (--connect ENDPOINT); with neither, the emulator
@@ -50,6 +54,10 @@ def _declare_estop(parser) -> None:
     add_run_address(parser, positional=True,
                     connect_help="the e-stop endpoint of one controller (instead of a run id)")
     parser.add_argument("--list", action="store_true", help="list your running controllers")
+    parser.add_argument("--category", type=int, choices=(0, 1, 2), default=0,
+                        help="IEC 60204-1 stop category: 0 power removed at once (default), 1 "
+                             "controlled stop within safety.stop_time then power removed, 2 "
+                             "controlled stop, power kept (holding)")
     parser.set_defaults(handler=_estop)
 
 
@@ -120,7 +128,7 @@ def _estop(args) -> int:
     """hil estop: 0 when every targeted run acknowledged; FaultError (exit 1) naming those
     that did not, once the others are stopped, or when there is none to stop."""
     from hilrig.remote import runs
-    from hilrig.remote.fault import FaultError, send_estop
+    from hilrig.remote.fault import STOP_CATEGORIES, FaultError, send_estop
 
     address = run_address(args)
     if args.list:
@@ -143,7 +151,8 @@ def _estop(args) -> int:
     failed = []
     # every run at once: a hung run must not delay a healthy one's stop by its timeout
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
-        sent = [(name, endpoint, pool.submit(send_estop, endpoint, address.timeout))
+        sent = [(name, endpoint, pool.submit(send_estop, endpoint, address.timeout,
+                                             args.category))
                 for name, endpoint in targets]
         for name, endpoint, answer in sent:      # printed in the run list's order
             try:
@@ -152,7 +161,11 @@ def _estop(args) -> int:
                 failed.append(f"{name}: {exc}")
                 continue
             who = "the controller" if name == endpoint else name
-            print(f"e-stop: {who} stopped its drives at tick {tick}", flush=True)
+            if args.category == 0:
+                print(f"e-stop: {who} stopped its drives at tick {tick}", flush=True)
+            else:
+                print(f"e-stop: {who} began a category {args.category} stop "
+                      f"({STOP_CATEGORIES[args.category]}) at tick {tick}", flush=True)
     if failed:
         raise FaultError("; ".join(failed))
     return 0

@@ -66,11 +66,11 @@ class DriveNmtSlave(NmtSlave):
 
 
 class StrictSdoServer(SdoServer):
-    """The SDO server of a ``DriveNode``: silent in STOPPED and while booting, refuses
-    block transfers."""
+    """The SDO server of a ``DriveNode``: silent in STOPPED, while booting and while the
+    node is off the bus (``sdo_silent``: bus-off), refuses block transfers."""
 
     def on_request(self, can_id, data, timestamp):
-        if self._node.nmt.state in ("STOPPED", "INITIALISING"):
+        if self._node.nmt.state in ("STOPPED", "INITIALISING") or self._node.sdo_silent:
             return
         super().on_request(can_id, data, timestamp)
 
@@ -105,6 +105,7 @@ class DriveNode(canopen.LocalNode):
         self.nmt = DriveNmtSlave(self.id, self)
         self.add_write_callback(self.nmt.on_write)          # 0x1017: the heartbeat period
         self.errors: list[int] = []                 # 0x1003, newest first
+        self.sdo_silent = False                     # off the bus (bus-off): no SDO answer
         self.error_depth = 0
         if ERROR_HISTORY in self.object_dictionary:
             self.error_depth = len(self.object_dictionary[ERROR_HISTORY]) - 1

@@ -48,8 +48,30 @@ reset (rising edge of controlword bit 7) clears them.
 
 SDO writes of a mode that 0x6502 does not list are refused (abort 0x06090030).
 
-Not emulated: SYNC counters, RTR PDOs, the quick stop option code's effect (a quick
-stop stays in QUICK STOP ACTIVE until disable voltage or enable operation), node
+SYNC watchdog (when ``emulator.canopen.sync_timeout`` > 0; 0, the default, is off): an
+OPERATION ENABLED drive that heard a SYNC and then hears none for that long reacts as its
+abort connection option code 0x6007 says (CiA 402: 1, the default, FAULT with EMCY 0x8100; 2 disable voltage; 3 quick
+stop; 0 nothing).
+
+Link faults (devices.link_faults; ``[[faults.KIND]]`` in the config, ``inject`` live), on
+the drive of a table's ``joint`` (0: every drive), over plant time: ``drop`` (its TPDOs
+of a SYNC not sent), ``delay`` (sent ``delay`` s after the others; the bus' reader waits),
+``corrupt`` (each TPDO one byte short: a wrong-length PDO), ``bus_off``
+(BUS_OFF_ERROR_FRAMES error frames, which python-can's virtual bus and hilrig_zmq
+carry, then nothing in or out: no PDO, SDO, EMCY, heartbeat, NMT; its own heartbeat
+consumer then loses the master, FAULT 0x8130), ``heartbeat_loss`` (its heartbeat stops,
+PDOs go on), ``sync_loss`` (it hears no SYNC: no TPDO, no set-point applied, and its SYNC
+watchdog reacts; the plant, the physical world, goes on stepping at every SYNC on the
+bus). Each start and end is one line and an event in the plant log.
+
+Quick stop (IEC 60204-1 controlled stops): with the quick stop option code 0x605A = 2
+(the default: slow down on the quick stop ramp, then SWITCH ON DISABLED) or 6 (... and
+stay in QUICK STOP ACTIVE, holding), a drive in QUICK STOP ACTIVE brings its joint to rest
+within ``safety.stop_time`` (the stop servo of drivers.controlled_stop; a real drive's
+ramp is its quick stop deceleration 0x6085, which is not emulated); other codes brake
+at 0 V or 0 N m.
+
+Not emulated: SYNC counters, RTR PDOs, quick stop option codes other than 2 and 6, node
 guarding, LSS.
 
 Run the drives in another process with ``serve`` (``hil emulate``) on the
@@ -64,15 +86,18 @@ import struct
 import threading
 import time
 
+import can
 import canopen
 import numpy as np
 from canopen.objectdictionary import SIGNED_TYPES
 from canopen.sdo import SdoAbortedError
 from hilrig.devices.canopen_node import ABORT_VALUE_RANGE, DriveNode
+from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import cia402
 from hilrig.drivers.cia402_eds import event_timer_ms, heartbeat_ms
 from hilrig.drivers.cia402 import State
+from hilrig.drivers.controlled_stop import ControlledStop
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, Measurement
 from hilrig.errors import ConfigError
@@ -94,6 +119,9 @@ _FORMATS = {(8, False): "B", (8, True): "b", (16, False): "H", (16, True): "h",
             (32, False): "I", (32, True): "i"}
 _SUPERVISION_PERIOD = 0.005   # s, heartbeat-consumer check
 _RESYNC = 0.1                 # s: the free-running clock further behind than this re-anchors
+BUS_OFF_ERROR_FRAMES = 32     # error frames a node causes before bus-off (TEC 256 = 32 x 8)
+# CiA 402 abort connection option code (0x6007): the reaction to a lost SYNC
+ABORT_NO_ACTION, ABORT_FAULT, ABORT_DISABLE_VOLTAGE, ABORT_QUICK_STOP = 0, 1, 2, 3
 
 
 def bus_config_from(cfg: Config) -> dict:
@@ -154,6 +182,8 @@ class DriveAxis:
         self.last_heartbeat: float | None = None
         self.i2t = 0.0
         self.drop_tpdos = 0
+        self.bus_off = False                   # link fault: off the bus (nothing in or out)
+        self.last_sync: float | None = None    # time.monotonic() of the last SYNC heard, enabled
         self.boot_at: float | None = None      # time.monotonic() of the boot-up after a reset
         self.heartbeat_at: float | None = None   # ... and of the first heartbeat after it
 
@@ -167,6 +197,8 @@ class DriveAxis:
 
     def apply_controlword(self, word: int) -> None:
         state, transition = cia402.next_state(self.state, word, self.controlword)
+        if state == State.OPERATION_ENABLED and self.state != state:
+            self.last_sync = None               # the SYNC watchdog starts at the next SYNC
         if transition is None and word != self.controlword:
             log.info("node %d: '%s' (controlword 0x%04X) is no transition from %s; ignored",
                      self.node.id, cia402.command_name(word), word, self.state.label)
@@ -188,7 +220,8 @@ class DriveAxis:
             return
         self.state, self.error_code = State.FAULT, code
         self.node.push_error(code)
-        self.node.emcy.send(code, self.error_register)
+        if not self.bus_off:
+            self.node.emcy.send(code, self.error_register)
 
     def values(self) -> dict[int, int]:
         """The objects a TPDO may carry, as last latched (wire units)."""
@@ -216,7 +249,7 @@ class EmulatedDrives:
     the plant: timing.sched.helper_priority).
 
     Fault-injection hooks (thread-safe; axes are 1-based): ``inject_fault``,
-    ``stop_heartbeat``, ``drop_tpdos``, ``drop_syncs``, ``jam``.
+    ``stop_heartbeat``, ``drop_tpdos``, ``drop_syncs``, ``jam``; link faults: ``inject``.
     """
 
     def __init__(self, cfg: Config, bus_config: dict | None = None, log_path=None):
@@ -240,6 +273,14 @@ class EmulatedDrives:
         self.rated_torque = np.array(can_cfg.rated_torque)       # N m at the motor
         self.rated_current = np.array(can_cfg.rated_current)     # A
         self.supply = emu.supply_voltage
+        # quick stop with option code 2 or 6 (0x605A): the drives' stop servo, over
+        # safety.stop_time (the controller's config says the same: drivers.controlled_stop)
+        self.stop_time = cfg.safety.stop_time
+        self.stop_servo = ControlledStop(self.plant.plant, self.h, METHODS[integrator],
+                                         correction_id(cfg),
+                                         self.supply if self.plant.command_unit == "V"
+                                         else cfg.emulator.max_torque)
+        self._stopping = np.zeros(len(cfg.link.canopen.node_ids), dtype=bool)
         self.i2t_time = emu.i2t_time
         self.latency = emu.latency
         self.boot_time = emu.boot_time
@@ -260,6 +301,9 @@ class EmulatedDrives:
         self.network: canopen.Network | None = None
         self.syncs = 0
         self.drop_sync_count = 0
+        self.sync_timeout = emu.sync_timeout
+        self.link_faults = LinkFaults(cfg, "canopen", n)    # [[faults.KIND]] and inject
+        self._late: list[tuple[float, int, bytes]] = []    # (delay s, COB-ID, data) this SYNC
         self.plant_failed = False
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -361,6 +405,103 @@ class EmulatedDrives:
         with self.lock:
             self.plant.plant.start_jam(joint, duration)
 
+    # -- link faults (devices.link_faults) ---------------------------------------------
+    def inject(self, kind: str, params: dict, duration: float, joint: int = 0) -> None:
+        """A link fault (``drop``, ``delay``, ``corrupt``, ``bus_off``, ``heartbeat_loss``,
+        ``sync_loss``) on the drive of ``joint`` (1-based; 0: every drive) from the next
+        plant step on, for ``duration`` s (inf: permanent); thread-safe. ConfigError (one
+        line) for a kind or parameter the drives lack."""
+        self.link_faults.inject(kind, params, duration, joint)
+
+    def _link_fault_changes(self, t: float) -> None:
+        """Start and end the link faults due at plant time ``t``: the drives' state
+        (bus-off, heartbeat) and one line and one event (plant log) each."""
+        for change, window in self.link_faults.update(t):
+            start = change == "start"
+            drives = self.axes if window.joint == 0 else [self.axes[window.joint - 1]]
+            if window.kind == "bus_off":
+                for drive in drives:
+                    self._set_bus_off(drive, start)
+            elif window.kind == "heartbeat_loss":
+                for drive in drives:
+                    self._set_heartbeat(drive, not start)
+            log.warning("link fault %s %s at SYNC %d (t = %.6f s)", window.describe(),
+                        "started" if start else "ended", self.syncs, t)
+            if self.plant_log is not None:
+                self.plant_log.event("link_fault" if start else "link_fault_clear", t=t,
+                                     fault=window.kind, joint=window.joint, tick=self.syncs,
+                                     live=window.live, t2=window.t2, **window.params)
+
+    def _set_bus_off(self, drive: DriveAxis, off: bool) -> None:
+        """Bus-off: the node first disturbs the bus with BUS_OFF_ERROR_FRAMES error frames
+        (its transmit error counter reaching 256), then sends and hears nothing: no PDO,
+        SDO, EMCY or heartbeat; its power stage holds its last set-point until its own
+        supervision (the master's heartbeat, now unheard) reacts. Back on the bus, it
+        resumes its heartbeat and sends EMCY 0x8140 (recovered from bus-off)."""
+        if off == drive.bus_off:
+            return
+        if off:
+            for _ in range(BUS_OFF_ERROR_FRAMES):
+                self.network.bus.send(can.Message(arbitration_id=0x40, is_error_frame=True,
+                                                  is_extended_id=False, dlc=8,
+                                                  data=bytes(8)))
+        drive.bus_off = off
+        drive.node.sdo_silent = off
+        self._set_heartbeat(drive, not off)
+        if not off:
+            drive.node.emcy.send(0x8140, drive.error_register)
+
+    def _set_heartbeat(self, drive: DriveAxis, on: bool) -> None:
+        period = drive.node.sdo[cia402.HEARTBEAT_PRODUCER].raw
+        if on and period and not drive.bus_off and drive.boot_at is None:
+            drive.node.nmt.start_heartbeat(period)
+        elif not on:
+            drive.node.nmt.stop_heartbeat()
+
+    def _deaf(self, drive: DriveAxis) -> bool:
+        """Whether ``drive`` misses this SYNC (bus-off, or a ``sync_loss``)."""
+        joints = (drive.axis,)
+        return drive.bus_off or self.link_faults.on("sync_loss", joints)
+
+    def _tpdo_fault(self, drive: DriveAxis) -> tuple[str | None, float]:
+        """What the active link faults do to ``drive``'s TPDOs of this SYNC: ("drop", 0)
+        none is sent (also when the drive is deaf), ("corrupt", 0) each one byte short (a
+        wrong-length PDO), ("delay", s) sent s late, or (None, 0)."""
+        faults, joints = self.link_faults, (drive.axis,)
+        if self._deaf(drive) or faults.active("drop", joints) is not None:
+            return "drop", 0.0
+        if faults.active("corrupt", joints) is not None:
+            return "corrupt", 0.0
+        late = faults.active("delay", joints)
+        if late is not None:
+            return "delay", late.params["delay"]
+        return None, 0.0
+
+    def _send_late(self) -> None:
+        """The delayed TPDOs of this SYNC, each ``delay`` s after the others (the bus'
+        reader waits: a drive that answers late holds up the cycle as on a real bus)."""
+        started = time.monotonic()
+        for delay, cob_id, payload in sorted(self._late, key=lambda item: item[0]):
+            time.sleep(max(0.0, started + delay - time.monotonic()))
+            self.network.send_message(cob_id, payload)
+        self._late.clear()
+
+    def _sync_lost(self, drive: DriveAxis, silent: float) -> None:
+        """No SYNC for ``silent`` s while enabled: the reaction of 0x6007 (CiA 402 abort
+        connection option code): 1 FAULT with EMCY 0x8100, 2 disable voltage, 3 quick
+        stop, 0 nothing."""
+        drive.last_sync = None
+        reaction = drive.node.sdo[cia402.ABORT_CONNECTION].raw
+        log.warning("node %d: no SYNC for %.3f s (emulator.canopen.sync_timeout = %g s): "
+                    "abort connection option code %d", drive.node.id, silent,
+                    self.sync_timeout, reaction)
+        if reaction == ABORT_FAULT:
+            drive.enter_fault(0x8100)
+        elif reaction == ABORT_DISABLE_VOLTAGE:
+            drive.state = State.SWITCH_ON_DISABLED
+        elif reaction == ABORT_QUICK_STOP:
+            drive.state = State.QUICK_STOP_ACTIVE
+
     def state(self, axis: int) -> State:
         """The CiA 402 state of drive ``axis``."""
         with self.lock:
@@ -436,8 +577,9 @@ class EmulatedDrives:
         command, target = data[0], data[1]
         with self.lock:
             for drive in self.axes:
-                if target not in (0, drive.node.id) or drive.boot_at is not None:
-                    continue            # another node's, or this one is booting: deaf
+                if target not in (0, drive.node.id) or drive.boot_at is not None \
+                        or drive.bus_off:
+                    continue            # another node's, or this one is booting or off: deaf
                 if command in (cia402.NMT_RESET_NODE, cia402.NMT_RESET_COMMUNICATION):
                     self._reset(drive, command == cia402.NMT_RESET_NODE)
                 elif command == cia402.NMT_START:
@@ -482,7 +624,8 @@ class EmulatedDrives:
         now = time.monotonic()
         with self.lock:
             for drive in self.axes:
-                if drive.consumer is not None and drive.consumer[0] == self.master_id:
+                if drive.consumer is not None and drive.consumer[0] == self.master_id \
+                        and not drive.bus_off:
                     drive.last_heartbeat = now
 
     def _on_rpdo(self, drive: DriveAxis, can_id: int, data: bytes) -> None:
@@ -490,7 +633,8 @@ class EmulatedDrives:
             if drive.pdo_dirty and drive.operational():
                 self._read_pdos(drive)
             pdo = drive.rpdos.get(can_id)
-            if pdo is None or not drive.operational() or len(data) < pdo.layout.size:
+            if pdo is None or not drive.operational() or len(data) < pdo.layout.size \
+                    or drive.bus_off:
                 return
             values = dict(zip((index for index, _ in pdo.entries),
                               pdo.layout.unpack_from(data)))
@@ -520,7 +664,14 @@ class EmulatedDrives:
                 time.sleep(self.latency)
             for cob_id, payload in frames:
                 self.network.send_message(cob_id, payload)
+            if self._late:
+                self._send_late()
+            now = time.monotonic()
             for drive in self.axes:
+                if not self.link_faults.idle and self._deaf(drive):
+                    continue                    # bus-off, or no SYNC heard: nothing applied
+                if drive.state == State.OPERATION_ENABLED:
+                    drive.last_sync = now
                 if drive.pending:
                     self._apply(drive, drive.pending)
                     drive.pending = {}
@@ -636,11 +787,21 @@ class EmulatedDrives:
             if drive.drop_tpdos:
                 drive.drop_tpdos -= 1
                 continue
+            fault, delay = None, 0.0
+            if self.link_faults.active_count:
+                fault, delay = self._tpdo_fault(drive)
+                if fault == "drop":
+                    continue
             values = drive.values()
             for pdo in drive.tpdos:
                 if 1 <= pdo.trans_type <= 240 and self.syncs % pdo.trans_type == 0:
-                    frames.append((pdo.cob_id, pdo.layout.pack(
-                        *(values.get(index, 0) for index, _ in pdo.entries))))
+                    payload = pdo.layout.pack(*(values.get(index, 0) for index, _ in pdo.entries))
+                    if fault == "corrupt":
+                        frames.append((pdo.cob_id, payload[:-1]))   # a wrong-length PDO
+                    elif fault == "delay":
+                        self._late.append((delay, pdo.cob_id, payload))
+                    else:
+                        frames.append((pdo.cob_id, payload))
         return frames
 
     def _motor_torque(self, j: int) -> float:
@@ -666,8 +827,11 @@ class EmulatedDrives:
                 continue
             volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
             self.u[j] = max(-self.supply, min(self.supply, volts))
+        self._quick_stop()
         p = self.plant.plant
         apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
+        if not self.link_faults.idle:
+            self._link_fault_changes(p.t)
         if self.plant_log is not None:
             self.plant_log.record(self.u, self.meas.current)
         try:
@@ -681,6 +845,36 @@ class EmulatedDrives:
         if self.i2t_time:
             self._i2t()
 
+    def _quick_stop(self) -> None:
+        """Drives in QUICK STOP ACTIVE whose option code 0x605A is 2 (slow down on the quick
+        stop ramp, then SWITCH ON DISABLED) or 6 (... and stay in QUICK STOP ACTIVE,
+        holding) decelerate to rest within ``stop_time`` (drivers.controlled_stop sets
+        their inputs), then 2 disables the drive; other codes brake at 0 V / 0 N m."""
+        servo, stopping = self.stop_servo, self._stopping
+        if not servo.active and all(drive.state != State.QUICK_STOP_ACTIVE
+                                    for drive in self.axes):
+            return                           # the usual cycle: no drive quick-stopping
+        for j, drive in enumerate(self.axes):
+            stopping[j] = drive.state == State.QUICK_STOP_ACTIVE and \
+                drive.node.sdo[cia402.QUICK_STOP_OPTION].raw in (2, 6)
+        if not stopping.any():
+            servo.stop()
+            return
+        if not servo.active:
+            servo.start(2, self.stop_time, stopping)
+        servo.joints[:] = stopping
+        if servo.elapsed >= self.stop_time - 1e-9:
+            for j, drive in enumerate(self.axes):
+                if stopping[j] and drive.node.sdo[cia402.QUICK_STOP_OPTION].raw == 2:
+                    drive.state = State.SWITCH_ON_DISABLED     # at rest: power removed
+                    stopping[j] = False
+                    self.u[j] = 0.0
+            servo.joints[:] = stopping
+            if not stopping.any():
+                servo.stop()
+                return
+        servo.command(self.u)
+
     def _i2t(self) -> None:
         self.plant.read(self.meas)
         for j, drive in enumerate(self.axes):
@@ -691,11 +885,16 @@ class EmulatedDrives:
                 drive.enter_fault(0x2310)
 
     def _supervise(self) -> None:
-        """Heartbeat consumer (0x1016): the controller's heartbeat lost -> FAULT 0x8130."""
+        """Heartbeat consumer (0x1016): the controller's heartbeat lost -> FAULT 0x8130;
+        SYNC watchdog: an enabled drive that heard SYNC and hears none for
+        ``emulator.canopen.sync_timeout`` s reacts as its 0x6007 says (``_sync_lost``)."""
         while not self._stop.wait(_SUPERVISION_PERIOD):
             now = time.monotonic()
             with self.lock:
                 for drive in self.axes:
+                    if self.sync_timeout and drive.last_sync is not None and \
+                            now - drive.last_sync > self.sync_timeout:
+                        self._sync_lost(drive, now - drive.last_sync)
                     if drive.consumer is None or drive.last_heartbeat is None:
                         continue
                     if now - drive.last_heartbeat > drive.consumer[1]:

@@ -53,11 +53,21 @@ handled: ``jam`` (in the plant, behind the drive), ``set_state``, ``drop_replies
 ``corrupt_replies``
 (bad CRC; a corrupted ACK is 0x00), ``truncate_replies``, ``set_errors`` (status
 word bits). Scheduled jams of ``faults.jam`` start at their t1 (plant time).
+
+Link faults (devices.link_faults; ``[[faults.KIND]]`` in the config, ``inject`` live),
+on the controller of a table's ``joint`` (0: every controller), over plant time:
+``drop`` (the request is executed, its reply lost), ``delay`` (the request is
+executed and answered ``delay`` s later), ``corrupt`` (a data byte of the reply
+flipped, so its CRC fails; an ACK becomes 0x00), ``crc_error`` (the reply's CRC
+wrong), ``stall`` (the line is dead: requests reach nothing and get no reply, so a
+drive-side serial timeout stops the motors). Each start and end is one line and an
+event in the plant log.
 ``emulator.command_timeout`` belongs to the ZeroMQ emulator and is not used here.
 """
 from __future__ import annotations
 
 import errno
+import logging
 import math
 import os
 import queue
@@ -68,6 +78,7 @@ from collections import deque
 from time import monotonic
 
 import numpy as np
+from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.inprocess import PlantLink
@@ -79,6 +90,8 @@ from hilrig.plant.model import METHODS
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
 from hilrig.timing.sched import apply_thread, restore_thread
+
+log = logging.getLogger("hil.emulator.serial")
 
 PACKET_GAP = 0.010          # silence that discards a partial packet, s
 POLL = 0.02                 # longest select wait, so a stop request is seen, s
@@ -272,7 +285,9 @@ class RoboClawEmulator:
         port: slave path for the link (None when ``master_fd`` was given).
         plant: the PlantLink behind the drives (touch it only from the
             emulator's thread, or when the emulator is stopped).
-        stats: counters: requests, replies, bad_frames, discarded, ignored, steps, resyncs.
+        stats: counters: requests, replies, bad_frames, discarded, ignored, unknown, steps,
+            resyncs, stalled (requests lost to a ``stall``), dropped (replies lost to a
+            ``drop``).
         error: the exception that ended the thread, if any.
     """
 
@@ -317,9 +332,12 @@ class RoboClawEmulator:
         self._resync = False                      # an unknown command: skip to a silence
         self._pending: deque = deque()            # (due, address, command, values)
         self._faults = {"drop": 0, "corrupt": 0, "truncate": 0}
+        self.link_faults = LinkFaults(cfg, "serial", n)   # [[faults.KIND]] and inject
+        self._address_joints = {address: tuple(j + 1 for j, (a, _) in enumerate(self.axes)
+                                               if a == address) for address in self.controllers}
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.stats = dict.fromkeys(("requests", "replies", "bad_frames", "discarded", "ignored",
-                                    "unknown", "steps", "resyncs"), 0)
+                                    "unknown", "steps", "resyncs", "stalled", "dropped"), 0)
         self.last_bad_frame = ""
         self.error: BaseException | None = None
         self._slave = -1
@@ -335,6 +353,7 @@ class RoboClawEmulator:
         self.plant_log = PlantLog(cfg, log_path, self.plant, wait=self.lockstep) \
             if log_path else None
         self.log_loss: str | None = None   # after close: the rows the log lost, named
+        self._link_fault_changes()                 # those from t = 0
 
     @staticmethod
     def _plant(cfg: Config) -> PlantLink:
@@ -525,12 +544,18 @@ class RoboClawEmulator:
                 self.stats["bad_frames"] += 1
                 self.last_bad_frame = str(exc)
                 continue
-            self._pending.append((now + self.latency, address, command, values))
+            late = self.link_faults.active("delay", self._address_joints[address])
+            delay = self.latency + (late.params["delay"] if late is not None else 0.0)
+            self._pending.append((now + delay, address, command, values))
 
     def _execute(self, address: int, command: rc.Command, values: tuple) -> None:
         faults = self._faults
         if faults["drop"]:
             faults["drop"] -= 1
+            return
+        link_faults, joints = self.link_faults, self._address_joints[address]
+        if link_faults.active_count and link_faults.on("stall", joints):
+            self.stats["stalled"] += 1            # the line is dead: nothing arrives
             return
         self.stats["requests"] += 1
         controller = self.controllers[address]
@@ -544,13 +569,51 @@ class RoboClawEmulator:
                                                                 values))
         if faults["corrupt"]:
             faults["corrupt"] -= 1
-            reply = reply[:-1] + bytes((reply[-1] ^ 0xFF,)) if command.is_read else b"\x00"
+            reply = _bad_crc(reply, command)
         elif faults["truncate"]:
             faults["truncate"] -= 1
             reply = reply[:len(reply) // 2]
+        elif link_faults.active_count:
+            reply = self._faulty_reply(reply, command, joints)
         if reply:
             os.write(self._master, reply)
             self.stats["replies"] += 1
+
+    def _faulty_reply(self, reply: bytes, command: rc.Command, joints: tuple) -> bytes:
+        """``reply`` through the active link faults: dropped (b""), its CRC bytes wrong
+        (``crc_error``), or a data byte flipped (``corrupt``: the CRC no longer checks)."""
+        faults = self.link_faults
+        if faults.active("drop", joints) is not None:
+            self.stats["dropped"] += 1
+            return b""
+        if faults.active("crc_error", joints) is not None:
+            return _bad_crc(reply, command)
+        if faults.active("corrupt", joints) is not None:
+            return bytes((reply[0] ^ 0xFF,)) + reply[1:]
+        return reply
+
+    # -- link faults (devices.link_faults) ----------------------------------------
+
+    def inject(self, kind: str, params: dict, duration: float, joint: int = 0) -> None:
+        """A link fault (``drop``, ``delay``, ``corrupt``, ``crc_error``, ``stall``) on
+        the controller of ``joint`` (1-based; 0: every controller) from the next plant step
+        on, for ``duration`` s (inf: permanent); thread-safe. ConfigError (one line) for a
+        kind or parameter this device lacks."""
+        self.link_faults.inject(kind, params, duration, joint)
+
+    def _link_fault_changes(self) -> None:
+        """Start and end the link faults due at the plant's time: one line and one event
+        (in the plant log) each."""
+        t = self.plant.plant.t
+        for change, window in self.link_faults.update(t):
+            what = "started" if change == "start" else "ended"
+            log.warning("link fault %s %s at step %d (t = %.6f s)", window.describe(), what,
+                        self.stats["steps"], t)
+            if self.plant_log is not None:
+                self.plant_log.event("link_fault" if change == "start" else "link_fault_clear",
+                                     t=t, fault=window.kind, joint=window.joint,
+                                     tick=self.stats["steps"], live=window.live, t2=window.t2,
+                                     **window.params)
 
     def _answer(self, address: int, controller: _Controller, command: rc.Command,
                 values: tuple) -> tuple:
@@ -706,6 +769,8 @@ class RoboClawEmulator:
         self.plant.write(self._volts)
         self.stats["steps"] += 1
         self._sample()
+        if not self.link_faults.idle:
+            self._link_fault_changes()
 
     def _sample(self) -> None:
         meas = self._meas
@@ -730,6 +795,11 @@ class RoboClawEmulator:
             controller = self.controllers[address]
             if abs(meas.current[j]) > controller.max_current[channel - 1]:
                 controller.warnings |= rc.OVERCURRENT_WARNING[channel]
+
+
+def _bad_crc(reply: bytes, command: rc.Command) -> bytes:
+    """``reply`` with a wrong CRC (a write's ACK, which has none, becomes 0x00)."""
+    return reply[:-1] + bytes((reply[-1] ^ 0xFF,)) if command.is_read else b"\x00"
 
 
 def _clamp16(value: int) -> int:

@@ -16,6 +16,16 @@ HELLO before is still connected is refused (ERROR_BUSY) unless it is a TAKEOVER,
 is logged. The endpoint is bound by drivers.endpoint (never over a live one, ipc sockets
 owner-only, tcp with CURVE keys), so FAULT frames come only from this user.
 
+A STOP [category, stop time] from the controller (``hil estop --category 1|2`` through
+``hil control``) is a controlled stop of IEC 60204-1 by the emulated drives
+(drivers.controlled_stop): the joints brought to rest within the stop time, then
+category 1 removes the power (zero input), category 2 holds them until BYE or a silent
+controller (its COMMANDs keep the session alive but move nothing).
+
+Link faults (devices.link_faults; ``[[faults.drop|delay|corrupt]]``, ``inject``) act on
+the STATEs: dropped, held back ``delay`` s of plant time (in order), or their header
+corrupted; each start and end is one line and an event.
+
 Faults (FAULT frames from ``hil fault``, or ``faults.jam`` in the config) take
 effect at the next tick boundary; the FAULT_ACK names that tick and its plant
 time. Every frame that breaks the wire format is rejected while the emulator keeps
@@ -41,11 +51,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 import zmq
 import zmq.utils.monitor
+from hilrig.devices.link_faults import LinkFaults, corrupted
+from hilrig.drivers.controlled_stop import ControlledStop
 from hilrig.devices.rejects import RejectLog
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.inprocess import PlantLink
@@ -108,6 +121,8 @@ class Emulator:
         self.failed = False                # the plant reached an invalid state
         self.schedule = jam_schedule(cfg)
         self.pending_faults = len(self.schedule)
+        self.link_faults = LinkFaults(cfg, "zmq", plant.nact)   # drop, delay, corrupt
+        self.delayed: deque = deque()      # (plant time due, peer, frame) of delayed STATEs
         self.meas = Measurement(self.nact)
         self.command = np.zeros(self.nact)     # what the drives apply over the next step
         self.requested = np.zeros(self.nact)   # the latest COMMAND, saturated
@@ -115,6 +130,11 @@ class Emulator:
         slew = cfg.safety.max_slew
         self.slew_step = np.full(self.nact, np.inf) if slew is None else np.array(slew) * self.h
         self.slew_bounds = np.zeros((2, self.nact))
+        # STOP (IEC 60204-1 categories 1, 2): the drives' stop servo, made now (no allocation
+        # when a stop comes); ``stopping`` while one is under way
+        self.stop_servo = ControlledStop(plant, self.h, self.link.method, self.link.correction,
+                                         self.command_limit)
+        self.stopping = False
         self.tick = 0
         self.controller = None            # ZeroMQ identity of the controller
         self.controller_fd = -1           # its connection (file descriptor; -1: unknown)
@@ -181,6 +201,8 @@ class Emulator:
     def _measure(self) -> None:
         """Start the config's faults that are due now (reported once: flag 1 -> 2, as in
         rt.realtime), then sample the plant."""
+        if not self.link_faults.idle:
+            self._link_fault_changes()
         if self.pending_faults:
             t = self.tick * self.h
             apply_schedule(self.plant.params, self.plant.jams, self.schedule, t, self.plant.x,
@@ -196,7 +218,9 @@ class Emulator:
 
     def _step(self, timing: np.ndarray) -> None:
         """Advance one step under the held command (zero in the safe state), record the row."""
-        if self.safe:
+        if self.stopping:
+            self._stop_step()
+        elif self.safe:
             self.command[:] = 0.0
         else:   # toward the latest command, by at most max_slew * h
             np.subtract(self.command, self.slew_step, out=self.slew_bounds[0])
@@ -245,8 +269,58 @@ class Emulator:
             log.warning("peer %s not keeping up: dropped a %s", peer.hex(), kind.name)
 
     def _send_state(self) -> None:
-        if self.controller is not None:
+        if self.controller is None:
+            return
+        if self.link_faults.active_count or self.delayed:
+            self._send_faulty_state()
+        else:
             self._send(self.controller, MessageType.STATE, self.meas.buffer)
+
+    # -- link faults (devices.link_faults) -------------------------------------------------
+    def inject(self, kind: str, params: dict, duration: float) -> None:
+        """A link fault (``drop``, ``delay``, ``corrupt``) on the STATEs from the next tick
+        on, for ``duration`` s (inf: permanent); the start is logged with its tick.
+        Thread-safe; ConfigError (one line) for a kind or parameter this device lacks."""
+        self.link_faults.inject(kind, params, duration)
+
+    def _link_fault_changes(self) -> None:
+        """Start and end the link faults due now: one line and one event each."""
+        t = self.tick * self.h
+        for change, window in self.link_faults.update(t):
+            what = "started" if change == "start" else "ended"
+            log.warning("link fault %s %s at tick %d (t = %.6f s)", window.describe(), what,
+                        self.tick, t)
+            self._event("link_fault" if change == "start" else "link_fault_clear",
+                        fault=window.kind, joint=window.joint, tick=self.tick,
+                        live=window.live, t2=window.t2, **window.params)
+
+    def _send_faulty_state(self) -> None:
+        """This tick's STATE through the active link faults: dropped, held back by
+        ``delay`` s of plant time, or with its header corrupted; delayed STATEs whose
+        time has come go first."""
+        t = self.tick * self.h
+        while self.delayed and self.delayed[0][0] <= t + 1e-9 * self.h:
+            _, peer, frame = self.delayed.popleft()
+            self._send_frame(peer, frame)
+        faults = self.link_faults
+        if faults.active("drop") is not None:
+            return
+        frame = encode(MessageType.STATE, self.tick, t, self.meas.buffer)
+        if faults.active("corrupt") is not None:
+            frame = corrupted(frame)
+        late = faults.active("delay")
+        if late is not None and late.params["delay"] > 0.0:
+            self.delayed.append((t + late.params["delay"], self.controller, frame))
+        elif self.delayed:                  # in order: behind the ones still held back
+            self.delayed.append((t, self.controller, frame))
+        else:
+            self._send_frame(self.controller, frame)
+
+    def _send_frame(self, peer: bytes, frame: bytes) -> None:
+        try:
+            self.socket.send_multipart([peer, frame], flags=zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("peer %s not keeping up: dropped a STATE", peer.hex())
 
     @property
     def rejected(self) -> int:
@@ -319,7 +393,7 @@ class Emulator:
         try:
             kind, seq, _, values = decode(frame.buffer, {
                 MessageType.HELLO: 1, MessageType.TAKEOVER: 1, MessageType.COMMAND: self.nact,
-                MessageType.FAULT: 3, MessageType.BYE: 0})
+                MessageType.FAULT: 3, MessageType.BYE: 0, MessageType.STOP: 2})
         except WireError as exc:
             self._reject(peer, ERROR_TEXT[exc.code], exc.detail, exc.code)
             return False
@@ -341,6 +415,9 @@ class Emulator:
         if kind == MessageType.BYE:
             self._go_safe("controller said BYE")
             self.controller = None
+            return False
+        if kind == MessageType.STOP:
+            self._controlled_stop(peer, values)
             return False
         np.clip(values, -self.command_limit, self.command_limit, out=self.requested)
         self.last_command_ns = now_ns(self.ts)
@@ -379,7 +456,38 @@ class Emulator:
         plant has none, a 3RRR), so that the tool can say why a joint was refused."""
         return [status, self.tick, self.tick * self.h, kind, joint, self.plant.jammable_joints]
 
+    def _stop_step(self) -> None:
+        """One step of a controlled stop: the stop servo's input; category 1 at rest:
+        power removed (zero input)."""
+        servo = self.stop_servo
+        if servo.done:
+            servo.stop()
+            self.stopping = False
+            self._go_safe("category 1 stop: the joints at rest, power removed")
+            self.command[:] = 0.0
+        else:
+            servo.command(self.command)
+
+    def _controlled_stop(self, peer: bytes, values: np.ndarray) -> None:
+        """STOP [category, stop time] from the controller: the drives bring the joints to
+        rest (drivers.controlled_stop); COMMANDs then keep the session alive only."""
+        category, stop_time = int(values[0]), float(values[1])
+        if category not in (1, 2) or category != values[0] or not stop_time > 0.0:
+            self._reject(peer, "STOP refused", f"category {values[0]:g}, stop time "
+                         f"{values[1]:g} s: expected category 1 or 2 and a time > 0",
+                         ERROR_VALUE)
+            return
+        self.stop_servo.start(category, stop_time)
+        self.stopping = True
+        log.warning("category %d stop from the controller at tick %d: to rest within %g s%s",
+                    category, self.tick, stop_time, ", then held" if category == 2 else
+                    ", then power removed")
+        self._event("controlled_stop", category=category, stop_time=stop_time, tick=self.tick)
+
     def _go_safe(self, why: str) -> None:
+        if self.stopping:                  # power removed: the stop servo too
+            self.stop_servo.stop()
+            self.stopping = False
         if not self.safe:
             self.safe = True
             log.warning("safe state (zero input): %s", why)

@@ -24,7 +24,10 @@ Documented reactions (each names the axis, its node-id and the cause):
 
 - TPDOs missing after ``tpdo_timeout`` (a dropped SYNC or PDO): ``read`` returns
   False, the measurement keeps its previous value; ``max_missed`` such cycles in
-  a row raise ``LinkTimeout``.
+  a row raise ``LinkTimeout`` naming the missing TPDOs' nodes, and the CAN error
+  frames seen since ``configure`` if any (``error_frames``: a node going bus-off).
+- A TPDO of the wrong length (corrupted): discarded and counted (``bad_frames``,
+  the first said in one line); its cycle is then incomplete, as above.
 - EMCY with an error code, or a statusword showing FAULT: ``DriveFault`` with the
   drive's code and a plain-language text (cia402.describe_error).
 - A drive no longer OPERATION ENABLED (quick stop, disabled) once active: ``LinkError``.
@@ -33,7 +36,10 @@ Documented reactions (each names the axis, its node-id and the cause):
 - A command that is not finite: ``LinkError`` (nothing is sent).
 - ``safe_stop``: quick stop, then disable voltage, on every drive (RPDO + SYNC
   each, no waiting); later ``write`` calls send nothing, ``read`` raises LinkError
-  (the base, drivers.link, keeps the lifecycle).
+  (the base, drivers.link, keeps the lifecycle). That is stop category 0.
+- ``controlled_stop`` (IEC 60204-1 categories 1, 2): the quick stop option code 0x605A
+  (2 or 6) over SDO, then quick stop in every RPDO; ``read`` accepts QUICK STOP ACTIVE
+  (and, category 1, SWITCH ON DISABLED at the end of the ramp).
 
 Threads: the bus' reader (python-can's notifier, which hands the TPDOs to ``read``), the
 controller's heartbeat sender and, on ``hilrig_zmq``, the bus' ZeroMQ I/O thread run at
@@ -64,7 +70,20 @@ log = logging.getLogger(__name__)
 _TPDO1 = struct.Struct("<Hi")    # statusword, position actual (increments)
 _TPDO2 = struct.Struct("<ih")    # velocity actual (increments/s), current actual (per-mille)
 _RPDO1 = struct.Struct("<Hh")    # controlword, target torque (per-mille)
+_TPDO_SIZE = 6                    # bytes of TPDO1 and of TPDO2
 _SYNC = can.Message(arbitration_id=0x080, is_extended_id=False, data=b"")
+
+
+class _ErrorFrames(can.Listener):
+    """Counts the CAN error frames on the bus into ``link.error_frames`` (the bus' reader
+    thread; canopen's own listener ignores them)."""
+
+    def __init__(self, link: "CanopenLink"):
+        self.link = link
+
+    def on_message_received(self, msg: can.Message) -> None:
+        if msg.is_error_frame:
+            self.link.error_frames += 1
 
 
 class CanopenLink(Link):
@@ -122,6 +141,9 @@ class CanopenLink(Link):
         self.syncs = 0
         self.missed = 0
         self.stale_frames = 0
+        self.stopping = 0              # a controlled stop's category (1, 2) once under way
+        self.bad_frames = 0            # TPDOs of the wrong length, discarded
+        self.error_frames = 0          # CAN error frames seen since configure (is_error_frame)
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._heartbeat_task = None
         self._booted = [threading.Event() for _ in range(n)]
@@ -177,6 +199,7 @@ class CanopenLink(Link):
             except (can.CanError, OSError, NotImplementedError, ValueError) as exc:
                 raise LinkError(f"cannot open the CAN bus {self.bus_config}: {exc}") from exc
             self.network = net
+            net.notifier.add_listener(_ErrorFrames(self))
             for cob_id in self._cob:
                 net.subscribe(cob_id, self._on_frame)
             self._heartbeat_task = net.send_periodic(0x700 + self.master_id,
@@ -365,8 +388,12 @@ class CanopenLink(Link):
             if self.missed >= self.max_missed:
                 lost = sorted({self._name(i % self.n_axes) + f" TPDO{i // self.n_axes + 1}"
                                for i in np.flatnonzero(~self._fresh)})
+                errors = self.error_frames
+                seen = f"; {errors} CAN error frames seen on the bus (a node bus-off?)" \
+                    if errors else ""
                 raise LinkTimeout(f"no TPDO within {self.tpdo_timeout * 1e3:.3g} ms of SYNC for "
-                                  f"{self.missed} cycles in a row; missing: {', '.join(lost)}")
+                                  f"{self.missed} cycles in a row; missing: {', '.join(lost)}"
+                                  f"{seen}")
             return False
         self.missed = 0
         self._check_states()
@@ -395,7 +422,9 @@ class CanopenLink(Link):
 
     def _handle(self, event) -> None:
         kind, axis, data, when = event
-        if kind == 0:
+        if kind < 2 and len(data) != _TPDO_SIZE:
+            self._bad_frame(axis, kind, data)
+        elif kind == 0:
             sw, pos = _TPDO1.unpack_from(data)
             self._statusword[axis], self._staging[0, axis] = sw, pos
             self._fresh[axis] = True
@@ -418,6 +447,14 @@ class CanopenLink(Link):
                 raise LinkError(f"{self._name(axis)} left NMT OPERATIONAL: its heartbeat "
                                 f"reports {name} (the drive was reset, stopped or rebooted)")
 
+    def _bad_frame(self, axis: int, kind: int, data: bytes) -> None:
+        """A TPDO of the wrong length: discarded and counted, the first said in one line."""
+        if self.bad_frames == 0:
+            log.warning("%s: TPDO%d of %d bytes (%d expected): discarded; further ones are "
+                        "counted (bad_frames)", self._name(axis), kind + 1, len(data),
+                        _TPDO_SIZE)
+        self.bad_frames += 1
+
     def _check_heartbeats(self) -> None:
         silent = time.monotonic() - self._last_heartbeat
         axis = int(np.argmax(silent))
@@ -432,8 +469,10 @@ class CanopenLink(Link):
         for axis in range(self.n_axes):
             sw = int(self._statusword[axis])
             state = cia402.decode_state(sw)
-            if state == State.OPERATION_ENABLED:
-                continue
+            if state == State.OPERATION_ENABLED or self.stopping and (
+                    state == State.QUICK_STOP_ACTIVE
+                    or self.stopping == 1 and state == State.SWITCH_ON_DISABLED):
+                continue                # (a controlled stop: quick stop, then disabled)
             if state in (State.FAULT, State.FAULT_REACTION_ACTIVE):
                 code = self._emcy.get(axis, 0)
                 text = cia402.describe_error(code) if code else \
@@ -446,7 +485,11 @@ class CanopenLink(Link):
                             f"{label} (statusword 0x{sw:04X})")
 
     def _write(self, command: np.ndarray) -> None:
-        """RPDO1 per axis: enable operation, target torque = command (N m at the joint)."""
+        """RPDO1 per axis: enable operation, target torque = command (N m at the joint);
+        during a controlled stop, quick stop and 0 (``command`` is not used)."""
+        if self.stopping:
+            self._send_words(cia402.CW_QUICK_STOP, sync=False)
+            return
         for axis in range(self.n_axes):
             tau = float(command[axis])
             if not math.isfinite(tau):
@@ -465,16 +508,35 @@ class CanopenLink(Link):
             raise LinkError(f"cannot send RPDO: {exc}") from exc
 
     # -- stopping -------------------------------------------------------------------------
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """IEC 60204-1 category 1 or 2 in the drives: the quick stop option code 0x605A
+        over SDO (2: slow down on the quick stop ramp, then SWITCH ON DISABLED; 6: ... and
+        stay in QUICK STOP ACTIVE, holding), then quick stop on every RPDO from now on.
+        The ramp is the drive's (its quick stop deceleration 0x6085; the emulated drives
+        take ``safety.stop_time``, which ``stop_time`` is)."""
+        for axis in range(self.n_axes):
+            self._sdo_write(axis, cia402.QUICK_STOP_OPTION, 0, 2 if category == 1 else 6)
+        self.stopping = category
+        self._send_words(cia402.CW_QUICK_STOP, sync=False)
+
+    def _send_words(self, word: int, sync: bool) -> None:
+        """RPDO1 with ``word`` and target torque 0 to every drive (and a SYNC)."""
+        try:
+            for msg in self._rpdo:
+                _RPDO1.pack_into(msg.data, 0, word, 0)
+                self.network.bus.send(msg)
+            if sync:
+                self.network.bus.send(_SYNC)
+        except can.CanError as exc:
+            raise LinkError(f"cannot send RPDO: {exc}") from exc
+
     def _safe_stop(self) -> None:
         """Quick stop, then disable voltage, on every drive (RPDO + SYNC each, no waiting).
 
         The bus may be the reason we stop: what a send raises, the base logs.
         """
         for word in (cia402.CW_QUICK_STOP, cia402.CW_DISABLE_VOLTAGE):
-            for msg in self._rpdo:
-                _RPDO1.pack_into(msg.data, 0, word, 0)
-                self.network.bus.send(msg)
-            self.network.bus.send(_SYNC)
+            self._send_words(word, sync=True)
 
     def _close(self) -> None:
         """Stop the controller heartbeat and leave the bus (if configure got as far)."""

@@ -33,6 +33,7 @@ N_PDO = 4                        # PDOs 1..4 of each direction
 PDO_DISABLED = 1 << 31           # COB-ID bit 31: PDO not valid
 
 # -- object indices (CiA 402 drive profile) -----------------------------------------
+ABORT_CONNECTION = 0x6007        # I16, abort connection option code: reaction to a lost link
 ERROR_CODE = 0x603F
 CONTROLWORD = 0x6040
 STATUSWORD = 0x6041
@@ -217,6 +218,7 @@ ERROR_TEXTS = {
     0x6320: "parameter error: a configuration value was rejected",
     0x7121: "motor blocked",
     0x7300: "position sensor (encoder) error",
+    0x8100: "communication error: the drive lost its SYNC (none within its SYNC timeout)",
     0x8110: "CAN overrun: the drive lost frames",
     0x8120: "CAN error passive: the bus has errors",
     0x8130: "heartbeat of the controller lost (life guard error): the drive stopped itself",
@@ -332,6 +334,7 @@ def object_dictionary(node_id: int, rated_torque_mnm: int = 1000, rated_current_
             (CONTROLWORD, "Controlword", U16, "rw", 0),
             (STATUSWORD, "Statusword", U16, "ro", 0),
             (QUICK_STOP_OPTION, "Quick stop option code", I16, "rw", 2),
+            (ABORT_CONNECTION, "Abort connection option code", I16, "rw", 1),
             (MODES_OF_OPERATION, "Modes of operation", I8, "rw", 0),
             (MODES_DISPLAY, "Modes of operation display", I8, "ro", 0),
             (POSITION_ACTUAL, "Position actual value", I32, "ro", 0),

@@ -7,6 +7,10 @@ cheapest from Python). Neither allocates: both call compiled kernels on the
 plant's preallocated arrays. The same class is the plant behind the emulator
 and behind the emulated drives.
 
+A controlled stop (``controlled_stop``, IEC 60204-1 categories 1 and 2) is the stop servo
+of drivers.controlled_stop acting on this plant, within ``emulator.supply_voltage`` or
+``emulator.max_torque`` (``drive_range``).
+
 Lifecycle (the base, drivers.link, keeps the order): ``configure`` makes the plant
 readable (and loads the current kernel ``read`` calls); ``activate`` lets ``write``
 step it. The plant does not advance before ``activate``: its clock is ``write``, which
@@ -15,6 +19,7 @@ after ``safe_stop`` steps it under zero input.
 from __future__ import annotations
 
 import numpy as np
+from hilrig.drivers.controlled_stop import ControlledStop
 from hilrig.drivers.link import Link, LinkError, Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, plant_from_config
@@ -48,6 +53,8 @@ class PlantLink(Link):
         # the actuated joints' angles and rates: views into the packed state, which stays
         # in place (the packed kernel steps it), so read copies without slicing per tick
         self._q, self._dq = plant.x[:self.n_axes], plant.x[plant.nq:plant.nq + self.n_axes]
+        self.stopping: ControlledStop | None = None    # a controlled stop (categories 1, 2)
+        self.drive_range = np.inf    # +-V or N m the stop servo may apply (from_config: the config's)
 
     @classmethod
     def from_config(cls, cfg: Config) -> "PlantLink":
@@ -59,7 +66,9 @@ class PlantLink(Link):
         if integrator not in METHODS:
             raise ConfigError(f"sim.integrator: {integrator!r} cannot step in real time "
                               f"(one of {sorted(METHODS)})")
-        return cls(plant, cfg.sim.dt, METHODS[integrator], correction)
+        link = cls(plant, cfg.sim.dt, METHODS[integrator], correction)
+        link.drive_range = cfg.emulator.drive_range(link.command_unit)
+        return link
 
     def describe(self) -> str:
         return "in-process plant"
@@ -78,8 +87,12 @@ class PlantLink(Link):
         return True
 
     def _write(self, command: np.ndarray) -> None:
-        """Hold ``command`` over one step h and advance the plant."""
-        self.held[:] = command
+        """Hold ``command`` over one step h and advance the plant; during a controlled stop
+        the stop servo's input instead (``command`` is not used)."""
+        if self.stopping is not None:
+            self.stopping.command(self.held)
+        else:
+            self.held[:] = command
         if not self.stepper.step():
             raise LinkError(f"plant state invalid at t = {self.plant.t:.6f} s (NaN or singular "
                             f"mass matrix) after command {self.held}")
@@ -88,6 +101,16 @@ class PlantLink(Link):
         """Advance the plant under the zero command ``safe_stop`` left held."""
         self._write(self.held)
 
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """The drives of the in-process plant stop it (drivers.controlled_stop): every
+        ``write`` from now on applies the stop servo's input; category 1 ends in
+        ``safe_stop``, called by the loop after ``stop_time``."""
+        servo = ControlledStop(self.plant, self.h, self.method, self.correction,
+                               self.drive_range)
+        servo.start(category, stop_time)
+        self.stopping = servo
+
     def _safe_stop(self) -> None:
         """Zero the held command (zero volts: the motors brake through their back-EMF)."""
+        self.stopping = None
         self.held[:] = 0.0

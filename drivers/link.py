@@ -116,6 +116,7 @@ _READABLE = frozenset((LinkState.CONFIGURED, LinkState.ACTIVE))
 _HOLDING = frozenset((LinkState.CONFIGURED, LinkState.ACTIVE, LinkState.STOPPED))
 _HOOKS = {"configure": "_configure", "activate": "_activate", "read": "_read",
           "write": "_write", "safe_stop": "_safe_stop", "close": "_close"}
+STOP_CATEGORIES = (1, 2)     # IEC 60204-1 controlled stops (``Link.controlled_stop``)
 
 
 class Measurement:
@@ -270,6 +271,21 @@ class Link(abc.ABC):
         else:
             raise self._refused("write")
 
+    def controlled_stop(self, category: int, stop_time: float) -> None:
+        """An IEC 60204-1 controlled stop (``_controlled_stop``): the drives bring the
+        joints to rest within ``stop_time`` s on their own; category 1 then removes the
+        power (the caller ends with ``safe_stop`` after ``stop_time``), category 2 keeps
+        it and holds the joints until ``safe_stop``. From here ``write`` no longer moves
+        the joints by its command (the link sends what keeps the drives stopping);
+        ``read`` goes on. Only on an ACTIVE link; LinkError when the link has no
+        controlled stop (the caller then stops with ``safe_stop``: category 0).
+        """
+        if category not in STOP_CATEGORIES:
+            raise ValueError(f"a controlled stop is category 1 or 2, got {category!r}")
+        if self._lifecycle is not LinkState.ACTIVE:
+            raise self._refused("controlled_stop")
+        self._controlled_stop(category, stop_time)
+
     def safe_stop(self) -> None:
         """Zero the commands and disable (or brake) the drives (``_safe_stop``).
 
@@ -318,6 +334,12 @@ class Link(abc.ABC):
     @abc.abstractmethod
     def _write(self, command: np.ndarray) -> None:
         """Send ``command`` (``command_unit``, one per axis)."""
+
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """Start a controlled stop of ``category`` (1, 2) over ``stop_time`` s in the drives
+        (``controlled_stop``); by default there is none: LinkError."""
+        raise LinkError(f"{self.describe()}: no controlled stop (stop category {category}) "
+                        "on this link")
 
     def _write_stopped(self) -> None:
         """A ``write`` after ``safe_stop``: nothing by default; a link whose peer needs a

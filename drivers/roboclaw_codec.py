@@ -32,6 +32,11 @@ class FrameError(LinkError):
     """A frame is malformed: bad CRC, truncated, wrong length, or not an ACK."""
 
 
+class CrcError(FrameError):
+    """A complete reply corrupted on the line: its CRC does not check, or a write's
+    acknowledgement is a byte other than ACK (an ACK carries no CRC of its own)."""
+
+
 @dataclass(frozen=True)
 class Command:
     """One packet-serial command.
@@ -219,7 +224,8 @@ def encode_request(address: int, command: Command, *values: int) -> bytes:
 def decode_reply(address: int, command: Command, reply: bytes) -> tuple:
     """Check a complete reply and return its values (empty for an acknowledged write).
 
-    Raises FrameError: truncated or overlong reply, bad CRC, or a byte other than ACK.
+    Raises FrameError: truncated or overlong reply; CrcError (a FrameError): bad CRC, or
+    a byte other than ACK.
     """
     where = f"{command.name} (cmd {command.code}) at 0x{address:02X}"
     if len(reply) != command.reply_length:
@@ -228,13 +234,13 @@ def decode_reply(address: int, command: Command, reply: bytes) -> tuple:
                          f"({reply.hex(' ') or 'nothing'})")
     if not command.is_read:
         if reply[0] != ACK:
-            raise FrameError(f"{where}: expected ACK 0xFF, got 0x{reply[0]:02X}")
+            raise CrcError(f"{where}: expected ACK 0xFF, got 0x{reply[0]:02X}")
         return ()
     received = (reply[-2] << 8) | reply[-1]
     computed = binascii.crc_hqx(reply[:-2], binascii.crc_hqx(bytes((address, command.code)), 0))
     if received != computed:
-        raise FrameError(f"{where}: bad CRC, received 0x{received:04X}, computed "
-                         f"0x{computed:04X} over {reply[:-2].hex(' ')}")
+        raise CrcError(f"{where}: bad CRC, received 0x{received:04X}, computed "
+                       f"0x{computed:04X} over {reply[:-2].hex(' ')}")
     return command.reply.unpack_from(reply)
 
 

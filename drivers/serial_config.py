@@ -39,6 +39,10 @@ KEYS = {  # RoboClaw-style packet serial (drivers/serial_link.py)
     "command": Key("str", "duty", choices=("duty", "speed"),
                    doc="duty: DutyM1M2 (duty = u / supply); speed: SpeedM1M2, the drive's "
                        "velocity PID holds speed = duty x QPPS / 32767 counts/s"),
+    "on_crc_error": Key("str", "retry", choices=("retry", "stop"),
+                        doc="a reply with a bad CRC (or a corrupted ACK): retry (counted in "
+                            "crc_errors, the exchange repeated; one line when the link "
+                            "recovers) or stop (the run stops at the first, in one line)"),
     "overcurrent_ticks": Key("int", 20, minimum=0,
                              doc="an over-current warning on this many consecutive "
                                  "reads is a drive fault (a stalled or jammed joint); "

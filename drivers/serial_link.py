@@ -33,6 +33,11 @@ longer than the write timeout.
 Reactions (documented, tested):
 - a failed exchange attempt is counted (``failed_exchanges``) and named with
   its cause in ``last_error``, then repeated while retries and budget allow;
+- a reply corrupted on the line (bad CRC, an ACK byte other than 0xFF) is also
+  counted in ``crc_errors``; with ``on_crc_error`` = "retry" it is repeated as
+  above and the first complete read or acknowledged write after a run of them
+  says in one line how many there were (the link recovered); with "stop" the
+  first one is a LinkError naming it;
 - a read whose exchanges still fail returns False and keeps ``meas`` (the
   loop's watchdog counts stale ticks); a write that still fails leaves that
   controller on its previous duty;
@@ -55,6 +60,7 @@ Joints in DriveFault are numbered from 1, as in the configs.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import select
@@ -65,6 +71,8 @@ import serial
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
 from hilrig.schema import Config
+
+log = logging.getLogger("hil.link.serial")
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
 OPEN_ATTEMPTS = 3
@@ -92,6 +100,7 @@ class SerialLink(Link):
         max_current: per joint, A, written at ``configure`` (cmds 133/134); 0 = keep the
             drive's.
         overcurrent_ticks: consecutive over-current warnings that make a DriveFault; 0 = never.
+        on_crc_error: "retry" (count, repeat, one line on recovery) or "stop" (LinkError).
         command_mode: "duty" (cmds 32..34: duty = u / supply) or "speed" (cmds 35..37:
             the drive's velocity PID follows speed = duty x QPPS / 32767 counts/s, the QPPS
             of each channel read at ``configure`` with cmds 55/56: the no-load speed that
@@ -103,9 +112,13 @@ class SerialLink(Link):
     def __init__(self, port: str, axes, counts_per_rev, gear_ratio, *, baud: int = 460800,
                  supply_voltage: float = 0.0, timeout: float = 0.002, retries: int = 1,
                  budget: float = 0.004, lost_after: float = 0.1, drive_timeout: float = 0.0,
-                 max_current=0.0, overcurrent_ticks: int = 20, command_mode: str = "duty"):
+                 max_current=0.0, overcurrent_ticks: int = 20, command_mode: str = "duty",
+                 on_crc_error: str = "retry"):
         if command_mode not in ("duty", "speed"):
             raise ValueError(f"command_mode must be 'duty' or 'speed', got {command_mode!r}")
+        if on_crc_error not in ("retry", "stop"):
+            raise ValueError(f"on_crc_error must be 'retry' or 'stop', got {on_crc_error!r}")
+        self.on_crc_error = on_crc_error
         self.command_mode = command_mode
         self.port = port
         self.axes = [(int(a), int(c)) for a, c in axes]
@@ -146,6 +159,8 @@ class SerialLink(Link):
         self.failed_exchanges = 0           # failed attempts (each retried while time allows)
         self.stale_reads = 0                # reads that returned False
         self.failed_writes = 0              # writes with an exchange that failed for good
+        self.crc_errors = 0                 # replies corrupted on the line (CrcError)
+        self._crc_unsaid = 0                # ... since the last line that said them
         self._pos, self._vel, self._cur = np.zeros(n), np.zeros(n), np.zeros(n)
         self._raw: list[int | None] = [None] * n
         self._count = [0] * n
@@ -163,7 +178,8 @@ class SerialLink(Link):
                    baud=s.baud, supply_voltage=s.supply_voltage, timeout=s.timeout,
                    retries=s.retries, budget=s.budget, lost_after=cfg.link.timeout,
                    drive_timeout=s.drive_timeout, max_current=s.max_current,
-                   overcurrent_ticks=s.overcurrent_ticks, command_mode=s.command)
+                   overcurrent_ticks=s.overcurrent_ticks, command_mode=s.command,
+                   on_crc_error=s.on_crc_error)
 
     # -- Link ---------------------------------------------------------------------
 
@@ -213,6 +229,8 @@ class SerialLink(Link):
         meas.vel[:] = self._vel
         meas.current[:] = self._cur
         self._last_fresh = perf_counter()
+        if self._crc_unsaid:
+            self._recovered()
         return True
 
     def _write(self, command: np.ndarray) -> None:
@@ -245,6 +263,8 @@ class SerialLink(Link):
                 failed = exc
         if failed is None:
             self._last_ack = perf_counter()
+            if self._crc_unsaid:
+                self._recovered()
             return
         self.last_error = str(failed)
         self.failed_writes += 1
@@ -318,11 +338,27 @@ class SerialLink(Link):
                 self._dirty = True
                 self.last_error = str(exc)
                 self.failed_exchanges += 1
+                if isinstance(exc, rc.CrcError):
+                    self._crc_error(exc)
         if error is None:
             error = ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
                                     "not sent, no time left before the call's deadline "
                                     f"(link.serial.budget = {self.budget * 1e3:.2f} ms)")
         raise error
+
+    def _crc_error(self, exc: rc.CrcError) -> None:
+        """Count a corrupted reply; LinkError when ``on_crc_error`` is "stop"."""
+        self.crc_errors += 1
+        self._crc_unsaid += 1
+        if self.on_crc_error == "stop":
+            raise LinkError(f"{self.port}: {exc} (link.serial.on_crc_error = 'stop')") from None
+
+    def _recovered(self) -> None:
+        """The one line after a run of corrupted replies that the retries got past."""
+        log.warning("%s: %d repl%s with a bad CRC, retried: the link recovered (%d in all; "
+                    "last: %s)", self.port, self._crc_unsaid,
+                    "y" if self._crc_unsaid == 1 else "ies", self.crc_errors, self.last_error)
+        self._crc_unsaid = 0
 
     def _send(self, request: bytes, until: float, address: int, command: rc.Command) -> None:
         """Write the whole request, waiting for room no later than ``until``."""

@@ -34,9 +34,10 @@ class MessageType(enum.IntEnum):
     FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint, joints of the plant (0: none can jam)]
     BYE = 7         # controller -> emulator: the session ends; the plant goes to its safe state
     ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
-    ESTOP = 9       # tool -> controller (hil control --estop-endpoint): stop now, drives off
-    ESTOP_ACK = 10  # controller -> tool: [tick at which the drives were stopped]
+    ESTOP = 9       # tool -> controller (hil control --estop-endpoint): [] or [stop category 0, 1, 2 (IEC 60204-1)]; none: 0
+    ESTOP_ACK = 10  # controller -> tool: [tick at which the stop began]
     TAKEOVER = 11   # controller -> emulator: [n_axes]; a HELLO that replaces a live controller
+    STOP = 12       # controller -> emulator: [stop category 1 or 2 (IEC 60204-1), stop time (s)]: the drives bring the joints to rest, then 1 removes the power, 2 holds; COMMANDs no longer move the plant
 
 
 FAULT_JAM = 1

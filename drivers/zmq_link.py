@@ -6,9 +6,10 @@ sends STATEs but holds its safe zero input until the first COMMAND, which
 ``write`` sends only after ``activate``. ``read`` takes
 the newest STATE (free mode: whatever arrived since the last tick, never
 waiting; lockstep: waits for the answer to the last COMMAND, up to
-``link.timeout``); ``write`` sends a COMMAND; ``safe_stop`` sends BYE, so the
-emulator puts its plant in the safe state; later writes send nothing (the base,
-drivers.link, keeps the lifecycle).
+``link.timeout``); a frame that breaks the wire format (corrupted) is discarded
+and counted (``bad_frames``), so only the watchdog stops a run for them; ``write``
+sends a COMMAND; ``safe_stop`` sends BYE, so the emulator puts its plant in the safe
+state; later writes send nothing (the base, drivers.link, keeps the lifecycle).
 
 The link's ZeroMQ context is its own (unless one is given), its I/O thread at the
 loop's SCHED_FIFO priority (``fifo_priority``, drivers.endpoint.context): the STATEs
@@ -79,6 +80,7 @@ class ZmqLink(Link):
         self.seq = 0
         self.state_seq = -1
         self.commands_dropped = 0      # COMMANDs the full send queue refused (write)
+        self.bad_frames = 0            # frames that broke the wire format, discarded (read)
         self.expected = {MessageType.STATE: 1 + 3 * n_axes, MessageType.ERROR: 1,
                          MessageType.WELCOME: 4}
 
@@ -182,13 +184,29 @@ class ZmqLink(Link):
                 frame = self.socket.recv(flags=zmq.NOBLOCK, copy=True)
             except zmq.Again:
                 return fresh
-            kind, seq, _, values = self._decode(frame)
+            try:
+                kind, seq, _, values = decode(frame, self.expected)
+            except WireError as exc:
+                self._bad_frame(exc)
+                continue
+            if kind == MessageType.ERROR:
+                self._decode(frame)           # raises, naming the emulator's refusal
             if kind == MessageType.STATE and seq > self.state_seq:
                 self.state_seq = seq
                 meas.buffer[:] = values
                 fresh = True
                 if self.lockstep:
                     return True
+
+    def _bad_frame(self, exc: WireError) -> None:
+        """A frame that breaks the wire format (corrupted on the way): discarded and
+        counted in ``bad_frames``, as a CAN controller drops a frame with a bad CRC; the
+        first is said in one line. The measurement is then not fresh, so a stream of them
+        trips the loop's watchdog (``safety.watchdog_ticks``), naming the link lost."""
+        if self.bad_frames == 0:
+            log.warning("emulator at %s sent a bad frame (%s): discarded; further ones are "
+                        "counted (bad_frames) and the watchdog decides", self.endpoint, exc)
+        self.bad_frames += 1
 
     def _write(self, command: np.ndarray) -> None:
         """One COMMAND (the first takes the plant out of its safe state)."""
@@ -204,6 +222,16 @@ class ZmqLink(Link):
                 log.warning("emulator at %s takes no more commands for now (its queue is "
                             "full): dropping commands until it does", self.endpoint)
             self.commands_dropped += 1
+
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """STOP [category, stop time]: the emulator's drives bring the plant to rest (then
+        category 1 removes the power, 2 holds); the COMMANDs that follow keep the session
+        alive and move nothing."""
+        try:
+            self.socket.send(encode(MessageType.STOP, self.seq, 0.0, [category, stop_time]),
+                             flags=zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            raise LinkError(f"STOP not sent to {self.endpoint}: {exc}") from None
 
     def _safe_stop(self) -> None:
         """BYE: the emulator puts its plant in the safe state."""

@@ -2,7 +2,8 @@
 
 ``send_fault`` sends one FAULT frame (drivers.wire) to a running emulator and waits for
 its FAULT_ACK, which names the tick and plant time at which the fault took effect.
-``send_estop`` stops a running ``hil control`` (drives disabled, writes blocked).
+``send_estop`` stops a running ``hil control`` in a stop category of IEC 60204-1 (0: drives
+disabled at once; 1, 2: brought to rest by the drives first, then disabled or holding).
 """
 from __future__ import annotations
 
@@ -81,8 +82,16 @@ def _refusal(answer: MessageType, values, joint: int, duration: float) -> str:
         f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
 
 
-def send_estop(endpoint: str, timeout: float = 2.0) -> int:
-    """E-stop the controller (``hil control --estop-endpoint``); returns the tick it stopped at."""
-    _, _, _, values = _request(endpoint, encode(MessageType.ESTOP, 0, 0.0),
+STOP_CATEGORIES = {0: "power removed at once", 1: "controlled stop, then power removed",
+                   2: "controlled stop, power kept (holding)"}   # IEC 60204-1, 9.2.2
+
+
+def send_estop(endpoint: str, timeout: float = 2.0, category: int = 0) -> int:
+    """Stop the controller (``hil control --estop-endpoint``) with IEC 60204-1 stop
+    ``category`` (STOP_CATEGORIES; 0, what ``hil estop`` always did: the drives disabled at
+    once); returns the tick at which the stop began."""
+    if category not in STOP_CATEGORIES:
+        raise ValueError(f"stop category must be 0, 1 or 2, got {category!r}")
+    _, _, _, values = _request(endpoint, encode(MessageType.ESTOP, 0, 0.0, [category]),
                                {MessageType.ESTOP_ACK: 1}, timeout, "a controller")
     return int(values[0])

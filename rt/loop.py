@@ -20,6 +20,13 @@ a lockstep loop, with no deadline, waits for its writer instead). Whatever the c
 drives get ``safe_stop``, further writes are blocked, and the log is closed complete with
 the timing summary. A run of sim.duration T has ticks at t = 0, h, ..., T.
 
+``hil estop --category`` (IEC 60204-1, docs/LINK_FAULTS.md): 0 (the default) is the stop
+above; 1 and 2 hand the stop to the link's drives (``Link.controlled_stop``: to rest
+within ``safety.stop_time``) while the loop goes on reading, logging and watching (the law
+no longer commands: u is logged as 0); 1 then ends the run with ``safe_stop`` at the stop
+time, 2 holds to the end of the run. A link without a controlled stop stops at once, the
+reason saying so.
+
 The loop thread runs at SCHED_FIFO ``loop.fifo_priority`` on ``loop.cpu`` from the
 enable on (in lockstep too: it blocks on each answer, it never spins); the threads the
 link needs (ZeroMQ's I/O, a CAN bus' reader) and the e-stop's I/O thread run at the same
@@ -41,7 +48,7 @@ from hilrig.controllers.interface import bad_command_reason
 from hilrig.controllers.limits import LIMIT_ROWS, config_limits, outside_measured, violation
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
-from hilrig.drivers.wire import MessageType, WireError, decode, encode
+from hilrig.drivers.wire import ERROR_VALUE, MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
 from hilrig.rt.live_mailbox import apply_pending, new_mailbox
 from hilrig.rt.session import SessionResult, close_log
@@ -73,7 +80,17 @@ def link_groups(nact: int, drive: str) -> list:
 
 
 class EStopRequested(Exception):
-    """An ESTOP frame arrived on the e-stop endpoint."""
+    """An ESTOP frame of stop category 0 arrived on the e-stop endpoint (or a controlled
+    stop the link cannot do, or a category-1 stop whose stop time is over); ``reason``
+    says which."""
+
+    def __init__(self, reason: str = "e-stop from the CLI (hil estop)"):
+        super().__init__(reason)
+        self.reason = reason
+
+
+STOP_TEXT = {0: "power removed at once", 1: "controlled stop, then power removed",
+             2: "controlled stop, power kept (holding)"}     # IEC 60204-1, 9.2.2
 
 
 class LinkLoop:
@@ -135,21 +152,56 @@ class LinkLoop:
         self.pacer = Pacer(int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
                            POLICIES[loop.overrun], loop.max_overruns)
         self.configured_at_ns = self.warmed_at_ns = self.first_command_ns = None
+        self.stopping: int | None = None     # the category of a controlled stop under way
+        self.stop_at: int | None = None      # category 1: the tick the power is removed
+        self.stop_reason = ""
 
     def _check_estop(self, tick: int) -> None:
-        """Raise EStopRequested if a valid ESTOP frame is waiting (others are ignored)."""
+        """Act on a valid ESTOP frame if one is waiting (others are ignored): category 0
+        (or none given) raises EStopRequested; 1 and 2 start the link's controlled stop
+        (``_controlled_stop``)."""
         try:
             peer, frame = self.estop.recv_multipart(flags=zmq.NOBLOCK)
         except (zmq.Again, ValueError):
             return
         try:
-            decode(frame, {MessageType.ESTOP: 0})
+            _, _, _, values = decode(frame, {MessageType.ESTOP: None})
+            category = int(values[0]) if len(values) else 0
+            if len(values) > 1 or category not in STOP_TEXT or category != values[0]:
+                raise WireError(ERROR_VALUE, f"ESTOP {list(values)}: expected [] or [0, 1 "
+                                             "or 2] (the stop category)")
         except WireError as exc:
             log.warning("e-stop endpoint: ignored a bad frame: %s", exc)
             return
         self.estop.send_multipart([peer, encode(MessageType.ESTOP_ACK, tick, tick * self.h,
                                                 [tick])])
-        raise EStopRequested
+        self.telemetry.event("estop", t=tick * self.h, tick=tick, category=category)
+        if category == 0:
+            raise EStopRequested()
+        self._controlled_stop(category, tick)
+
+    def _controlled_stop(self, category: int, tick: int) -> None:
+        """Category 1 or 2: the link's drives bring the joints to rest within
+        safety.stop_time (the loop goes on reading and logging, the law no longer
+        commands); category 1 ends the run when that time is over (``stop_at``), 2 holds
+        to the end of the run. A link without a controlled stop, or a second e-stop of a
+        category the stop in progress already covers, stops at once (category 0)."""
+        stop_time = self.cfg.safety.stop_time
+        if self.stopping is not None:
+            if category >= self.stopping:
+                return                   # already stopping, at least as strictly
+        try:
+            self.link.controlled_stop(category, stop_time)
+        except LinkError as exc:
+            raise EStopRequested(f"e-stop from the CLI (hil estop): category {category} "
+                                 f"refused ({exc}): category 0, {STOP_TEXT[0]}") from None
+        self.stopping = category
+        self.stop_reason = f"e-stop from the CLI (hil estop): category {category}, " \
+                           f"{STOP_TEXT[category]}"
+        if category == 1:
+            self.stop_at = tick + max(1, int(round(stop_time / self.h)))
+        log.warning("%s, within safety.stop_time = %g s, from tick %d", self.stop_reason,
+                    stop_time, tick)
 
     def _control(self, t: float) -> bool:
         """The law on this tick's measurement, then the limits; False on a non-finite command."""
@@ -226,6 +278,8 @@ class LinkLoop:
                     deadline, wake = pacer.wait(k) if paced else (0, now_ns(self.ts))
                     if self.estop is not None:
                         self._check_estop(k)
+                    if self.stop_at is not None and k >= self.stop_at:
+                        raise EStopRequested(self.stop_reason)
                     fresh = self.link.read(self.meas)
                     t_read = now_ns(self.ts)
                     if not (measured or fresh) and t_read - start > first_timeout:
@@ -242,7 +296,9 @@ class LinkLoop:
                         reason = violation(self.limits, self.meas.pos, self.meas.vel)
                         status = "error"
                         break
-                    if measured and not self._control(t):   # before any: hold zero
+                    if self.stopping is not None:      # the drives command themselves
+                        self.held[:] = 0.0
+                    elif measured and not self._control(t):   # before any: hold zero
                         m = self.meas
                         reason = bad_command_reason(self.controller.name, t, m.pos, m.vel,
                                                     m.current, self.u)
@@ -280,10 +336,13 @@ class LinkLoop:
                         if action == SKIP_TICKS:    # (the last tick is never skipped)
                             k = min(k + int(missed), self.n_steps)
                     tel.released[0] = k
+                if self.stopping == 2 and status == "ok":
+                    reason, status = f"{self.stop_reason}: held to the end of the run", \
+                        "interrupted"
         except KeyboardInterrupt:
             reason, status = "interrupted (e-stop)", "interrupted"
-        except EStopRequested:
-            reason, status = "e-stop from the CLI (hil estop)", "interrupted"
+        except EStopRequested as stop:
+            reason, status = stop.reason, "interrupted"
         except (LinkError, ValueError) as exc:
             reason, status = str(exc), "error"
             log.error("%s", exc)
