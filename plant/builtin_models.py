@@ -6,13 +6,14 @@ a user's models are.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
 import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.plant import frames, stiffness
-from hilrig.plant.factory import CORRECTIONS, built_plant, motor_params
+from hilrig.plant.factory import CORRECTIONS, built_plant, model_viscous, motor_params
 from hilrig.plant.interface import PlantModel, RowMetric
 from hilrig.plant.model import Plant
 from hilrig.plant.model_kernels import KIND_SERIAL_ARM
@@ -162,8 +163,11 @@ RRR3_METRICS = (    # in the order plant.stepping.row_metrics fills them
 
 def arm_model_block(cfg: Config) -> np.ndarray:
     """The serial arm's model block for controllers (plant.model_kernels): its
-    torque-driven params."""
-    return np.concatenate([[KIND_SERIAL_ARM], Plant.build(arm_params(cfg), "torque").params])
+    torque-driven params, the joints' viscous friction added to their damping."""
+    arm = arm_params(cfg)
+    arm = dataclasses.replace(arm, damping=arm.damping + model_viscous(cfg, SERIAL_ARM,
+                                                                        len(arm.damping)))
+    return np.concatenate([[KIND_SERIAL_ARM], Plant.build(arm, "torque").params])
 
 
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,

@@ -96,6 +96,14 @@ def friction_params(cfg: Config, model: PlantModel, nq: int) -> FrictionParams |
     return params
 
 
+def model_viscous(cfg: Config, model: PlantModel, nq: int) -> np.ndarray:
+    """The joints' viscous friction of a resolved config (N m s/rad or N s/m, nq): what a
+    model block for controllers (plant.model_kernels) adds to its mechanism's damping, so
+    that the controllers' model has the plant's viscous joint friction."""
+    params = friction_params(cfg, model, nq)
+    return np.zeros(nq) if params is None else params.viscous
+
+
 def built_plant(cfg: Config, body: SerialArmParams | Rrr3Params) -> Plant:
     """A built-in mechanism with the config's drives, in its initial state."""
     drive = cfg.plant.drive

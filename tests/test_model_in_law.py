@@ -12,6 +12,7 @@ from hilrig.plant import model_kernels as mk
 from hilrig.plant.factory import plant_from_config
 from hilrig.plant.layout import H_BODY
 from hilrig.plant.urdf import dynamics, parse
+from hilrig.plant.urdf.model import chain
 from hilrig.settings.config import load, resolve
 from rt_helpers import ROOT, hil
 from test_urdf import PAPER_ARM, ROBOTS, pinocchio_model, pinocchio_q, robot
@@ -104,24 +105,28 @@ def test_the_jacobian_equals_finite_differences_of_the_tip_pose(which, synthetic
 
 
 def test_the_model_kernels_are_the_plants_own(synthetic, rng):
-    """For the URDF arm, M, the bias and the inverse dynamics equal the plant's mechanism
-    (M qdd + bias) bit for bit, and the plant's derivative driven by inverse_dynamics(q, qd,
+    """For the URDF arm, M and the bias equal the plant's mechanism (M bit for bit; the
+    bias with the joints' viscous friction, the URDF's damping, which the plant applies
+    as [friction], to 1e-12), and the plant's derivative driven by inverse_dynamics(q, qd,
     a) accelerates at a (to 1e-9)."""
     cfg = urdf_config(robot("synthetic", synthetic))
     model = mk.block(cfg)
     plant = plant_from_config(cfg)
     p = plant.params[int(plant.params[H_BODY]):]
     n = plant.nq
+    viscous = chain(cfg.plant).damping
+    assert viscous.any()
     for _ in range(20):
         q, qd, qdd = rng.uniform(-0.3, 0.3, n), rng.uniform(-1, 1, n), rng.uniform(-3, 3, n)
         mass, bias, m2, b2, tau = (np.zeros((n, n)), np.zeros(n), np.zeros((n, n)),
                                    np.zeros(n), np.zeros(n))
         dynamics.mechanism(q, qd, p, mass, bias)
+        bias += viscous * qd
         mk.mass_and_bias(model, q, qd, m2, b2)
-        assert np.array_equal(mass, m2) and np.array_equal(bias, b2)
+        assert np.array_equal(mass, m2) and np.allclose(bias, b2, rtol=0, atol=1e-12)
         mk.mass_matrix(model, q, m2)
         mk.bias(model, q, qd, b2)
-        assert np.array_equal(mass, m2) and np.array_equal(bias, b2)
+        assert np.array_equal(mass, m2) and np.allclose(bias, b2, rtol=0, atol=1e-12)
         mk.inverse_dynamics(model, q, qd, qdd, tau)
         plant.set_state(q, qd)
         assert np.abs(plant.derivative(u=tau)[n:] - qdd).max() < 1e-9

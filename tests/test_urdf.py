@@ -310,7 +310,7 @@ def test_a_jam_on_joint_4_under_gravity_closes_the_energy_books():
     before, after = energy[:start + 1], energy[end:]
     moving = before[0] - potential_of(HANGING)
     assert np.ptp(before) < 1e-9 * moving and np.ptp(after) < 1e-9 * moving
-    model = mk.block(load("panda_pd", ["plant.drive=torque", "plant.damping=0"]))
+    model = mk.block(load("panda_pd", ["plant.drive=torque", "friction.viscous=0"]))
     free = [0, 1, 2, 4, 5, 6]
     power = []
     for k in range(start, end + 1):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import motor_params
+from hilrig.plant.factory import model_viscous, motor_params
 from hilrig.plant.interface import PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
 from hilrig.plant.model_kernels import KIND_URDF
@@ -89,8 +89,11 @@ def build(cfg: Config) -> Plant:
 
 
 def model_block(cfg: Config) -> np.ndarray:
-    """The chain's model block for controllers (plant.model_kernels)."""
-    return np.concatenate([[KIND_URDF], params(cfg.plant)])
+    """The chain's model block for controllers (plant.model_kernels): the mechanism with
+    the joints' viscous friction as its damping."""
+    robot = chain(cfg.plant)
+    viscous = model_viscous(cfg, URDF, robot.n)
+    return np.concatenate([[KIND_URDF], dynamics.block(robot, cfg.plant.gravity, viscous)])
 
 
 def limits(cfg: Config) -> tuple:
