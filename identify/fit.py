@@ -16,11 +16,11 @@
    scales the drive's torque as the link parameters scale the arm's: it is fitted (one
    more linear column per joint, -r i) only where the torques of the parameters held at
    CONFIG's values fix the scale (_scale_fixed), else reported not identifiable alone
-   and held. A base parameter whose
-   column, scaled by its value in CONFIG, adds less than RANK_TOL of the torques' norm to
-   what the others explain (|R_kk| of the pivoted QR) is *not identifiable* from these
-   logs: no number is given, it is held at CONFIG's value. Rows are weighted per joint by
-   the residual's standard deviation (two passes); the covariance is sigma^2 (Y^T Y)^-1.
+   and held. A base parameter whose column, scaled by its value in CONFIG, adds less
+   than RANK_TOL of the torques' norm to what the others explain (|R_kk| of the pivoted
+   QR) is *not identifiable* from these logs: no number is given, it is held at CONFIG's
+   value. Rows are weighted per joint by the residual's standard deviation (two passes);
+   the covariance is sigma^2 (Y^T Y)^-1.
 4. The fitted config: CONFIG's TOML with the fitted values (the parameters not
    identifiable alone held at CONFIG's, the others so that every base parameter takes its
    fitted value), as plant.mass, com = h/m and inertia J_C = I - h^2/m.
@@ -62,11 +62,7 @@ else:   # pragma: no cover
 ELECTRICAL = {"motor.resistance": "R_a, Ohm", "motor.back_emf_constant": "K_e, V s/rad"}
 KT = "motor.kt"              # the torque constant K_m (config key plant.motor.torque_constant)
 ALIASES = {"motor.torque_constant": KT}
-NOT_FITTED = {"friction.static": "the Stribeck hump (friction.static, "
-                                 "friction.stribeck_velocity) is not fitted in this version",
-              "friction.stribeck_velocity": "the Stribeck hump (friction.static, "
-                                            "friction.stribeck_velocity) is not fitted in "
-                                            "this version"}
+STRIBECK_KEYS = ("friction.static", "friction.stribeck_velocity")   # not fitted
 RANK_TOL = 1e-2
 REVERSAL_RATE = 0.05  # rad/s: a joint with Coulomb friction slower than this may stick,
                       # and friction is not the Coulomb level there: its rows are dropped
@@ -170,9 +166,10 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
             names.append(ALIASES.get(name, name))
     known = list(LINEAR) + list(ELECTRICAL) + [KT]
     for name in names:
-        if name in NOT_FITTED:
-            raise ConfigError(f"--fit {name}: {NOT_FITTED[name]} (fit friction.coulomb and "
-                              "friction.viscous)")
+        if name in STRIBECK_KEYS:
+            raise ConfigError(f"--fit {name}: the Stribeck hump (friction.static, "
+                              "friction.stribeck_velocity) is not fitted in this version "
+                              "(fit friction.coulomb and friction.viscous)")
         if name not in known:
             raise ConfigError(f"--fit {name}: not a parameter hil identify fits; it fits "
                               f"{', '.join(known)}")
