@@ -9,7 +9,11 @@ Velocities and accelerations come from the positions by a zero-phase filter: a 4
 Butterworth low-pass at ``cutoff`` Hz run forward and backward (scipy.signal.filtfilt with
 Gustafsson's initial conditions: no lag, the magnitude response squared), then central
 differences (numpy.gradient) for qd and again for qdd. The commands and currents go
-through the same filter, so both sides of the equations see the same band. EDGE seconds
+through the same filter, so both sides of the equations see the same band; so does the
+sign of the filtered rate, the Coulomb friction's column (a step at each reversal that the
+filter spreads over about 1 / cutoff, as it spreads the friction's step in the logged
+commands: the filtered sign, not the sign of the filtered rate, is what the filtered
+commands hold). EDGE seconds
 at each end (at least 2.5 periods of the cut-off, the filter's transient), where the
 filter and the differences are least accurate, are dropped, and the rest is decimated to
 about two samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
@@ -56,14 +60,16 @@ class Log:
 class Samples:
     """Filtered samples of one or more logs, decimated (module docstring): q, qd, qdd (rad,
     rad/s, rad/s^2), u (the command at the sample's instant, at_sample), held (the
-    command of the row, as the current i of the row saw it), i (None without currents),
-    N x n each."""
+    command of the row, as the current i of the row saw it), sign (sign(qd) filtered like
+    the commands, in [-1, 1]: the Coulomb column), i (None without currents), N x n
+    each."""
 
     q: np.ndarray
     qd: np.ndarray
     qdd: np.ndarray
     u: np.ndarray
     held: np.ndarray
+    sign: np.ndarray
     i: np.ndarray | None
 
     @staticmethod
@@ -71,7 +77,7 @@ class Samples:
         """The samples of several logs one after another."""
         cur = None if any(p.i is None for p in parts) else np.concatenate([p.i for p in parts])
         return Samples(*(np.concatenate([getattr(p, k) for p in parts])
-                         for k in ("q", "qd", "qdd", "u", "held")), cur)
+                         for k in ("q", "qd", "qdd", "u", "held", "sign")), cur)
 
 
 def read(path: str | Path) -> Log:
@@ -140,7 +146,7 @@ def filtered(log: Log, cutoff: float) -> Samples:
     keep = slice(edge, len(q) - edge, step)
     cur = None if log.i is None else smooth(log.i)[keep]
     return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(log.u))[keep],
-                   smooth(log.u)[keep], cur)
+                   smooth(log.u)[keep], smooth(np.sign(qd))[keep], cur)
 
 
 def at_sample(x: np.ndarray) -> np.ndarray:

@@ -101,7 +101,7 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
         a, b = x[:n * L].reshape(n, L), x[n * L:].reshape(n, L)
         return a, b, q0 + (b / (w * order)).sum(axis=1)
 
-    values = standard_values(cfg.plant)
+    values = standard_values(cfg.plant, cfg.friction)
     prior = np.abs(base_parameters(arm, names).beta(np.concatenate([values[k] for k in names])))
     prior = np.where(prior > 1e-12, prior, 1.0)
 

@@ -7,16 +7,20 @@
    current i = (V - K_e r qd) / R over R and K_e, the current of a row under that row's
    command (as hil sim and the emulated drives record it). The joint torque is then
    r K_m (V - K_e r qd) / R with the fitted constants (without currents: the config's),
-   from the logged voltage, which carries no measurement noise. K_m is never fitted: from
-   positions, voltages and currents it only scales every torque, so it is the unit the
-   other parameters are measured in.
-   A torque drive's torque is the logged command.
+   from the logged voltage, which carries no measurement noise. A torque drive's torque
+   is the logged command.
 3. The linear parameters (identify.regressor): least squares on the base parameters of the
-   named columns; the columns not named are held at CONFIG's values. A base parameter whose
-   column, scaled by its value in CONFIG, adds less than RANK_TOL of the torques' norm to
-   what the others explain (|R_kk| of the pivoted QR) is *not identifiable* from these
-   logs: no number is given, it is held at CONFIG's value. Rows are weighted per joint by
-   the residual's standard deviation (two passes); the covariance is sigma^2 (Y^T Y)^-1.
+   named columns; the columns not named are held at CONFIG's values. With Coulomb friction
+   (fitted, or nonzero in CONFIG) a joint's rows where it moves slower than REVERSAL_RATE
+   are dropped: it may stick there, held by less than the Coulomb level. K_m (motor.kt)
+   scales the drive's torque as the link parameters scale the arm's: it is fitted (one
+   more linear column per joint, -r i) only where the torques of the parameters held at
+   CONFIG's values fix the scale (_scale_fixed), else reported not identifiable alone
+   and held. A base parameter whose column, scaled by its value in CONFIG, adds less
+   than RANK_TOL of the torques' norm to what the others explain (|R_kk| of the pivoted
+   QR) is *not identifiable* from these logs: no number is given, it is held at CONFIG's
+   value. Rows are weighted per joint by the residual's standard deviation (two passes);
+   the covariance is sigma^2 (Y^T Y)^-1.
 4. The fitted config: CONFIG's TOML with the fitted values (the parameters not
    identifiable alone held at CONFIG's, the others so that every base parameter takes its
    fitted value), as plant.mass, com = h/m and inertia J_C = I - h^2/m.
@@ -56,12 +60,17 @@ else:   # pragma: no cover
     import tomli as tomllib
 
 ELECTRICAL = {"motor.resistance": "R_a, Ohm", "motor.back_emf_constant": "K_e, V s/rad"}
+KT = "motor.kt"              # the torque constant K_m (config key plant.motor.torque_constant)
+ALIASES = {"motor.torque_constant": KT}
+STRIBECK_KEYS = ("friction.static", "friction.stribeck_velocity")   # not fitted
 RANK_TOL = 1e-2
+REVERSAL_RATE = 0.05  # rad/s: a joint with Coulomb friction slower than this may stick,
+                      # and friction is not the Coulomb level there: its rows are dropped
 UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
          "plant.damping": "N m s/rad", "motor.rotor_inertia": "kg m^2",
          "motor.viscous_friction": "N m s/rad", "friction.viscous": "N m s/rad",
          "friction.coulomb": "N m", "motor.resistance": "Ohm",
-         "motor.back_emf_constant": "V s/rad"}
+         "motor.back_emf_constant": "V s/rad", KT: "N m/A"}
 
 
 @dataclass
@@ -72,7 +81,8 @@ class Fit:
     names, in PREFERENCE order) and ``bp`` their base parameters; ``labels`` one per base
     parameter (its column and the dependent columns folded into it); ``beta``/``std`` its
     value and standard deviation (NaN where ``identifiable`` is False); ``electrical``:
-    name[j] -> (value, std); ``residual_rms``: torque residual per joint (N m),
+    name[j] -> (value, std); ``torque_constant``: motor.kt[j] -> (value, std), or the
+    reason K_m is not identifiable alone (str); ``residual_rms``: torque residual per joint (N m),
     ``current_rms`` (A, or None);
     ``pi``: the standard values of ``names``' columns written to the config; ``raw``: the
     fitted config as a raw dict (None when the fit is not physical: ``unphysical`` says
@@ -94,11 +104,12 @@ class Fit:
     arm: Arm
     raw: dict | None = None
     dependent_labels: list = field(default_factory=list)
+    torque_constant: dict = field(default_factory=dict)
     unphysical: str = ""
 
     def base_of(self, cfg: Config) -> np.ndarray:
         """The base parameters another config's plant has (e.g. the true one of a test)."""
-        values = standard_values(cfg.plant, getattr(cfg, "friction", None))
+        values = standard_values(cfg.plant, cfg.friction)
         return self.bp.beta(np.concatenate([values[n] for n in self.names]))
 
     def report(self) -> str:
@@ -114,6 +125,12 @@ class Fit:
                                                           "these logs: the regressor's rank)"))
         for label in self.dependent_labels:
             lines.append(f"  {label}")
+        if self.torque_constant:
+            lines.append("motor torque constants (linear least squares with the "
+                         "parameters above):")
+            for name, found in self.torque_constant.items():
+                lines.append(f"  {name}: {found}" if isinstance(found, str)
+                             else f"  {name}  {found[0]:.6g} +- {found[1]:.2g} {UNITS[KT]}")
         if self.electrical:
             lines.append("motor electrical constants (nonlinear least squares on the currents):")
             for name, (value, std) in self.electrical.items():
@@ -128,32 +145,39 @@ class Fit:
 
 def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
     """The parameters ``--fit`` names (comma-separated config keys; ``motor.x`` or
-    ``plant.motor.x`` for the [plant.motor] keys), or the defaults of the
-    plant: the link inertias, first moments and masses and the joint damping, plus for a
-    voltage drive the rotor inertia and motor friction and, with currents, R and K_e.
-    ConfigError (one line) for a name that does not exist or cannot be fitted here."""
+    ``plant.motor.x`` for the [plant.motor] keys, ``motor.kt`` or
+    ``motor.torque_constant`` for K_m), or the defaults of the plant: the link inertias,
+    first moments and masses and the joint damping, the [friction] keys viscous and
+    coulomb where CONFIG gives them a nonzero value, plus for a voltage drive the rotor
+    inertia and motor friction and, with currents, R and K_e. ConfigError (one line) for
+    a name that does not exist or cannot be fitted here."""
     voltage = cfg.plant.drive != "torque"
-    friction = getattr(cfg, "friction", None) is not None
     if text is None:
+        values = standard_values(cfg.plant, cfg.friction)
         names = ["plant.inertia", "plant.com", "plant.mass", "plant.damping"]
         if voltage:
             names += list(MOTOR_KEYS) + (list(ELECTRICAL) if currents else [])
-        return names
-    names = [n.strip().removeprefix("plant.") if n.strip().startswith("plant.motor.")
-             else n.strip() for n in text.split(",") if n.strip()]
-    known = list(LINEAR) + list(ELECTRICAL)
+        return names + [key for key in FRICTION_KEYS if np.any(values[key])]
+    names = []
+    for item in text.split(","):
+        name = item.strip()
+        name = name.removeprefix("plant.") if name.startswith("plant.motor.") else name
+        if name:
+            names.append(ALIASES.get(name, name))
+    known = list(LINEAR) + list(ELECTRICAL) + [KT]
     for name in names:
+        if name in STRIBECK_KEYS:
+            raise ConfigError(f"--fit {name}: the Stribeck hump (friction.static, "
+                              "friction.stribeck_velocity) is not fitted in this version "
+                              "(fit friction.coulomb and friction.viscous)")
         if name not in known:
             raise ConfigError(f"--fit {name}: not a parameter hil identify fits; it fits "
                               f"{', '.join(known)}")
-        if name in MOTOR_KEYS + tuple(ELECTRICAL) and not voltage:
+        if name in MOTOR_KEYS + tuple(ELECTRICAL) + (KT,) and not voltage:
             raise ConfigError(f"--fit {name}: the plant is torque-driven (plant.drive = "
                               "'torque'): it has no motors")
         if name in ELECTRICAL and not currents:
             raise ConfigError(f"--fit {name}: needs the motor currents, and the logs have none")
-        if name in FRICTION_KEYS and not friction:
-            raise ConfigError(f"--fit {name}: this config has no [friction] table (fit "
-                              "plant.damping or motor.viscous_friction for viscous friction)")
     if not names:
         raise ConfigError("--fit: names no parameter")
     return names
@@ -247,60 +271,105 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
         R = R if "motor.resistance" in names else np.asarray(m.resistance, float)
         Ke = Ke if "motor.back_emf_constant" in names else np.asarray(m.back_emf_constant, float)
     tau = _torques(cfg, samples, R, Ke)
-    values = standard_values(cfg.plant, getattr(cfg, "friction", None))
+    values = standard_values(cfg.plant, cfg.friction)
     free = [n for n in PREFERENCE if n in names]
     held = [n for n in PREFERENCE if n not in names and _acts(n, cfg)]
-    q, qd, qdd = samples.q, samples.qd, samples.qdd
+    q, qd, qdd, sign = samples.q, samples.qd, samples.qdd, samples.sign
     y = tau.T.ravel()
     if held:
-        y = y - columns(arm, held, q, qd, qdd) @ np.concatenate([values[n] for n in held])
+        y = y - columns(arm, held, q, qd, qdd, sign) @ np.concatenate([values[n] for n in held])
+    coulomb = "friction.coulomb" in names or np.any(values["friction.coulomb"])
+    keep = _away_from_reversals(samples) if coulomb else np.ones(len(y), bool)
+    joint = np.repeat(np.arange(arm.n), len(q))[keep]
     prior = np.concatenate([values[n] for n in free]) if free else np.zeros(0)
     bp = base_parameters(arm, free)
-    Yb = columns(arm, free, q, qd, qdd)[:, bp.base]
+    Yb = columns(arm, free, q, qd, qdd, sign)[:, bp.base][keep]
     beta0 = bp.beta(prior)
-    beta, std, ok, rms = _linear(Yb, y, beta0, arm.n)
+    y = y[keep]
+    norm = float(np.linalg.norm(y))
+    kt, fixed = {}, False
+    if KT in names:
+        km0 = np.asarray(m.torque_constant, float)
+        drive = np.zeros((len(y), arm.n))      # the torque per unit K_m of each joint, A
+        drive[np.arange(len(y)), joint] = (tau / km0).T.ravel()[keep]
+        fixed = _scale_fixed(Yb, drive * km0, norm)
+        if fixed:
+            Yb = np.concatenate([Yb, -drive], axis=1)
+            y = y - drive @ km0
+            beta0 = np.concatenate([beta0, km0])
+    beta, std, ok, rms = _linear(Yb, y, beta0, joint, arm.n, norm)
+    if KT in names:
+        for j in range(arm.n):
+            at = len(bp.base) + j
+            kt[f"{KT}[{j + 1}]"] = (beta[at], std[at]) if fixed and ok[at] else (
+                ("not identifiable (not excited by these logs: the regressor's rank)"
+                 if fixed else
+                 "not identifiable alone (K_m scales the drive's torques as the fitted "
+                 "parameters scale the arm's: with every torque fitted, only the ratios "
+                 "of the K_m show; hold a link parameter at a known value, or take K_m "
+                 "from the data sheet)") + f"; held at {m.torque_constant[j]:.6g}")
+        beta, std, ok = beta[:len(bp.base)], std[:len(bp.base)], ok[:len(bp.base)]
     labels, dependent_labels = _labels(bp, column_names(free, arm.n), prior)
     pi = bp.standard(beta, prior)
     result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan),
                  np.where(ok, std, np.nan), ok, electrical, rms, current_rms, pi, prior, arm,
-                 dependent_labels=dependent_labels)
+                 dependent_labels=dependent_labels, torque_constant=kt)
+    constants = {k.split("[")[0]: (R if k.startswith("motor.resistance") else Ke)
+                 for k in electrical}
+    if any(not isinstance(v, str) for v in kt.values()):
+        constants["motor.torque_constant"] = np.array(
+            [v[0] if not isinstance(v, str) else m.torque_constant[j]
+             for j, v in enumerate(kt.values())])
     try:
-        result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n,
-                                {k.split("[")[0]: (R if k.startswith("motor.resistance")
-                                                   else Ke) for k in electrical})
+        result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n, constants)
     except ConfigError as exc:     # reported when a config is asked for (hil identify --out)
         result.unphysical = str(exc)
     return result
 
 
+def _away_from_reversals(samples: Samples) -> np.ndarray:
+    """The rows (joint by joint) a fit with Coulomb friction uses: those of a joint not
+    slower than REVERSAL_RATE (module docstring, 3)."""
+    return np.abs(samples.qd.T.ravel()) >= REVERSAL_RATE
+
+
 def _acts(name: str, cfg: Config) -> bool:
     """Whether the column ``name`` acts on this config's plant (motor columns: a voltage
-    drive; friction columns: a [friction] table)."""
-    if name in MOTOR_KEYS:
-        return cfg.plant.drive != "torque"
-    if name in FRICTION_KEYS:
-        return getattr(cfg, "friction", None) is not None
-    return True
+    drive)."""
+    return name not in MOTOR_KEYS or cfg.plant.drive != "torque"
 
 
-def _linear(Y: np.ndarray, y: np.ndarray, beta0: np.ndarray, n: int):
-    """Weighted least squares of y = Y beta (module docstring, 3): (beta, std,
+def _scale_fixed(Y: np.ndarray, drive: np.ndarray, norm: float) -> bool:
+    """Whether K_m can be fitted with the columns Y: whether the drive torques (``drive``'s
+    columns, one per joint, at CONFIG's K_m) are independent of Y's span, every direction
+    of them adding more than RANK_TOL of the torques' norm ``norm``. When Y holds every
+    torque acting on the arm, K_m and the parameters scaled together explain the logs
+    equally well (Y beta = r K_m i has the solution (s beta, s K_m) for any s): only the
+    torques of parameters held at CONFIG's values fix the scale."""
+    left = drive - Y @ np.linalg.lstsq(Y, drive, rcond=None)[0] if Y.shape[1] else drive
+    return bool(np.linalg.svd(left, compute_uv=False)[-1] > RANK_TOL * norm)
+
+
+def _linear(Y: np.ndarray, y: np.ndarray, beta0: np.ndarray, joint: np.ndarray, n: int,
+            norm: float):
+    """Weighted least squares of y = Y beta (module docstring, 3), ``joint`` the joint of
+    each row, ``norm`` the torques' norm (N m) the rank test compares with: (beta, std,
     identifiable, residual RMS per joint); the parameters not identifiable keep beta0."""
     scale = np.where(np.abs(beta0) > 1e-12, np.abs(beta0), 1.0)
     ok = np.zeros(Y.shape[1], bool)
     if Y.shape[1]:
         _, Rq, piv = scipy.linalg.qr(Y * scale, mode="economic", pivoting=True)
-        strong = np.abs(np.diag(Rq)) > RANK_TOL * np.linalg.norm(y)
+        strong = np.abs(np.diag(Rq)) > RANK_TOL * norm
         ok[piv[:int(np.argmin(strong)) if not strong.all() else len(strong)]] = True
     target = y - Y[:, ~ok] @ beta0[~ok]
     A = Y[:, ok]
-    rows = len(y) // n
     weights = np.ones(len(y))
+    count = np.maximum(np.bincount(joint, minlength=n), 1)
     for _ in range(2):
         sol = np.linalg.lstsq(A * weights[:, None], target * weights, rcond=None)[0]
         res = target - A @ sol
-        per_joint = np.sqrt(np.mean(res.reshape(n, rows) ** 2, axis=1))
-        weights = np.repeat(1.0 / np.maximum(per_joint, 1e-12), rows)
+        per_joint = np.sqrt(np.bincount(joint, res ** 2, minlength=n) / count)
+        weights = 1.0 / np.maximum(per_joint, 1e-12)[joint]
     Aw, rw = A * weights[:, None], res * weights
     dof = max(len(y) - A.shape[1], 1)
     cov = float(rw @ rw) / dof * np.linalg.pinv(Aw.T @ Aw)
@@ -329,7 +398,7 @@ def fitted_raw(cfg: Config, raw: dict, names: list, pi: np.ndarray, n: int,
     com)."""
     raw = copy.deepcopy(raw) or {"plant": {"model": cfg.plant.model}}
     plant = raw.setdefault("plant", {})
-    values = standard_values(cfg.plant, getattr(cfg, "friction", None))
+    values = standard_values(cfg.plant, cfg.friction)
     for k, name in enumerate(names):
         values[name] = pi[k * n:(k + 1) * n]
     if any(name in names for name in regressor.RIGID_KEYS):

@@ -16,8 +16,9 @@ so the regressor is Y = Y_mu,gc A, A the constant map (m, h, I) -> (mu, gc). The
 and the joints add one column per joint and parameter: the viscous damping b_j
 (plant.damping, qd_j), the reflected rotor inertia r_j^2 J_m (motor.rotor_inertia,
 r_j^2 qdd_j), the motor's viscous friction r_j^2 D_m (motor.viscous_friction, r_j^2 qd_j)
-and, where the config has a [friction] table, the joint-side friction.viscous (qd_j) and
-friction.coulomb (sign qd_j). Units: rad, rad/s, rad/s^2, N m.
+and the joint-side friction of the [friction] table, friction.viscous (qd_j, the same
+column as the damping's: only their sum acts) and friction.coulomb (sign qd_j; from logs,
+the filtered sign of identify.data.Samples). Units: rad, rad/s, rad/s^2, N m.
 
 Rows are stacked joint by joint (all samples of joint 1, then joint 2, ...). Not all
 standard parameters act on the torques independently (m_1 not at all; m_j of the outer
@@ -65,9 +66,10 @@ class Arm:
         return len(self.length)
 
 
-def standard_values(plant, friction=None) -> dict:
-    """The standard parameter values of a config's [plant] (and [friction]) table, one
-    array per LINEAR name (kg, kg m, kg m^2, N m s/rad, N m)."""
+def standard_values(plant, friction) -> dict:
+    """The standard parameter values of a config's [plant] and [friction] tables, one
+    array per LINEAR name (kg, kg m, kg m^2, N m s/rad, N m); an unset friction key is 0
+    (the serial arm has no other default)."""
     m = np.asarray(plant.mass, float)
     a = np.asarray(plant.com, float)
     values = {"plant.mass": m, "plant.com": m * a,
@@ -76,8 +78,9 @@ def standard_values(plant, friction=None) -> dict:
               "motor.rotor_inertia": np.asarray(plant.motor.rotor_inertia, float),
               "motor.viscous_friction": np.asarray(plant.motor.viscous_friction, float)}
     for key in FRICTION_KEYS:
-        value = getattr(friction, key.split(".")[1], None)
-        values[key] = np.zeros(len(m)) if value is None else np.asarray(value, float)
+        value = getattr(friction, key.split(".")[1])
+        values[key] = np.zeros(len(m)) if value is None else \
+            np.broadcast_to(np.asarray(value, float), (len(m),)).copy()
     return values
 
 
@@ -119,9 +122,10 @@ def _mu_gc_columns(arm: Arm, q, qd, qdd) -> np.ndarray:
     return relative.transpose(2, 1, 0).reshape(n * N, -1)
 
 
-def columns(arm: Arm, names: list[str], q, qd, qdd) -> np.ndarray:
+def columns(arm: Arm, names: list[str], q, qd, qdd, sign=None) -> np.ndarray:
     """The regressor (n*N rows, joint by joint; one column per name and joint, name-major)
-    of the LINEAR ``names`` at the samples q, qd, qdd (N x n each)."""
+    of the LINEAR ``names`` at the samples q, qd, qdd (N x n each); ``sign`` (N x n): the
+    Coulomb column's signal, by default sign(qd)."""
     n, N = arm.n, len(q)
     out = []
     rigid = None
@@ -135,7 +139,7 @@ def columns(arm: Arm, names: list[str], q, qd, qdd) -> np.ndarray:
         r2 = np.ones(n) if arm.ratio is None or name not in MOTOR_KEYS else arm.ratio ** 2
         signal = {"plant.damping": qd, "motor.rotor_inertia": qdd,
                   "motor.viscous_friction": qd, "friction.viscous": qd,
-                  "friction.coulomb": np.sign(qd)}[name]
+                  "friction.coulomb": np.sign(qd) if sign is None else sign}[name]
         block = np.zeros((n * N, n))
         for j in range(n):
             block[j * N:(j + 1) * N, j] = r2[j] * signal[:, j]
