@@ -51,6 +51,7 @@ from hilrig.identify.regressor import (
     columns,
     standard_values,
 )
+from hilrig.plant.factory import plant_model
 from hilrig.schema import Config
 from hilrig.settings.config import apply_override, locate, read_bounded, resolve, toml_value
 
@@ -184,10 +185,10 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
 
 
 def _arm(cfg: Config) -> Arm:
-    if cfg.plant.model != "serial_arm":
-        raise ConfigError(f"plant.model = {cfg.plant.model!r}: hil identify fits the serial "
-                          "arm (plant.model = 'serial_arm'); a URDF arm's regressor is not "
-                          "there yet")
+    if "planar_arm_regressor" not in plant_model(cfg.plant.model).provides:
+        raise ConfigError(f"plant.model = {cfg.plant.model!r}: hil identify fits a planar "
+                          "serial arm (paper 000's arm); a URDF arm's regressor is not there "
+                          "yet")
     ratio = None if cfg.plant.drive == "torque" else np.asarray(cfg.plant.motor.gear_ratio)
     return Arm(np.asarray(cfg.plant.length, float), float(cfg.plant.gravity), ratio)
 

@@ -173,7 +173,8 @@ def arm_model_block(cfg: Config) -> np.ndarray:
 SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
                         lambda cfg: built_plant(cfg, arm_params(cfg)), jams=True,
                         dissipation=("damping",), model_block=arm_model_block,
-                        frames=lambda cfg: frames.serial_arm(cfg.plant.length), friction=True)
+                        frames=lambda cfg: frames.serial_arm(cfg.plant.length), friction=True,
+                        provides=frozenset({"planar_arm_regressor"}))
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
                   lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage",
                   diagnostics=RRR3_DIAGNOSTICS, coordinates=lambda nq: RRR3_COORDINATES,

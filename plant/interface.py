@@ -89,8 +89,10 @@ class PlantModel:
     - offline(cfg): its own ``hil sim`` (a SimRun, plant.offline) instead of the lockstep
       loop, or None.
     - stiff_step: whether ``sim.integrator = "rosenbrock"`` can step it.
-    - provides: what controllers may rely on (``"beam_feedforward"``: paper 002's
-      flexible inverse model).
+    - provides: what controllers and tools may rely on (``"beam_feedforward"``: paper
+      002's flexible inverse model; ``"planar_arm_regressor"``: a planar serial arm whose
+      ``plant.length``, ``mass``, ``com``, ``inertia``, ``damping`` and ``gravity`` keys
+      are paper 000's, linear in (m, h, I) per link: ``hil identify`` fits it).
     - model_block(cfg): its rigid-body model for controllers (plant.model_kernels: the
       computed-torque feed-forward, a user's law with ``controller.with_model``), or None.
     - analyses: ``hil analyze`` commands of its own, name -> function(cfg) -> dict.

@@ -346,7 +346,7 @@ def test_bad_input_one_line_each(tmp_path):
     _one_line(hil("identify", "log.npz", "--config", "base.toml", "--fit",
                   "friction.coulomb,friction.static", cwd=tmp_path),
               "--fit friction.static", "Stribeck", "not fitted")
-    _one_line(hil("excite", "rrr3_pd", "--out", "x.toml", cwd=tmp_path), "serial_arm")
+    _one_line(hil("excite", "rrr3_pd", "--out", "x.toml", cwd=tmp_path), "planar serial arm")
     _one_line(hil("sim", "base.toml", "--set", "controller.reference='fourier'", "--set",
                   "controller.frequency=0.1", "--set", "controller.harmonics=2", "--set",
                   "controller.fourier_a=[0.1, 0.2]", "--out", "x.npz", cwd=tmp_path),
