@@ -64,7 +64,7 @@ from hilrig.drivers.wire import (
     decode,
     encode,
 )
-from hilrig.plant.factory import jam_schedule, plant_model
+from hilrig.plant.factory import fault_schedule, plant_model
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import apply_schedule
@@ -105,7 +105,7 @@ class Emulator:
         # what the emulated drives can physically apply: every command is saturated there
         self.command_limit = cfg.emulator.drive_range("V" if self.voltage else "N m")
         self.failed = False                # the plant reached an invalid state
-        self.schedule = jam_schedule(cfg)
+        self.schedule = fault_schedule(cfg)
         self.pending_faults = len(self.schedule)
         self.meas = Measurement(self.nact)
         self.command = np.zeros(self.nact)     # what the drives apply over the next step
