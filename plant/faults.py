@@ -57,6 +57,7 @@ S_PENDING, S_ACTIVE, S_OVER = 0.0, 1.0, 2.0
 # channels of a sensor fault
 CH_POSITION, CH_RATE, CH_CURRENT = 0, 1, 2
 CHANNELS = {"position": CH_POSITION, "rate": CH_RATE, "current": CH_CURRENT}
+CHANNEL_NAMES = {code: name for name, code in CHANNELS.items()}
 SIGNALS = {"q": 0, "qd": 1}
 
 # kind codes (the wire's, drivers.wire FAULT): 1-2 the jam and a clear, 10-17 actuator,
@@ -209,8 +210,38 @@ def fault_event(started: bool, joint: int, live: bool, values) -> dict:
              "duration": duration, "live": live,
              "params": {p: float(values[3 + i]) for i, p in enumerate(spec.params)}}
     if spec.family == SENSOR:
-        event["channel"] = next(c for c, i in CHANNELS.items() if i == channel)
+        event["channel"] = CHANNEL_NAMES[channel]
     return event
+
+
+def report_changes(table: np.ndarray, tick: int, t: float) -> list:
+    """The log events of the rows whose state changed since the last report (as a
+    real-time loop reports them: rt.realtime._scheduled_faults), marked reported: a jam's
+    start ("jam": joint, t1, t2, duration), a clear ("clear"), another fault's start and
+    end ("fault", "fault_end": ``fault_event``). For loops in Python (devices/)."""
+    events = []
+    for row in table:
+        if row[C_KIND] == 0.0:
+            break
+        if row[C_STATE] == row[C_REPORTED]:
+            continue
+        code, joint, live = int(row[C_KIND]), int(row[C_JOINT]) + 1, bool(row[C_LIVE])
+        values = [row[C_KIND], row[C_CHANNEL], row[C_DURATION], row[C_P0], row[C_P1],
+                  row[C_P2], row[C_P3]]
+        if row[C_REPORTED] == S_PENDING:
+            if code == K_JAM:
+                events.append({"kind": "jam", "joint": joint, "t1": t, "t2": t + row[C_P0],
+                               "duration": row[C_P0], "live": live})
+            elif code == K_CLEAR:
+                events.append({"kind": "clear", "joint": joint, "live": live})
+            else:
+                events.append(fault_event(True, joint, live, values))
+        if row[C_STATE] == S_OVER and code not in (K_JAM, K_CLEAR):
+            events.append(fault_event(False, joint, live, values))
+        row[C_REPORTED] = row[C_STATE]
+    for event in events:
+        event.update(tick=tick, t=t)
+    return events
 
 
 def event_row(event: dict, h: float) -> np.ndarray | None:

@@ -105,7 +105,8 @@ def _event(events, mail, kind, tick, t, a, b, c):
 def _fault_event(events, mail, kind, tick, t, fault):
     """Append the event ``kind`` of the fault table's row ``fault`` (plant.faults): a jam
     as EV_JAM [joint, jamming dt, live], a clear as EV_CLEAR [joint, 0, live], the others
-    [kind code... ] in full, so that a replay can rebuild a live fault from its event."""
+    [joint, 0, live, kind code, channel, duration, P0..P3] in full, so that a replay can
+    rebuild a live fault from its event."""
     code = int(fault[C_KIND])
     joint = fault[C_JOINT] + 1.0
     if code == K_JAM:
@@ -115,12 +116,10 @@ def _fault_event(events, mail, kind, tick, t, fault):
         _event(events, mail, EV_CLEAR, tick, t, joint, 0.0, fault[C_LIVE])
         return
     n = int(atomic_load(mail, M_EVENTS))
-    row = n % events.shape[0]
-    values = (kind, tick, t, joint, fault[C_DURATION], fault[C_LIVE], code,
-              fault[C_CHANNEL], fault[C_DURATION], fault[C_P0], fault[C_P1], fault[C_P2],
-              fault[C_P3])
-    for i in range(EVENT_COLUMNS):
-        events[row, i] = values[i]
+    row = events[n % events.shape[0]]
+    row[0], row[1], row[2], row[3], row[4], row[5] = kind, tick, t, joint, 0.0, fault[C_LIVE]
+    row[6], row[7], row[8] = code, fault[C_CHANNEL], fault[C_DURATION]
+    row[9], row[10], row[11], row[12] = fault[C_P0], fault[C_P1], fault[C_P2], fault[C_P3]
     atomic_store(mail, M_EVENTS, n + 1.0)
 
 

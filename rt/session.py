@@ -266,8 +266,11 @@ class Session:
         self.mail[rtk.M_REQ_SEQ] = self.request_seq
 
     def fault_acknowledged(self) -> tuple[int, float] | None:
-        """(tick, plant time) at which the last posted fault took effect, or None yet."""
+        """(tick, plant time) at which the last posted fault took effect, or None yet;
+        ValueError when the loop refused it (no spare row left in its fault table)."""
         if self.request_seq and self.mail[rtk.M_ACK_SEQ] == self.request_seq:
+            if self.mail[rtk.M_ACK_ERROR] == rtk.ERR_FULL:
+                raise ValueError(f"no room for another live fault ({LIVE_ROWS} taken)")
             return int(self.mail[rtk.M_ACK_TICK]), float(self.mail[rtk.M_ACK_TIME])
         return None
 
