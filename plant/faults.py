@@ -137,8 +137,10 @@ def fault_row(kind: str, joint: int, t1: float, duration: float, params: dict,
 
 def started_rows(table: np.ndarray) -> np.ndarray:
     """The rows of a fault table that started, as [kind code, joint (1-based), channel
-    (CHANNELS), start (s), end (s; NaN: still active)] rows."""
+    (CHANNELS), start (s), end (s; NaN: still active)] rows in the order they started
+    (telemetry.logfile reads the same from a log's events)."""
     started = table[(table[:, C_KIND] != 0.0) & (table[:, C_STATE] != S_PENDING)]
+    started = started[np.argsort(started[:, C_T_ON], kind="stable")]
     return np.column_stack([started[:, C_KIND], started[:, C_JOINT] + 1, started[:, C_CHANNEL],
                             started[:, C_T_ON], started[:, C_T_OFF]]) if len(started) else \
         np.zeros((0, 5))

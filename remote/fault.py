@@ -79,18 +79,21 @@ def send_fault(endpoint: str, kind: str, joint: int, duration: float | None = No
         endpoint, encode_fault(spec.code, joint, wire_duration, CHANNELS[channel], values),
         {MessageType.FAULT_ACK: 6, MessageType.ERROR: 1}, timeout, "an emulator")
     if answer == MessageType.ERROR or ack[0] != 0:
-        raise FaultError(f"emulator refused the fault: {_refusal(answer, ack, kind, joint)}")
+        given = {"duration": duration} if kind == "jam" else (params or {})
+        raise FaultError(f"emulator refused the fault: "
+                         f"{_refusal(answer, ack, kind, joint, given)}")
     return FaultAck(int(ack[1]), float(ack[2]))
 
 
-def _refusal(answer: MessageType, values, kind: str, joint: int) -> str:
-    """Why the emulator refused the fault ``kind`` on ``joint`` (1-based), from its answer:
-    an ERROR's code, or a FAULT_ACK's status and the joints its plant's faults may name
-    (0: not a chain, which takes sensor faults only)."""
+def _refusal(answer: MessageType, values, kind: str, joint: int, params: dict) -> str:
+    """Why the emulator refused the fault ``kind`` on ``joint`` (1-based) with ``params``,
+    from its answer: an ERROR's code, or a FAULT_ACK's status and the joints its plant's
+    faults may name (0: not a chain, which takes sensor faults only), or what
+    plant.faults.check_row says of the parameters."""
     generic = f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
     if answer == MessageType.ERROR:
         return generic
-    from hilrig.plant.faults import KINDS, SENSOR
+    from hilrig.plant.faults import KINDS, SENSOR, check_row
 
     joints = int(values[5])
     if joints == 0 and KINDS[kind].family != SENSOR:
@@ -98,7 +101,7 @@ def _refusal(answer: MessageType, values, kind: str, joint: int) -> str:
                 "are modelled for chains only)")
     if joints and not 1 <= joint <= joints:
         return f"joint {joint}: this plant has {joints} joints (1..{joints})"
-    return generic
+    return check_row(kind, params) or generic
 
 
 def send_estop(endpoint: str, timeout: float = 2.0) -> int:

@@ -63,9 +63,11 @@ from hilrig.timing.clock import (
 )
 from hilrig.timing.pacing import GO_ON, STOP_RUN, after_overrun, deadline_ns, missed_ticks
 
-# mail slots
-M_STOP, M_REQ_SEQ, M_ACK_SEQ, M_ACK_TICK, M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, \
-    M_OVERRUNS, M_REASON = range(10)
+# mail slots (2-4 are free: a live fault's request is Supervision.request now; the others
+# keep their numbers)
+M_STOP, M_REQ_SEQ = 0, 1
+M_ACK_SEQ, M_ACK_TICK, M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, M_OVERRUNS, \
+    M_REASON = range(5, 13)
 MAIL_SIZE = 16
 # a live fault request's refusals (mail[M_ACK_ERROR])
 ERR_JOINT, ERR_FULL = 1.0, 3.0
