@@ -55,7 +55,7 @@ def _declare_fault(parser) -> None:
                         help="a sensor fault's channel")
     add_run_address(parser, connect_help=f"emulator endpoint (default {DEFAULT_ENDPOINT}, "
                                          "else your only `hil run`)")
-    parser.set_defaults(handler=_fault)
+    parser.set_defaults(handler=_fault, trailing="params")     # PARAM=VALUE after the options
 
 
 def _declare_estop(parser) -> None:
