@@ -3,7 +3,9 @@
 Each coordinate's row of the ``jams`` array (plant.layout) carries its actuator faults
 in the ``A_*`` columns, which plant.faults sets when a fault starts or ends.
 plant.motor.apply_drive calls ``drive_input`` and ``drive_output`` for a coordinate only
-while its ``A_ON`` is set, so a healthy drive costs one comparison per coordinate.
+while its ``A_ON`` is set, so a healthy drive costs one comparison per coordinate; the
+3-link arm's fused step takes the same drive in its form (plant.motor.drive3:
+``drive3_faulty``).
 
 Per actuated joint j, with u the command (V or N m), r the gear ratio, K_m, K_e, R_a,
 L_a the motor's constants (plant.motor) and qd the joint rate:
@@ -33,6 +35,15 @@ from hilrig.plant.layout import (
     A_VISCOUS,
     A_VMAX,
     A_WINDING,
+    DRIVE_TORQUE,
+    H_DRIVE,
+    H_MOTOR,
+    MOT_DM,
+    MOT_KE,
+    MOT_KM,
+    MOT_RA,
+    MOT_RATIO,
+    MOTOR_STRIDE,
     W_HEALTHY,
     W_OPEN,
     W_SHORT,
@@ -78,11 +89,30 @@ def drive_output(jams, j, qd, force, bias, dcurrent, full):
 
 
 @kernel
-def actuator_faulted(jams):
-    """True while some coordinate has an actuator fault (the fused 3-link paths, which
-    do not model them, then give way to the generic one)."""
-    for j in range(jams.shape[0]):
-        if jams[j, A_ON] != 0.0:
-            return True
-    return False
+def _drive1(p, jams, j, u):
+    """Damping (N m s/rad) and force (N m) of coordinate j's faulty drive for the held
+    input u, in the fused form (plant.motor.drive3): the same torque as apply_drive with
+    drive_input and drive_output, its rate terms as damping."""
+    viscous, gain, offset = jams[j, A_VISCOUS], jams[j, A_GAIN], jams[j, A_OFFSET]
+    if int(p[H_DRIVE]) == DRIVE_TORQUE:
+        return viscous, gain * u + offset
+    row = int(p[H_MOTOR]) + j * MOTOR_STRIDE
+    r = p[row + MOT_RATIO]
+    friction = r * r * p[row + MOT_DM] + viscous
+    if jams[j, A_WINDING] == W_OPEN:
+        return friction, offset
+    emf = r * r * p[row + MOT_KM] * p[row + MOT_KE] / p[row + MOT_RA]
+    per_volt = r * (p[row + MOT_KM] / p[row + MOT_RA])
+    return friction + gain * emf, gain * (per_volt * drive_input(jams, j, u)) + offset
+
+
+@kernel
+def drive3_faulty(p, u, jams, inertia):
+    """plant.motor.drive3 with actuator faults: ((J1, J2, J3), (D1, D2, D3), (F1, F2, F3)),
+    ``inertia`` the drives' reflected inertias (a fault leaves the rotor on its joint).
+    A healthy coordinate's neutral columns give its healthy drive."""
+    d0, f0 = _drive1(p, jams, 0, u[0])
+    d1, f1 = _drive1(p, jams, 1, u[1])
+    d2, f2 = _drive1(p, jams, 2, u[2])
+    return inertia, (d0, d1, d2), (f0, f1, f2)
 

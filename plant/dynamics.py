@@ -8,13 +8,11 @@ accelerations: the jam-restructured solve for serial chains, the constrained
 solve for the 3RRR; a user's chain gives M and bias through its mechanism
 (plant.interface) and takes the serial chains' solve. The 3-link arm (the
 paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
-tests/test_fast_paths.py checks against the generic path; it does not model actuator
-faults (plant.actuator_faults), so while one is active the generic path runs.
+tests/test_fast_paths.py checks against the generic path (actuator faults included).
 """
 import numpy as np
 from hilrig.plant import jam, motor, rrr3, serial_arm
 from hilrig.jit.kernel import kernel
-from hilrig.plant.actuator_faults import actuator_faulted
 from hilrig.plant.family import CHAINS, compiled
 from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
@@ -58,7 +56,7 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
     """
     nq = int(p[H_NQ])
     model = int(p[H_MODEL])
-    if is_arm3(p) and not actuator_faulted(jams):
+    if is_arm3(p):
         for k in range(3):
             dx[k] = x[3 + k]
         return compiled(mech, MODEL_SERIAL_ARM, serial_arm.accel3, -1.0, p, x, u, dx[3:6], jams)

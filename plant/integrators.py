@@ -17,7 +17,6 @@ Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 from hilrig.plant import rosenbrock, rrr3_scalar
 from hilrig.plant.dynamics import derivative, is_arm3
 from hilrig.plant.family import CHAINS, compiled
-from hilrig.plant.actuator_faults import actuator_faulted
 from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import (
@@ -100,8 +99,7 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     case, is then one call with four arrays (each array argument of a compiled call is
     copied field by field: passing this step's ten cost tens of ns a tick). ``mech``:
     what the kernel is compiled for (plant.family)."""
-    if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams) \
-            and not actuator_faulted(jams):
+    if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams):
         # no jamming phase can end inside the step
         return compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, -1.0, p, jams, x, u, h)
     return split_step(p, jams, t, x, u, h, work, stages, method, mech)
@@ -110,7 +108,7 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
 @kernel
 def split_step(p, jams, t, x, u, h, work, stages, method, mech=None):
     """``step`` for every plant and jam state: the step split where a jamming phase ends."""
-    fused_arm3 = method == METHOD_RK4 and is_arm3(p) and not actuator_faulted(jams)
+    fused_arm3 = method == METHOD_RK4 and is_arm3(p)
     nq = int(p[H_NQ])
     nx = state_size(p)
     t_end = t + h

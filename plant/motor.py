@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from hilrig.jit.kernel import kernel
-from hilrig.plant.actuator_faults import drive_input, drive_output
+from hilrig.plant.actuator_faults import drive3_faulty, drive_input, drive_output
 from hilrig.plant.layout import (
     A_ON,
     A_WINDING,
@@ -149,12 +149,16 @@ def currents(p, x, u, out, jams=None):
 
 
 @kernel
-def drive3(p, u):
+def drive3(p, u, jams=None):
     """What the drives of the first three coordinates add for input u (N m or V) held
     over a step, in scalars (the fused kernels' form of apply_drive; torque drive or
     simplified motor model): ((J1, J2, J3), (D1, D2, D3), (F1, F2, F3)) with the
     reflected inertia r^2 J_m (kg m^2), the damping r^2 (D_m + K_m K_e / R_a)
-    (N m s/rad) and the generalised force (N m)."""
+    (N m s/rad) and the generalised force (N m); with ``jams``, their actuator faults
+    (plant.actuator_faults.drive3_faulty)."""
+    if jams is not None:
+        if jams[0, A_ON] != 0.0 or jams[1, A_ON] != 0.0 or jams[2, A_ON] != 0.0:
+            return drive3_faulty(p, u, jams, reflected_inertia3(p))
     if int(p[H_DRIVE]) == DRIVE_TORQUE:
         return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (u[0], u[1], u[2])
     r0 = int(p[H_MOTOR])
