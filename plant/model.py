@@ -53,7 +53,7 @@ class Plant:
 
     Attributes:
         params: flat float64 parameter array (plant.layout).
-        jams: (nq, 3) jam state of each coordinate.
+        jams: (nq, JAM_COLUMNS) jam state and actuator faults of each coordinate.
         x: state vector; q in rad/m, qd in rad/s or m/s, i in A.
         work, stages: scratch of the kernels (plant.layout).
         t: plant time, s.

@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
 from hilrig.controllers.limits import L_MAX, L_SLEW   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import hold_previous, sense
+from hilrig.plant.faults import C_KIND, hold_previous, sense
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -191,8 +191,10 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     pos = meas[1:1 + nact]
     vel = meas[1 + nact:1 + 2 * nact]
     cur = meas[1 + 2 * nact:1 + 3 * nact]
-    # read
-    hold_previous(faults, meas, nact)
+    # read (the sensor faults' calls only while the table has a fault: plant.faults)
+    faulty = faults.shape[0] > 0 and faults[0, C_KIND] != 0.0
+    if faulty:
+        hold_previous(faults, meas, nact)
     meas[0] = t
     for j in range(nact):
         pos[j] = x[j]
@@ -203,7 +205,8 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
                 pos[j] += imperfect.noise[k, j]
                 vel[j] += imperfect.noise[k, nact + j]
     currents(p, x, held, cur, plant.jams)
-    sense(faults, t, k, meas, nact)
+    if faulty:
+        sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
     # control and safety limits

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import config
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import fault_schedule, motor_params, plant_from_config
+from hilrig.plant.factory import motor_params, plant_from_config
 from hilrig.plant.faults import fault_row
 from hilrig.plant.motor import apply_drive
 from hilrig.plant.stepping import apply_schedule
