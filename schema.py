@@ -495,10 +495,170 @@ class StallTable(LinkFaultTable):
 
 
 @dataclass(frozen=True)
-class FaultsTable(Table):
-    """[faults]: scheduled faults."""
+class FaultTrigger(Table):
+    """The keys every ``[[faults.KIND]]`` table has (docs/FAULTS.md): where and when.
 
-    jam: tuple[JamTable, ...] = table()      # a table, or a list of tables
+    A fault is pending until t1; from t1 it starts at the first tick boundary where its
+    condition holds (none: at once), and it lasts ``duration`` s (inf: until cleared).
+    With ``mean_on`` and ``mean_off`` it is intermittent: seeded on/off phases of
+    exponentially distributed lengths from t1 to the end of the run."""
+
+    joint: int = key(1, minimum=1, doc="1-based joint (a sensor fault: the joint whose "
+                                       "channel it corrupts)")
+    t1: float = key(0.0, minimum=0.0, doc="earliest start, s")
+    duration: float = key(float("inf"), positive=True, infinite_ok=True,
+                          doc="how long the fault lasts once started, s (inf: permanent)")
+    when_joint: Optional[int] = key(None, minimum=1, doc="condition: the 1-based joint "
+                                                         "whose signal is compared")
+    when_signal: str = key("q", choices=("q", "qd"), doc="condition: the joint's position "
+                                                         "(rad or m) or rate (rad/s or m/s)")
+    above: Optional[float] = key(None, doc="condition: the signal is above this")
+    below: Optional[float] = key(None, doc="condition: the signal is below this")
+    mean_on: Optional[float] = key(None, positive=True,
+                                   doc="intermittent: mean length of an on phase, s")
+    mean_off: Optional[float] = key(None, positive=True,
+                                    doc="intermittent: mean length of an off phase, s")
+    seed: int = key(0, minimum=0, doc="intermittent phases' and noise bursts' seed")
+
+
+@dataclass(frozen=True)
+class SensorFaultTrigger(FaultTrigger):
+    """The keys of every sensor fault: the trigger's and the measured channel."""
+
+    channel: str = key("position", choices=("position", "rate", "current"),
+                       doc="what the law sees corrupted: position (rad or m), rate "
+                           "(rad/s or m/s), current (A)")
+
+
+@dataclass(frozen=True)
+class FreeSwingTable(FaultTrigger):
+    """[[faults.free_swing]]: the drive gives no torque; the joint swings freely."""
+
+
+@dataclass(frozen=True)
+class EffectivenessTable(FaultTrigger):
+    """[[faults.effectiveness]]: the drive's torque scaled by ``factor``."""
+
+    factor: float = key(0.5, minimum=0.0, doc="torque multiplier (1: healthy, 0: none)")
+
+
+@dataclass(frozen=True)
+class TorqueOffsetTable(FaultTrigger):
+    """[[faults.torque_offset]]: a torque added to the drive's."""
+
+    torque: float = key(required=True, doc="added joint torque, N m")
+
+
+@dataclass(frozen=True)
+class WindingOpenTable(FaultTrigger):
+    """[[faults.winding_open]]: the winding is open; no current, no torque."""
+
+
+@dataclass(frozen=True)
+class WindingShortTable(FaultTrigger):
+    """[[faults.winding_short]]: the winding is shorted (V = 0 across it): back-EMF brakes."""
+
+
+@dataclass(frozen=True)
+class SupplySagTable(FaultTrigger):
+    """[[faults.supply_sag]]: the drive's voltage scaled by ``factor`` and limited."""
+
+    factor: float = key(0.5, minimum=0.0, doc="the voltage the winding gets per volt "
+                                              "commanded")
+    max_voltage: float = key(float("inf"), positive=True, infinite_ok=True,
+                             doc="what the sagging supply can give at most, V")
+
+
+@dataclass(frozen=True)
+class BrakeTable(FaultTrigger):
+    """[[faults.brake]]: a brake engages: the joint stops by the jam law (plant.jam)."""
+
+    stop_time: float = key(0.1, minimum=0.0, doc="deceleration phase dt of the jam law, s "
+                                                 "(0: blocked at once)")
+
+
+@dataclass(frozen=True)
+class FrictionFaultTable(FaultTrigger):
+    """[[faults.friction]]: the joint's friction raised by a viscous term."""
+
+    viscous: float = key(required=True, minimum=0.0, doc="added viscous friction, N m s/rad")
+
+
+@dataclass(frozen=True)
+class SensorBiasTable(SensorFaultTrigger):
+    """[[faults.sensor_bias]]: the channel reads ``bias`` off."""
+
+    bias: float = key(required=True, doc="offset, the channel's unit")
+
+
+@dataclass(frozen=True)
+class SensorDriftTable(SensorFaultTrigger):
+    """[[faults.sensor_drift]]: the channel's error grows at ``rate`` from the onset."""
+
+    rate: float = key(required=True, doc="drift, the channel's unit per s")
+
+
+@dataclass(frozen=True)
+class SensorStuckTable(SensorFaultTrigger):
+    """[[faults.sensor_stuck]]: the channel reads a constant."""
+
+    value: Optional[float] = key(None, doc="the value it is stuck at (unset: the true "
+                                           "value at the onset)")
+
+
+@dataclass(frozen=True)
+class SensorDropoutTable(SensorFaultTrigger):
+    """[[faults.sensor_dropout]]: no fresh value: the last one the law saw is held."""
+
+
+@dataclass(frozen=True)
+class QuantizeTable(SensorFaultTrigger):
+    """[[faults.quantize]]: the channel reads in whole steps (floor, as an encoder counts)."""
+
+    counts_per_rev: Optional[float] = key(None, positive=True,
+                                          doc="encoder counts per revolution (step 2 pi / "
+                                              "counts_per_rev rad)")
+    step: Optional[float] = key(None, positive=True, doc="step size, the channel's unit")
+
+
+@dataclass(frozen=True)
+class CountJumpTable(SensorFaultTrigger):
+    """[[faults.count_jump]]: the reading jumps once (lost or extra counts) and keeps the
+    offset."""
+
+    counts: float = key(1.0, doc="counts lost (< 0) or gained (> 0)")
+    counts_per_rev: float = key(4096.0, positive=True, doc="counts per revolution")
+    size: Optional[float] = key(None, doc="the jump in the channel's unit (instead of counts)")
+
+
+@dataclass(frozen=True)
+class NoiseBurstTable(SensorFaultTrigger):
+    """[[faults.noise_burst]]: seeded Gaussian noise on the channel while it lasts."""
+
+    std: float = key(required=True, minimum=0.0, doc="standard deviation, the channel's "
+                                                     "unit")
+
+
+@dataclass(frozen=True)
+class FaultsTable(Table):
+    """[faults]: scheduled faults (docs/FAULTS.md); each a table or a list of tables."""
+
+    jam: tuple[JamTable, ...] = table()
+    free_swing: tuple[FreeSwingTable, ...] = table()
+    effectiveness: tuple[EffectivenessTable, ...] = table()
+    torque_offset: tuple[TorqueOffsetTable, ...] = table()
+    winding_open: tuple[WindingOpenTable, ...] = table()
+    winding_short: tuple[WindingShortTable, ...] = table()
+    supply_sag: tuple[SupplySagTable, ...] = table()
+    brake: tuple[BrakeTable, ...] = table()
+    friction: tuple[FrictionFaultTable, ...] = table()
+    sensor_bias: tuple[SensorBiasTable, ...] = table()
+    sensor_drift: tuple[SensorDriftTable, ...] = table()
+    sensor_stuck: tuple[SensorStuckTable, ...] = table()
+    sensor_dropout: tuple[SensorDropoutTable, ...] = table()
+    quantize: tuple[QuantizeTable, ...] = table()
+    count_jump: tuple[CountJumpTable, ...] = table()
+    noise_burst: tuple[NoiseBurstTable, ...] = table()
     # link faults, in the emulated devices (devices.link_faults)
     drop: tuple[DropTable, ...] = table()
     delay: tuple[DelayTable, ...] = table()

@@ -44,15 +44,15 @@ def linearised(plant, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     u = np.zeros(nact)
     g_plus, g_minus = np.zeros(nq), np.zeros(nq)
     work = plant.work.copy()
-    generalised_force(plant.params, x, u, work, g_plus, plant.mechanism)
+    generalised_force(plant.params, plant.jams, x, u, work, g_plus, plant.mechanism)
     mass = work[:nq, :nq].copy()
     k = np.zeros((nq, nq))
     for j in range(nq):
         step = 1e-6 * max(1.0, abs(q[j]))
         x[j] = q[j] + step
-        generalised_force(plant.params, x, u, work, g_plus, plant.mechanism)
+        generalised_force(plant.params, plant.jams, x, u, work, g_plus, plant.mechanism)
         x[j] = q[j] - step
-        generalised_force(plant.params, x, u, work, g_minus, plant.mechanism)
+        generalised_force(plant.params, plant.jams, x, u, work, g_minus, plant.mechanism)
         x[j] = q[j]
         k[:, j] = -(g_plus - g_minus) / (2.0 * step)
     return mass, k

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from hilrig.jit.kernel import kernel
+from hilrig.plant.faults import C_JOINT, C_KIND, C_STATE, K_BRAKE, K_JAM, S_PENDING
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.stepping import ROW_SCRATCH
 from hilrig.plant.family import for_plant
@@ -76,7 +77,8 @@ class Group:
         out = np.zeros((len(self.ids), R_FOUND + FOUND + nq))
         run_scenarios(self.law, self.mechanism, self.method, self.correction, self.n_steps,
                       *stacked.values(), np.zeros(nact), np.zeros(rows), np.zeros((rows, nx)),
-                      np.zeros((rows, nact)), np.zeros(1 + 3 * nact), np.zeros(nact),
+                      np.zeros((rows, nact)), np.zeros((rows, 2 * nact)), np.zeros(1 + 3 * nact),
+                      np.zeros(nact),
                       np.zeros(ROW_SCRATCH), timespec(), out)
         return out
 
@@ -114,10 +116,11 @@ def group_capacity(run: OfflineRun) -> int:
 @kernel
 def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_params, law_state,
                   schedule, x, work, stages, limits, noise, pending, target, settings, healthy,
-                  rec_t, rec_x, rec_u, meas, held, scratch, ts, out):
+                  rec_t, rec_x, rec_u, rec_seen, meas, held, scratch, ts, out):
     """Run scenario s of the stacked inputs (Group.run) as rt.lockstep.run runs it from
     t = 0 for n_steps steps, measure its rows as campaign.metrics.measure does, and
-    write out[s] (R_* entries). rec_t, rec_x, rec_u: the rows every run records into;
+    write out[s] (R_* entries). rec_t, rec_x, rec_u, rec_seen: the rows every run records
+    into;
     meas, held: a measurement buffer and the held command (reset per scenario); healthy
     (nact) and scratch (3 x 6): measure_rows' scratch; ts: timing.clock's."""
     nact = held.shape[0]
@@ -135,14 +138,15 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
                             LawArrays(law_params[s], law_state[s], limits[s]),
                             TickIO(meas, held, held),
                             Stepping(settings[s, 0], method, correction), schedule[s], 0.0,
-                            n_steps, Records(rec_t, rec_x, rec_u),
+                            n_steps, Records(rec_t, rec_x, rec_u, rec_seen),
                             Imperfections(noise[s], pending[s]), mech)
         stepped = now_ns(ts)
         for j in range(nact):
             healthy[j] = 1.0
-        for r in range(schedule.shape[1]):
-            if schedule[s, r, 3] != 0.0:          # applied: that joint jammed
-                healthy[int(schedule[s, r, 0])] = 0.0
+        for r in range(schedule.shape[1]):      # a joint jammed or braked is not healthy
+            kind = schedule[s, r, C_KIND]
+            if (kind == K_JAM or kind == K_BRAKE) and schedule[s, r, C_STATE] != S_PENDING:
+                healthy[int(schedule[s, r, C_JOINT])] = 0.0
         nq = int(p[H_NQ])
         row = out[s]
         measure_rows(rec_t[:rows], rec_x[:rows, :nq], rec_x[:rows, nq:2 * nq], rec_u[:rows],

@@ -52,12 +52,60 @@ class _FromScratch(Exception):
     """The overrides need settings.config.resolve."""
 
 
+FAULT = "fault"       # a campaign's fault axes: fault.kind, fault.KEY, fault.KIND.PARAM
+
+
+def fault_overrides(defaults: dict, overrides: Iterable[tuple[str, Any]]) -> list:
+    """``overrides`` with a campaign's fault keys (docs/FAULTS.md, "Campaigns") made one
+    [[faults.KIND]] table: ``fault.kind`` names the kind, ``fault.KEY`` sets a key of it
+    whatever the kind (joint, t1, duration, a trigger's), ``fault.KIND.PARAM`` a parameter
+    of that kind only; ``defaults`` (the spec's [set] fault keys, a raw ``fault`` table)
+    first. The table ("faults.KIND", {...}) takes the place of the first fault key; no
+    fault.kind: the overrides as they are."""
+    overrides = list(overrides)
+    flat = {f"{FAULT}.{key}": value for key, value in _flat_items(defaults)}
+    where = None
+    rest = []
+    for dotted, value in overrides:
+        if dotted.split(".")[0] == FAULT:
+            flat[dotted] = value
+            where = len(rest) if where is None else where
+        else:
+            rest.append((dotted, value))
+    kind = flat.get(f"{FAULT}.kind")
+    if kind is None:
+        if where is not None or flat:
+            raise ConfigError("fault: the fault keys of a campaign need fault.kind (an axis "
+                              "or [set]): the [[faults.KIND]] table they fill")
+        return overrides
+    table = {}
+    for dotted, value in flat.items():
+        parts = dotted.split(".")[1:]
+        if parts == ["kind"]:
+            continue
+        if len(parts) == 1:
+            table[parts[0]] = value
+        elif len(parts) == 2 and parts[0] == kind:
+            table[parts[1]] = value
+    rest.insert(len(rest) if where is None else where, (f"faults.{kind}", table))
+    return rest
+
+
+def _flat_items(table: dict, prefix: str = ""):
+    for key, value in table.items():
+        if isinstance(value, dict):
+            yield from _flat_items(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
 class ScenarioConfigs:
     """Resolved configs of the base config ``base_raw`` (a raw config, as settings.config.resolve
     takes it) with a scenario's overrides; ``base`` is the base's own."""
 
     def __init__(self, base_raw: dict):
         self._raw = copied(base_raw)
+        self._faults = self._raw.pop(FAULT, {})    # the spec's fixed fault keys
         self._frame = frame_of(self._raw)
         resolved = check_table(copied(self._raw), self._frame.schema, "", self._frame.sizes)
         jams = self._raw.get("faults", {}).get("jam")
@@ -70,14 +118,17 @@ class ScenarioConfigs:
         """The base config with ``overrides`` ((dotted key, value) pairs, applied in order)
         resolved: equal to settings.config.resolve of the base with them applied, and raising
         its ConfigError where it raises."""
-        overrides = list(overrides)
+        overrides = fault_overrides(self._faults, overrides)
         try:
             return self._incremental(overrides)
         except (_FromScratch, ConfigError):
-            return self.from_scratch(overrides)
+            return self._from_raw(overrides)
 
     def from_scratch(self, overrides: Iterable[tuple[str, Any]]) -> Config:
         """settings.config.resolve of the base with ``overrides`` applied."""
+        return self._from_raw(fault_overrides(self._faults, overrides))
+
+    def _from_raw(self, overrides: list) -> Config:
         raw = copied(self._raw)
         for dotted, value in overrides:
             apply_value(raw, dotted, value)

@@ -31,7 +31,7 @@ from hilrig.errors import ConfigError
 from hilrig.settings import builtin_configs
 from hilrig.campaign.metrics import METRICS, MetricSettings, unavailable
 from hilrig.settings.config import apply_override, read_bounded, resolve, toml_value
-from hilrig.campaign.scenarios import ScenarioConfigs
+from hilrig.campaign.scenarios import FAULT, ScenarioConfigs, fault_overrides
 from hilrig.schema import Config
 
 if sys.version_info >= (3, 11):
@@ -136,12 +136,14 @@ class CampaignSpec:
             if axis.random:
                 values[axis.key] = axis.draw(rng)
         ordered = {axis.key: values[axis.key] for axis in self.axes}
+        overrides = fault_overrides(self.base_raw.get(FAULT, {}), ordered.items())
         return Scenario(sid, ordered, tuple(f"{key}={toml_value(value)}"
-                                            for key, value in ordered.items()))
+                                            for key, value in overrides))
 
     def config(self, scenario: Scenario) -> Config:
         """The resolved config of a scenario, as its ``hil sim`` line would load it."""
         raw = copy.deepcopy(self.base_raw)
+        raw.pop(FAULT, None)                   # in the overrides (fault_overrides)
         for item in scenario.overrides:
             apply_override(raw, item)
         return resolve(raw)
@@ -200,7 +202,15 @@ def _checked(path: Path, text: str, raw: dict) -> CampaignSpec:
         base_raw = tomllib.loads(base_text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"campaign.base: {base} is not valid TOML: {exc}") from None
-    fixed = [f"{key}={toml_value(value)}" for key, value in _flat(_table(raw, "set"), "")]
+    fixed, faults = [], {}
+    for key, value in _flat(_table(raw, "set"), ""):
+        if key.split(".")[0] == FAULT:         # a fault axis's fixed keys: fault_overrides
+            node = faults
+            for part in key.split(".")[1:-1]:
+                node = node.setdefault(part, {})
+            node[key.split(".")[-1]] = value
+        else:
+            fixed.append(f"{key}={toml_value(value)}")
     if "duration" in campaign:
         fixed.append(f"sim.duration={toml_value(_number(campaign, 'duration', 'campaign.'))}")
     for item in fixed:
@@ -212,6 +222,8 @@ def _checked(path: Path, text: str, raw: dict) -> CampaignSpec:
         base_cfg = resolve(base_raw)
     except ConfigError as exc:
         raise ConfigError(f"the base config with [set]: {exc}") from None
+    if faults:
+        base_raw[FAULT] = faults
     samples = _integer(campaign, "samples", 1, minimum=1, maximum=MAX_SCENARIOS)
     seed = _integer(campaign, "seed", 0, minimum=0)
     batch = _integer(campaign, "batch", None, minimum=1)
@@ -464,8 +476,9 @@ def _check_scenarios(spec: CampaignSpec) -> None:
         else:
             extremes = (axis.base * (1 - axis.spread), axis.base * (1 + axis.spread))
         for value in extremes:
-            try:
-                configs.config([(axis.key, value)])
+            try:      # (a fault key needs fault.kind: checked with scenario 0's, below)
+                if axis.key.split(".")[0] != FAULT:
+                    configs.config([(axis.key, value)])
             except ConfigError as exc:
                 raise ConfigError(f"axis {axis.key!r} = {toml_value(value)}: {exc}") from None
             probes.append((axis.key, value))

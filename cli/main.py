@@ -114,7 +114,13 @@ def log_to_stderr() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``hil ARGV``: the chosen command's exit code (cli.exits for what went wrong)."""
-    args = parser().parse_args(argv)
+    chosen = parser()
+    args, extra = chosen.parse_known_args(argv)
+    trailing = getattr(args, "trailing", None)   # a command's positionals after its options
+    if extra and (trailing is None or any(word.startswith("-") for word in extra)):
+        chosen.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        setattr(args, trailing, getattr(args, trailing) + extra)
     log_to_stderr()
     terminate_as_interrupt()
     try:

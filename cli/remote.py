@@ -15,9 +15,12 @@ and ``--timeout S``; ``hil estop`` takes the run id as a positional too.
                               to rest within safety.stop_time, then power removed; 2: to
                               rest, then held with power kept until the run ends)
     hil set KEY=VALUE ...     change live parameters of your only run, --run's or --connect's
-    hil fault jam|clear ...   jam or clear a joint of a running `hil run` (--run RUN_ID)
-                              or emulator (--connect ENDPOINT); with neither, the emulator
-                              at the default endpoint, else your only `hil run`
+    hil fault KIND --joint J [--duration S] [--channel C] [PARAM=VALUE ...]
+                              start a fault (docs/FAULTS.md: jam, an actuator or sensor
+                              kind) on joint J of a running `hil run` (--run RUN_ID) or
+                              emulator (--connect ENDPOINT), or `clear` its faults; with
+                              neither, the emulator at the default endpoint, else your
+                              only `hil run`
 
 A `hil run` takes faults through its `hil set` endpoint (live.tuning); a `hil control`
 takes none (its plant is behind a link: faults go to its emulator, `hil emulate`).
@@ -42,12 +45,21 @@ def register(commands) -> None:
 def _declare_fault(parser) -> None:
     from hilrig.remote.client import DEFAULT_ENDPOINT
 
-    parser.add_argument("kind", choices=("jam", "clear"))
+    from hilrig.plant.faults import CHANNELS, KINDS
+
+    parser.add_argument("kind", choices=tuple(KINDS), metavar="KIND",
+                        help="jam, clear, an actuator or sensor fault (docs/FAULTS.md)")
+    parser.add_argument("params", nargs="*", metavar="PARAM=VALUE",
+                        help="the kind's parameters (docs/FAULTS.md; unset: its defaults)")
     parser.add_argument("--joint", type=int, required=True, help="1-based joint")
-    parser.add_argument("--duration", type=float, default=0.1, help="jamming phase, s (jam)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="s: how long the fault lasts (default: until cleared); a jam's "
+                             "jamming phase (default 0.1)")
+    parser.add_argument("--channel", choices=tuple(CHANNELS), default="position",
+                        help="a sensor fault's channel")
     add_run_address(parser, connect_help=f"emulator endpoint (default {DEFAULT_ENDPOINT}, "
                                          "else your only `hil run`)")
-    parser.set_defaults(handler=_fault)
+    parser.set_defaults(handler=_fault, trailing="params")     # PARAM=VALUE after the options
 
 
 def _declare_estop(parser) -> None:
@@ -75,19 +87,29 @@ def _fault(args) -> int:
     from hilrig.remote.client import DEFAULT_ENDPOINT
     from hilrig.remote.fault import send_fault
 
+    from hilrig.plant.faults import KINDS, LINK, parse_params
+
+    if KINDS[args.kind].family == LINK:
+        raise ConfigError(f"{args.kind} is a link fault: the emulated devices serve it, not "
+                          "the plant (docs/FAULTS.md)")
+    try:
+        params = parse_params(args.kind, args.params)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     address = run_address(args)
     run_endpoint = _fault_run_endpoint(address, DEFAULT_ENDPOINT)
     if run_endpoint is not None:
         from hilrig.live.tuning import send_request
 
-        fault = {"kind": args.kind, "joint": args.joint, "duration": args.duration}
+        fault = {"kind": args.kind, "joint": args.joint, "duration": args.duration,
+                 "params": params, "channel": args.channel}
         reply = send_request(run_endpoint, {"fault": fault}, address.timeout)
         tick, time = int(reply["tick"]), float(reply["t"])
     else:
         ack = send_fault(address.endpoint or DEFAULT_ENDPOINT, args.kind, args.joint,
-                         args.duration, address.timeout)
+                         args.duration, address.timeout, params, args.channel)
         tick, time = ack.tick, ack.time
-    what = "jammed" if args.kind == "jam" else "cleared"
+    what = {"jam": "jammed", "clear": "cleared"}.get(args.kind, f"{args.kind} started")
     print(f"joint {args.joint} {what} at tick {tick} (plant time {time:.6f} s)")
     return 0
 

@@ -34,6 +34,7 @@ from hilrig.plant.layout import (
     DRIVE_TORQUE,
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,
+    JAM_COLUMNS,
 )
 from hilrig.plant.model import DRIVES, METHODS, Plant, PlantError
 from hilrig.plant.stepping import diagnostics
@@ -219,7 +220,7 @@ def check_plant(plant_or_cfg: Plant | Config, *, steps: int = 200, h: float | No
     """Check a plant, given as a ``Plant`` or as a resolved config (settings.config) to build one.
 
     - params 1-D float64; x 1-D float64 of 2 nq values (+ nact currents for drive
-      "voltage_full"); jams (nq, 3) float64; stages (5, len(x)); nact <= nq;
+      "voltage_full"); jams (nq, JAM_COLUMNS) float64; stages (5, len(x)); nact <= nq;
     - one step of h s under zero input from its state keeps x finite;
     - a NaN in x makes ``Plant.step`` raise PlantError;
     - ``steps`` steps of h s (default: the config's sim.dt, else 1 ms) under a constant
@@ -296,7 +297,7 @@ def _check_plant_arrays(plant: Plant, name: str) -> None:
     if not 0 < nact <= nq:
         raise ConformanceError(f"{name}: needs 0 < nact <= nq")
     nx = 2 * nq + (nact if int(plant.params[H_DRIVE]) == DRIVE_VOLTAGE_FULL else 0)
-    for label, shape in (("params", None), ("x", (nx,)), ("jams", (nq, 3)),
+    for label, shape in (("params", None), ("x", (nx,)), ("jams", (nq, JAM_COLUMNS)),
                          ("stages", (5, nx))):
         array = getattr(plant, label)
         if not (isinstance(array, np.ndarray) and array.dtype == np.float64

@@ -103,7 +103,7 @@ from hilrig.drivers.link import LinkError, Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import (
     correction_id,
-    jam_schedule,
+    fault_schedule,
     motor_params,
     plant_from_config,
 )
@@ -262,7 +262,7 @@ class EmulatedDrives:
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
                                correction_id(cfg))
         self.plant.open()                       # the drives' power stages decide the input
-        self.schedule = jam_schedule(cfg)       # faults.jam, started at plant time t1
+        self.schedule = fault_schedule(cfg)       # faults.jam, started at plant time t1
         n = self.plant.n_axes
         self.meas = Measurement(n)
         self.voltage_driven = self.plant.command_unit == "V"

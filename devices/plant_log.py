@@ -43,7 +43,7 @@ class PlantLog:
         self.plant = plant
         self.wait = wait
         groups = run_groups(plant_model(cfg.plant.model).diagnostics, plant.nq, link.n_axes,
-                            cfg.plant.drive)
+                            cfg.plant.drive, seen=False)
         self.telemetry = Telemetry(path, groups, cfg.to_dict(),
                                    capacity=ring_capacity(cfg.sim.dt, cfg.telemetry.ring_rows),
                                    priority=helper_priority(cfg.emulator.fifo_priority))
@@ -53,6 +53,7 @@ class PlantLog:
         self.cols = row_columns(self.telemetry.columns)
         self.timing = np.zeros(5)
         self.steps = 0
+        self.unseen = np.zeros(0)        # no q_meas columns: the drives' own reports
         self.loss: str | None = None     # after close: the rows lost, named (None: none)
         self._closed = False
 
@@ -60,7 +61,8 @@ class PlantLog:
         tel, p = self.telemetry, self.plant
         if self.wait:
             tel.wait_for_room()
-        fill_row(tel.ring, tel.head, self.cols, self.steps, p.t, p.x, p.nq, u, current)
+        fill_row(tel.ring, tel.head, self.cols, self.steps, p.t, p.x, p.nq, u, current,
+                 self.unseen)
         publish_row(tel.ring, tel.head, self.cols, self.timing)
         self.steps += 1
 

@@ -85,7 +85,7 @@ from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant import stepping
-from hilrig.plant.factory import correction_id, jam_schedule, motor_params, plant_from_config
+from hilrig.plant.factory import correction_id, fault_schedule, motor_params, plant_from_config
 from hilrig.plant.model import METHODS
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
@@ -318,7 +318,7 @@ class RoboClawEmulator:
                             for address, _ in self.axes}
         self.plant = self._plant(cfg)
         self._warm_up(cfg)
-        self.schedule = jam_schedule(cfg)
+        self.schedule = fault_schedule(cfg)
         n = len(self.axes)
         self._meas = Measurement(n)
         self._volts = np.zeros(n)
@@ -370,7 +370,7 @@ class RoboClawEmulator:
         spare.read(Measurement(spare.n_axes))
         spare.write(np.zeros(spare.n_axes))
         p = spare.plant
-        stepping.apply_schedule(p.params, p.jams, jam_schedule(cfg), p.t, p.x, 0.0)
+        stepping.apply_schedule(p.params, p.jams, fault_schedule(cfg), p.t, p.x, 0.0)
 
     # -- running ------------------------------------------------------------------
 

@@ -26,8 +26,8 @@ Link faults (devices.link_faults; ``[[faults.drop|delay|corrupt]]``, ``inject``)
 the STATEs: dropped, held back ``delay`` s of plant time (in order), or their header
 corrupted; each start and end is one line and an event.
 
-Faults (FAULT frames from ``hil fault``, or ``faults.jam`` in the config) take
-effect at the next tick boundary; the FAULT_ACK names that tick and its plant
+Faults (FAULT frames from ``hil fault``, or the [faults] tables of the config: plant.faults)
+take effect at the next tick boundary; the FAULT_ACK names that tick and its plant
 time. Every frame that breaks the wire format is rejected while the emulator keeps
 running, at a bounded cost (devices.rejects): per reason and second one logged line
 and event, ERROR replies rate-limited, at most DRAIN_BUDGET of a period spent receiving
@@ -68,18 +68,31 @@ from hilrig.drivers.wire import (
     ERROR_STATE,
     ERROR_TEXT,
     ERROR_VALUE,
-    FAULT_CLEAR,
-    FAULT_JAM,
+    FAULT_VALUES,
     HEADER,
     MAX_VALUES,
     MessageType,
     WireError,
     decode,
+    decode_fault,
     encode,
 )
-from hilrig.plant.factory import jam_schedule, plant_model
+from hilrig.plant.factory import fault_schedule, plant_model
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
+from hilrig.plant.faults import (
+    C_KIND,
+    C_T1,
+    CHANNEL_NAMES,
+    KINDS,
+    LIVE_ROWS,
+    NAMES,
+    add_row,
+    hold_previous,
+    live_row,
+    report_changes,
+    sense,
+)
 from hilrig.plant.stepping import apply_schedule
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
@@ -119,8 +132,7 @@ class Emulator:
         # what the emulated drives can physically apply: every command is saturated there
         self.command_limit = cfg.emulator.drive_range("V" if self.voltage else "N m")
         self.failed = False                # the plant reached an invalid state
-        self.schedule = jam_schedule(cfg)
-        self.pending_faults = len(self.schedule)
+        self.schedule = fault_schedule(cfg, LIVE_ROWS)    # spare rows: live faults
         self.link_faults = LinkFaults(cfg, "zmq", plant.nact)   # drop, delay, corrupt
         self.delayed: deque = deque()      # (plant time due, peer, frame) of delayed STATEs
         self.meas = Measurement(self.nact)
@@ -193,28 +205,29 @@ class Emulator:
         self.pacer.warm_up()
         if self.telemetry is not None:
             ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(1, np.int64)
-            fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command,
-                          self.meas.current)
+            fill_row(ring, head, self.cols, 0, 0.0, p.x, p.nq, self.command, self.meas.current,
+                     self.meas.buffer)
             publish_row(ring, head, self.cols, np.zeros(5))
 
     # -- plant ------------------------------------------------------------------------
     def _measure(self) -> None:
-        """Start the config's faults that are due now (reported once: flag 1 -> 2, as in
-        rt.realtime), then sample the plant."""
+        """Start and end the faults due now (plant.faults: each change an event, as in
+        rt.realtime; link faults: devices.link_faults), then sample the plant, and corrupt
+        the sample by the active sensor faults: what the controller gets, and the log's
+        q_meas, qd_meas."""
         if not self.link_faults.idle:
             self._link_fault_changes()
-        if self.pending_faults:
+        faulty = self.schedule[0, C_KIND] != 0.0
+        if faulty:
             t = self.tick * self.h
             apply_schedule(self.plant.params, self.plant.jams, self.schedule, t, self.plant.x,
                            1e-9 * self.h)
-            for row in range(len(self.schedule)):
-                if self.schedule[row, 3] == 1.0:
-                    self.schedule[row, 3] = 2.0
-                    self.pending_faults -= 1
-                    joint, duration = int(self.schedule[row, 0]) + 1, self.schedule[row, 2]
-                    self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
-                                tick=self.tick, scheduled=True)
+            for event in report_changes(self.schedule, self.tick, t):
+                self._event(event.pop("kind"), **event)
+            hold_previous(self.schedule, self.meas.buffer, self.nact)
         self.link.read(self.meas)
+        if faulty:
+            sense(self.schedule, t, self.tick, self.meas.buffer, self.nact)
 
     def _step(self, timing: np.ndarray) -> None:
         """Advance one step under the held command (zero in the safe state), record the row."""
@@ -230,9 +243,11 @@ class Emulator:
         if tel is not None:
             if self.mode == "lockstep":      # no deadline: wait for the writer, lose no row
                 tel.wait_for_room()
-            currents(self.plant.params, self.plant.x, self.command, self.meas.current)
+            seen = self.meas.buffer.copy()      # what the controller got: q_meas, qd_meas
+            currents(self.plant.params, self.plant.x, self.command, self.meas.current,
+                     self.plant.jams)
             fill_row(tel.ring, tel.head, self.cols, self.tick, self.tick * self.h,
-                          self.plant.x, self.plant.nq, self.command, self.meas.current)
+                     self.plant.x, self.plant.nq, self.command, self.meas.current, seen)
         started = now_ns(self.ts)
         self.link.write(self.command)
         timing[3] = (now_ns(self.ts) - started) * 1e-9
@@ -393,7 +408,7 @@ class Emulator:
         try:
             kind, seq, _, values = decode(frame.buffer, {
                 MessageType.HELLO: 1, MessageType.TAKEOVER: 1, MessageType.COMMAND: self.nact,
-                MessageType.FAULT: 3, MessageType.BYE: 0, MessageType.STOP: 2})
+                MessageType.FAULT: FAULT_VALUES, MessageType.BYE: 0, MessageType.STOP: 2})
         except WireError as exc:
             self._reject(peer, ERROR_TEXT[exc.code], exc.detail, exc.code)
             return False
@@ -427,33 +442,35 @@ class Emulator:
         return True
 
     def _fault(self, peer: bytes, values: np.ndarray) -> None:
-        kind, joint, duration = int(values[0]), int(values[1]), float(values[2])
-        status = 0
+        """A FAULT frame (drivers.wire): the fault becomes a row of the fault table, started
+        at this tick boundary (as rt.realtime takes a live fault), and is acknowledged with
+        the tick; what this plant cannot take is refused with its reason in the log."""
+        kind, joint = int(values[0]), int(values[1])
         try:
-            if kind == FAULT_JAM:
-                self.plant.start_jam(joint, duration)
-                t = self.tick * self.h
-                self._event("jam", joint=joint, t1=t, t2=t + duration, duration=duration,
-                            tick=self.tick, live=True)
-            elif kind == FAULT_CLEAR:
-                self.plant.clear_jam(joint)
-                self._event("clear", joint=joint, tick=self.tick, live=True)
-            else:
-                raise ValueError(f"unknown fault kind {kind}")
-            log.info("fault %s on joint %d at tick %d (t = %.6f s)",
-                     "jam" if kind == FAULT_JAM else "clear", joint, self.tick,
+            code, joint, duration, channel, given = decode_fault(values)
+            name = NAMES.get(code)
+            if name is None:
+                raise ValueError(f"unknown fault kind {code}")
+            params = {p: v for p, v in zip(KINDS[name].params, given) if v is not None}
+            p = self.plant
+            row = live_row(name, joint, duration, params, CHANNEL_NAMES[channel], self.nact,
+                           p.jammable_joints > 0, self.cfg.plant.drive)
+            row[C_T1] = self.tick * self.h
+            if add_row(self.schedule, row) < 0:
+                raise ValueError(f"no room for another live fault ({LIVE_ROWS} taken)")
+            self._measure()          # started now (a jam of duration 0 zeroes the rate now)
+            log.info("fault %s on joint %d at tick %d (t = %.6f s)", name, joint, self.tick,
                      self.tick * self.h)
-            self.link.read(self.meas)     # a jam of duration 0 zeroes the joint's rate now
-        except ValueError as exc:
-            status = ERROR_VALUE
+        except ValueError as exc:           # a WireError too
             self._reject(peer, "fault refused", str(exc), ERROR_VALUE,
-                         (MessageType.FAULT_ACK, self._fault_ack(status, kind, joint)))
+                         (MessageType.FAULT_ACK, self._fault_ack(ERROR_VALUE, kind, joint)))
             return
-        self._send(peer, MessageType.FAULT_ACK, self._fault_ack(status, kind, joint))
+        self._send(peer, MessageType.FAULT_ACK, self._fault_ack(0, kind, joint))
 
     def _fault_ack(self, status: int, kind: int, joint: int) -> list:
-        """A FAULT_ACK's values (drivers.wire): with the joints a fault may name (0: this
-        plant has none, a 3RRR), so that the tool can say why a joint was refused."""
+        """A FAULT_ACK's values (drivers.wire): with the joints a jam or actuator fault may
+        name (0: this plant has none, a 3RRR), so that the tool can say why a joint was
+        refused."""
         return [status, self.tick, self.tick * self.h, kind, joint, self.plant.jammable_joints]
 
     def _stop_step(self) -> None:

@@ -83,7 +83,7 @@ class PlantLink(Link):
         meas.buffer[0] = p.t
         meas.pos[:] = self._q
         meas.vel[:] = self._dq
-        currents(p.params, p.x, self.held, meas.current)
+        currents(p.params, p.x, self.held, meas.current, p.jams)
         return True
 
     def _write(self, command: np.ndarray) -> None:

@@ -20,7 +20,7 @@ import struct
 import numpy as np
 
 MAGIC = b"HILR"
-WIRE_VERSION = 1
+WIRE_VERSION = 2     # 2: the FAULT frame carries any fault kind (plant.faults.KINDS)
 HEADER = struct.Struct("<4sHHQdI")
 MAX_VALUES = 1024
 
@@ -30,7 +30,7 @@ class MessageType(enum.IntEnum):
     WELCOME = 2     # emulator -> controller: [mode (0 free, 1 lockstep), n_axes, dt (s), voltage (1) or torque (0)]
     COMMAND = 3     # controller -> emulator: u per axis (V or N m); seq = controller tick
     STATE = 4       # emulator -> controller: [t, pos (n), vel (n), current (n)]; seq = emulator tick
-    FAULT = 5       # tool -> emulator: [kind (FAULT_JAM, FAULT_CLEAR), joint (1-based), duration (s)]
+    FAULT = 5       # tool -> emulator: FAULT_VALUES values (encode_fault)
     FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint, joints of the plant (0: none can jam)]
     BYE = 7         # controller -> emulator: the session ends; the plant goes to its safe state
     ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
@@ -40,8 +40,35 @@ class MessageType(enum.IntEnum):
     STOP = 12       # controller -> emulator: [stop category 1 or 2 (IEC 60204-1), stop time (s)]: the drives bring the joints to rest, then 1 removes the power, 2 holds; COMMANDs no longer move the plant
 
 
-FAULT_JAM = 1
-FAULT_CLEAR = 2
+# FAULT: [kind code (plant.faults.KINDS: 1 jam, 2 clear, 10-17 actuator, 20-26 sensor,
+# 30-37 link, reserved for the emulated devices), joint (1-based), duration (s; 0: until
+# cleared; a jam's: its jamming phase), channel (0 position, 1 rate, 2 current), mask (bit i:
+# parameter i given, else the kind's default), parameters 0..3 (the kind's, in order)]
+FAULT_VALUES = 9
+FAULT_PARAMS = 4
+
+
+def encode_fault(code: int, joint: int, duration: float, channel: int, params) -> bytes:
+    """A FAULT frame: ``params`` a sequence of FAULT_PARAMS values, None where not given."""
+    mask = sum(1 << i for i, v in enumerate(params) if v is not None)
+    values = [code, joint, duration, channel, mask] + [0.0 if v is None else v for v in params]
+    return encode(MessageType.FAULT, 0, 0.0, values)
+
+
+def decode_fault(values) -> tuple[int, int, float, int, list]:
+    """(kind code, joint, duration s (inf: until cleared), channel, parameters with None
+    where not given) of a FAULT frame's values; WireError (ERROR_VALUE) naming a field that
+    is not a whole number in range or a negative duration."""
+    code, joint, duration, channel, mask = (float(v) for v in values[:5])
+    for name, value, top in (("kind", code, 99), ("joint", joint, MAX_VALUES),
+                             ("channel", channel, 2), ("mask", mask, 2 ** FAULT_PARAMS - 1)):
+        if value != int(value) or not 0 <= value <= top:
+            raise WireError(ERROR_VALUE, f"FAULT {name} {value!r}: a whole number 0..{top}")
+    if duration < 0.0:
+        raise WireError(ERROR_VALUE, f"FAULT duration {duration!r} s: must be >= 0")
+    params = [float(values[5 + i]) if int(mask) >> i & 1 else None for i in range(FAULT_PARAMS)]
+    return int(code), int(joint), duration if duration > 0.0 or code == 1 else float("inf"), \
+        int(channel), params
 
 ERROR_MALFORMED = 1
 ERROR_VERSION = 2

@@ -6,7 +6,8 @@ unpickled): ``{"set": ["controller.kp=80", ...]}`` (values in TOML syntax, as ``
 is answered ``{"ok": true, "tick": K, "t": T, "changes": {...}}`` once the loop took the
 change at tick K, or ``{"ok": false, "error": "..."}``; ``{"get": true}`` is answered
 ``{"ok": true, "values": {...}}``; ``{"fault": {"kind": "jam", "joint": 2, "duration":
-0.1}}`` (or ``"kind": "clear"``) jams or clears a joint of the run's plant at its next tick
+0.1}}`` (or any kind of plant.faults.KINDS, with ``"params"`` and ``"channel"``: ``hil
+fault``) starts a fault on a joint of the run's plant, or clears its faults, at its next tick
 boundary and is answered ``{"ok": true, "tick": K, "t": T}`` once the loop took it (a
 ``hil run``; a ``hil control`` refuses: its plant is behind a link, and faults go to the
 emulator). The endpoint is the run's own (remote.runs: by default
@@ -160,16 +161,31 @@ class TuningServer:
         return {"ok": True, "tick": ack.tick, "t": ack.t, "changes": ack.changes}
 
     def fault(self, spec) -> dict:
-        """Post the live fault ``spec`` ({"kind": "jam"|"clear", "joint": K (1-based),
-        "duration": DT s}) to the run and wait, in this thread, for the tick that takes it."""
-        if not isinstance(spec, dict) or spec.get("kind") not in ("jam", "clear"):
-            return {"ok": False, "error": 'expected {"fault": {"kind": "jam" or "clear", '
-                                          '"joint": K, "duration": DT}}'}
-        joint, duration = spec.get("joint"), spec.get("duration", 0.0)
+        """Post the live fault ``spec`` ({"kind": KIND, "joint": K (1-based), "duration":
+        S (s; a jam's jamming phase; null or absent: a jam's 0.1 s, else until cleared),
+        "channel": a sensor fault's, "params": {NAME: VALUE}}: plant.faults.KINDS) to the
+        run and wait, in this thread, for the tick that takes it."""
+        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+            return {"ok": False, "error": 'expected {"fault": {"kind": KIND, "joint": K, '
+                                          '"duration": S, "params": {...}}}'}
+        from hilrig.plant.faults import KINDS
+
+        if spec["kind"] not in KINDS:
+            return {"ok": False, "error": f"fault: unknown kind {spec['kind']!r} (one of "
+                                          f"{', '.join(KINDS)})"}
+        joint, duration = spec.get("joint"), spec.get("duration")
+        params, channel = spec.get("params", {}), spec.get("channel", "position")
+        if duration is None:
+            duration = 0.1 if spec["kind"] == "jam" else math.inf
         if type(joint) is not int:
             return {"ok": False, "error": "fault: joint must be an integer (1-based)"}
-        if type(duration) not in (int, float) or not math.isfinite(duration):
-            return {"ok": False, "error": "fault: duration must be a finite number of seconds"}
+        if type(duration) not in (int, float) or math.isnan(duration):
+            return {"ok": False, "error": "fault: duration must be a number of seconds"}
+        if not isinstance(params, dict) or not all(
+                isinstance(k, str) and type(v) in (int, float) for k, v in params.items()):
+            return {"ok": False, "error": "fault: params must map names to numbers"}
+        if not isinstance(channel, str):
+            return {"ok": False, "error": "fault: channel must be a string"}
         run = self.run
         if run is not None and not hasattr(run, "request_fault"):
             return {"ok": False, "error": "this run's plant is behind a link (`hil control`): "
@@ -177,16 +193,16 @@ class TuningServer:
         if run is None or run.finished.is_set():
             return {"ok": False, "error": "the run's loop is not running (starting or ended)"}
         try:
-            run.request_fault(spec["kind"], joint, float(duration))
+            run.request_fault(spec["kind"], joint, float(duration), params, channel)
+            deadline = time.monotonic() + FAULT_ACK_TIMEOUT
+            while time.monotonic() < deadline and not run.finished.is_set():
+                ack = run.fault_acknowledged()
+                if ack is not None:
+                    return {"ok": True, "tick": ack[0], "t": ack[1]}
+                time.sleep(FAULT_POLL)
+            ack = run.fault_acknowledged()
         except ValueError as exc:
             return {"ok": False, "error": f"fault on joint {joint}: {exc}"}
-        deadline = time.monotonic() + FAULT_ACK_TIMEOUT
-        while time.monotonic() < deadline and not run.finished.is_set():
-            ack = run.fault_acknowledged()
-            if ack is not None:
-                return {"ok": True, "tick": ack[0], "t": ack[1]}
-            time.sleep(FAULT_POLL)
-        ack = run.fault_acknowledged()
         if ack is not None:
             return {"ok": True, "tick": ack[0], "t": ack[1]}
         return {"ok": False, "error": "the run ended before its loop took the fault"

@@ -9,7 +9,7 @@ accelerations: the jam-restructured solve for serial chains, the constrained
 solve for the 3RRR; a user's chain gives M and bias through its mechanism
 (plant.interface) and takes the serial chains' solve. The 3-link arm (the
 paper's) takes an unrolled fast path in any jam state, serial_arm.accel3, which
-tests/test_fast_paths.py checks against the generic path.
+tests/test_fast_paths.py checks against the generic path (actuator faults included).
 """
 import numpy as np
 from hilrig.plant import friction, jam, motor, rrr3, serial_arm
@@ -79,7 +79,7 @@ def derivative(p, jams, t, x, u, dx, work, mech=None):
     elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, np.nan, p, q, qd, mass, bias,
                            mech)):
         return -1.0     # a chain without its mechanism, or one that gave NaN
-    motor.apply_drive(p, x, u, mass, bias, force, dcurrent)
+    motor.apply_drive(p, jams, x, u, mass, bias, force, dcurrent)
     if model == MODEL_SERIAL_ARM or model == MODEL_CHAIN:
         if p[H_FRICTION] != 0.0:
             friction.add_friction(p, jams, qd, bias)

@@ -1,5 +1,5 @@
 """Plants from a resolved config (settings.config): the model registry, the Plant in its initial
-state, the config's motors and jam schedule."""
+state, the config's motors and fault table."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,12 +9,12 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.plant import friction
 from hilrig.plant.friction import FrictionParams
+from hilrig.plant.faults import fault_table
 from hilrig.plant.interface import ChainModel, PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
 from hilrig.plant.motor import MotorParams
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
-from hilrig.plant.stepping import SCHEDULE_COLUMNS
 from hilrig.plugins import lookup
 from hilrig.schema import Config, plain
 
@@ -139,11 +139,10 @@ def actuated_joints(cfg: Config) -> int:
     return plant_model(cfg.plant.model).sizes(plain(cfg.plant))[1]
 
 
-def jam_schedule(cfg: Config) -> np.ndarray:
-    """The config's jams (faults.jam) as rows [joint (0-based), t1 (s), duration (s), applied=0]
-    for plant.stepping.apply_schedule."""
-    rows = [[j.joint - 1, j.t1, j.duration, 0.0] for j in cfg.faults.jam]
-    return np.array(rows, dtype=float).reshape(-1, SCHEDULE_COLUMNS)
+def fault_schedule(cfg: Config, spare: int = 0) -> np.ndarray:
+    """The config's fault table (plant.faults: faults.jam and every [[faults.KIND]]) for
+    plant.stepping.apply_schedule, with ``spare`` empty rows for live faults."""
+    return fault_table(cfg, spare)
 
 
 def correction_id(cfg: Config) -> int:

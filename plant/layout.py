@@ -7,12 +7,14 @@ run time, so one compiled kernel serves every configuration of a model.
 State vector ``x``: ``[q (nq), qd (nq), i (nact, only for the full motor model)]``,
 in the model's generalised coordinates (rad, m) and A.
 
-Jam array ``jams``: shape (nq, 3), one row per coordinate:
+Jam array ``jams``: shape (nq, JAM_COLUMNS), one row per coordinate:
 ``[phase, t_end, qdd_prescribed]`` with phase ``HEALTHY``, ``JAMMING`` (constant
 deceleration until ``t_end``, s), ``BLOCKED`` or ``STUCK`` (held by joint friction,
 plant.friction: qd = qdd = 0 like BLOCKED, released when the torque holding it exceeds
 the breakaway). For a HEALTHY joint with friction, ``qdd_prescribed`` holds the sign of
 its rate at the last step boundary (plant.friction.stick_slip detects a reversal by it).
+The columns after these three hold the coordinate's actuator faults (``A_*``:
+plant.actuator_faults).
 """
 
 # model ids (header entry H_MODEL)
@@ -53,6 +55,18 @@ STUCK = 3.0       # held by friction (plant.friction), not a fault
 JAM_PHASE = 0
 JAM_T_END = 1
 JAM_QDD = 2
+# actuator faults of the coordinate (plant.actuator_faults), in the same rows; neutral
+# values: A_ON 0 (no actuator fault: the drive is healthy and these are not read),
+# A_GAIN 1, A_OFFSET 0, A_WINDING W_HEALTHY, A_SAG 1, A_VMAX inf, A_VISCOUS 0
+A_ON = 3          # 1: some actuator fault is active on this coordinate
+A_GAIN = 4        # drive torque multiplier (effectiveness; free_swing: 0)
+A_OFFSET = 5      # added torque, N m
+A_WINDING = 6     # W_HEALTHY, W_OPEN or W_SHORT
+A_SAG = 7         # volts at the winding per volt commanded
+A_VMAX = 8        # most the supply gives, V
+A_VISCOUS = 9     # added viscous friction, N m s/rad
+JAM_COLUMNS = 10
+W_HEALTHY, W_OPEN, W_SHORT = 0.0, 1.0, 2.0
 
 
 

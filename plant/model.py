@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 from hilrig.plant import jam, rrr3
+from hilrig.plant.actuator_faults import healthy_actuators
 from hilrig.plant.dynamics import derivative
 from hilrig.plant.family import for_plant
 from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4, METHOD_ROSENBROCK, step
@@ -27,6 +28,7 @@ from hilrig.plant.layout import (
     H_NQ,
     HEADER_SIZE,
     BLOCKED,
+    JAM_COLUMNS,
     JAM_PHASE,
     JAMMING,
     MODEL_CHAIN,
@@ -53,7 +55,7 @@ class Plant:
 
     Attributes:
         params: flat float64 parameter array (plant.layout).
-        jams: (nq, 3) jam state of each coordinate.
+        jams: (nq, JAM_COLUMNS) jam state and actuator faults of each coordinate.
         x: state vector; q in rad/m, qd in rad/s or m/s, i in A.
         work, stages: scratch of the kernels (plant.layout).
         t: plant time, s.
@@ -103,8 +105,9 @@ class Plant:
         header[H_MOTOR] = HEADER_SIZE
         header[H_BODY] = HEADER_SIZE + len(motor_block)
         params = np.concatenate([header, motor_block, body])
-        jams = np.zeros((nq, 3))
+        jams = np.zeros((nq, JAM_COLUMNS))
         jams[:, 1] = np.inf
+        healthy_actuators(jams)
         nx = 2 * nq + (nact if drive == "voltage_full" else 0)
         return Plant(params=params, jams=jams, x=np.zeros(nx), work=np.zeros(work_shape(nq)),
                      stages=np.zeros((5, nx)), mechanism=mechanism)

@@ -18,9 +18,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from hilrig.jit.kernel import kernel
+from hilrig.plant.actuator_faults import drive3_faulty, drive_input, drive_output
 from hilrig.plant.layout import (
+    A_ON,
+    A_WINDING,
     DRIVE_TORQUE,
     DRIVE_VOLTAGE,
+    DRIVE_VOLTAGE_FULL,
     H_DRIVE,
     H_MOTOR,
     H_NACT,
@@ -33,6 +37,7 @@ from hilrig.plant.layout import (
     MOT_RA,
     MOT_RATIO,
     MOTOR_STRIDE,
+    W_OPEN,
 )
 
 
@@ -82,13 +87,14 @@ def _simplified_current(p, row, u, qd):
 
 
 @kernel
-def apply_drive(p, x, u, mass, bias, force, dcurrent):
+def apply_drive(p, jams, x, u, mass, bias, force, dcurrent):
     """Add the drives to a mechanism's equations M qdd + bias = force.
 
     ``mass`` (nq x nq) and ``bias`` (nq) hold the mechanism's terms on entry and
     the coupled system's (eq. 16) on return; ``force`` receives the generalised
     drive force (N m per actuated joint, 0 elsewhere). For the full motor model
-    ``dcurrent`` (n_act) receives di/dt in A/s.
+    ``dcurrent`` (n_act) receives di/dt in A/s. ``jams``: the coordinates' rows
+    (plant.layout), whose actuator faults (plant.actuator_faults) change the drive.
     """
     nq = int(p[H_NQ])
     nact = int(p[H_NACT])
@@ -97,26 +103,33 @@ def apply_drive(p, x, u, mass, bias, force, dcurrent):
     for j in range(nq):
         force[j] = 0.0
     for j in range(nact):
+        faulty = jams[j, A_ON] != 0.0
+        volts = drive_input(jams, j, u[j]) if faulty and drive != DRIVE_TORQUE else u[j]
         if drive == DRIVE_TORQUE:
-            force[j] = u[j]
-            continue
-        row = mo + j * MOTOR_STRIDE
-        ratio = p[row + MOT_RATIO]
-        qd = x[nq + j]
-        mass[j, j] += ratio * ratio * p[row + MOT_JM]
-        bias[j] += ratio * ratio * p[row + MOT_DM] * qd
-        if drive == DRIVE_VOLTAGE:
-            current = _simplified_current(p, row, u[j], qd)
+            force[j] = volts
         else:
-            current = x[2 * nq + j]
-            back_emf = p[row + MOT_KE] * ratio * qd
-            dcurrent[j] = (u[j] - p[row + MOT_RA] * current - back_emf) / p[row + MOT_LA]
-        force[j] = ratio * p[row + MOT_KM] * current
+            row = mo + j * MOTOR_STRIDE
+            ratio = p[row + MOT_RATIO]
+            qd = x[nq + j]
+            mass[j, j] += ratio * ratio * p[row + MOT_JM]
+            bias[j] += ratio * ratio * p[row + MOT_DM] * qd
+            if drive == DRIVE_VOLTAGE:
+                current = _simplified_current(p, row, volts, qd)
+            else:
+                current = x[2 * nq + j]
+                back_emf = p[row + MOT_KE] * ratio * qd
+                dcurrent[j] = (volts - p[row + MOT_RA] * current - back_emf) / p[row + MOT_LA]
+            force[j] = ratio * p[row + MOT_KM] * current
+        if faulty:
+            drive_output(jams, j, x[nq + j], force, bias, dcurrent,
+                         drive == DRIVE_VOLTAGE_FULL)
 
 
 @kernel
-def currents(p, x, u, out):
-    """Armature currents in A (the state for the full model, algebraic for the simplified one)."""
+def currents(p, x, u, out, jams=None):
+    """Armature currents in A (the state for the full model, algebraic for the simplified
+    one); with ``jams``, a faulty winding's (plant.actuator_faults: open, shorted, a
+    sagging supply), else the healthy drives'."""
     nq = int(p[H_NQ])
     nact = int(p[H_NACT])
     drive = int(p[H_DRIVE])
@@ -126,18 +139,26 @@ def currents(p, x, u, out):
         if drive == DRIVE_TORQUE:
             out[j] = 0.0
         elif drive == DRIVE_VOLTAGE:
-            out[j] = _simplified_current(p, row, u[j], x[nq + j])
+            faulty = jams is not None and jams[j, A_ON] != 0.0
+            volts = drive_input(jams, j, u[j]) if faulty else u[j]
+            out[j] = _simplified_current(p, row, volts, x[nq + j])
+            if faulty and jams[j, A_WINDING] == W_OPEN:
+                out[j] = 0.0
         else:
             out[j] = x[2 * nq + j]
 
 
 @kernel
-def drive3(p, u):
+def drive3(p, u, jams=None):
     """What the drives of the first three coordinates add for input u (N m or V) held
     over a step, in scalars (the fused kernels' form of apply_drive; torque drive or
     simplified motor model): ((J1, J2, J3), (D1, D2, D3), (F1, F2, F3)) with the
     reflected inertia r^2 J_m (kg m^2), the damping r^2 (D_m + K_m K_e / R_a)
-    (N m s/rad) and the generalised force (N m)."""
+    (N m s/rad) and the generalised force (N m); with ``jams``, their actuator faults
+    (plant.actuator_faults.drive3_faulty)."""
+    if jams is not None:
+        if jams[0, A_ON] != 0.0 or jams[1, A_ON] != 0.0 or jams[2, A_ON] != 0.0:
+            return drive3_faulty(p, u, jams, reflected_inertia3(p))
     if int(p[H_DRIVE]) == DRIVE_TORQUE:
         return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (u[0], u[1], u[2])
     r0 = int(p[H_MOTOR])

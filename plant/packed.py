@@ -12,7 +12,7 @@ array), which skips numba's type dispatch as well (bench/bench_plant.py prints e
 variant's cost). The 2-D views are built by ``matrix_view``: numba's
 reshape goes through a general routine that cost ~25 ns per view here.
 
-Block layout (float64): a header of HEADER entries, then params, jams (nq x 3),
+Block layout (float64): a header of HEADER entries, then params, jams (nq x JAM_COLUMNS),
 x, u (n_act), work, stages (5 x nx), each C-contiguous.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ import functools
 import numpy as np
 from hilrig.jit.kernel import kernel
 from hilrig.plant.family import Family, for_plant
+from hilrig.plant.layout import JAM_COLUMNS
 from hilrig.plant.model import Plant
 from hilrig.plant.stepping import advance
 from numba import typeof, types
@@ -104,7 +105,7 @@ def advance_packed_for(mech, block):
     ou, nact = int(block[P_U]), int(block[P_U + 1])
     ow, rows, cols = int(block[P_WORK]), int(block[P_WORK + 1]), int(block[P_WORK + 2])
     ost = int(block[P_STAGES])
-    ok = advance(vector_view(block, op, n_p), matrix_view(block, oj, nq, 3), block[P_T],
+    ok = advance(vector_view(block, op, n_p), matrix_view(block, oj, nq, JAM_COLUMNS), block[P_T],
                  vector_view(block, ox, nx), vector_view(block, ou, nact), block[P_H],
                  int(block[P_METHOD]), int(block[P_CORRECTION]), matrix_view(block, ow, rows, cols),
                  matrix_view(block, ost, 5, nx), mech)

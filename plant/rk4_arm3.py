@@ -54,7 +54,7 @@ def rk4_arm3(p, jams, x, u, h):
     dq and dw sum k1 + 2 k2 + 2 k3 + k4 of qd and qdd. The stages are written out: a
     loop over them measured 7 % slower."""
     body = body3(p)
-    drive = drive3(p, u)
+    drive = drive3(p, u, jams)
     jam = jams3(jams)
     q1, q2, q3, w1, w2, w3 = x[0], x[1], x[2], x[3], x[4], x[5]
     half = 0.5 * h

@@ -80,7 +80,7 @@ def supports(p):
 
 
 @kernel
-def generalised_force(p, x, u, work, g, mech):
+def generalised_force(p, jams, x, u, work, g, mech):
     """G = force - bias at the state x (drives included) into g; M into work[:nq, :nq].
     Returns False where the mechanism gives NaN."""
     nq = int(p[H_NQ])
@@ -95,7 +95,7 @@ def generalised_force(p, x, u, work, g, mech):
     elif np.isnan(compiled(mech, MODEL_CHAIN, chain_mechanism, np.nan, p, q, qd, mass, bias,
                            mech)):
         return False
-    motor.apply_drive(p, x, u, mass, bias, force, g)   # no current states: g untouched
+    motor.apply_drive(p, jams, x, u, mass, bias, force, g)   # no current states: g untouched
     for i in range(nq):
         g[i] = force[i] - bias[i]
     return True
@@ -185,7 +185,7 @@ def ros2(p, jams, x, u, h, work, stages, mech=None, columns=JACOBIAN_COLUMNS):
     # G and M at y_n, then some columns of the Jacobian of G by one-sided differences
     for j in range(2 * nq):
         ys[j] = x[j]
-    if not generalised_force(p, ys, u, work, g0, mech):
+    if not generalised_force(p, jams, ys, u, work, g0, mech):
         return -1.0
     for i in range(nq):
         for j in range(nq):
@@ -199,7 +199,7 @@ def ros2(p, jams, x, u, h, work, stages, mech=None, columns=JACOBIAN_COLUMNS):
         j = (first + c) % (2 * nq)
         step = FD_STEP * max(1.0, abs(x[j]))
         ys[j] = x[j] + step
-        if not generalised_force(p, ys, u, work, g1, mech):
+        if not generalised_force(p, jams, ys, u, work, g1, mech):
             return -1.0
         ys[j] = x[j]
         target = kj if j < nq else dj
@@ -237,7 +237,7 @@ def ros2(p, jams, x, u, h, work, stages, mech=None, columns=JACOBIAN_COLUMNS):
     for k in range(nq):
         if jams[k, JAM_PHASE] == BLOCKED:
             ys[nq + k] = 0.0
-    if not generalised_force(p, ys, u, work, g1, mech):
+    if not generalised_force(p, jams, ys, u, work, g1, mech):
         return -1.0
     accel = k2[nq:2 * nq]
     bias = work[nq, :nq]

@@ -262,7 +262,7 @@ def trig3(q1, q2, q3):
 def accel3_scalar(body, drive, jam, trig, w1, w2, w3):
     """Accelerations (rad/s^2) of a 3-link arm at qd = (w1, w2, w3) (rad/s), unrolled.
 
-    ``body``: body3(p); ``drive``: plant.motor.drive3(p, u); ``jam``: jams3(jams); ``trig``:
+    ``body``: body3(p); ``drive``: plant.motor.drive3(p, u, jams); ``jam``: jams3(jams); ``trig``:
     trig3(q). Returns (qdd1, qdd2, qdd3, health), health being the smallest
     LDL^T pivot of the free joints' mass matrix (kg m^2; inf when no joint is
     free, <= 0: invalid).
@@ -343,6 +343,6 @@ def accel3(p, x, u, qdd, jams=None):
     healthy). Returns the health figure of accel3_scalar.
     """
     jam = ((True, True, True), (0.0, 0.0, 0.0)) if jams is None else jams3(jams)
-    qdd[0], qdd[1], qdd[2], health = accel3_scalar(body3(p), drive3(p, u), jam,
+    qdd[0], qdd[1], qdd[2], health = accel3_scalar(body3(p), drive3(p, u, jams), jam,
                                                    trig3(x[0], x[1], x[2]), x[3], x[4], x[5])
     return health

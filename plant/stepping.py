@@ -15,7 +15,7 @@ from hilrig.plant.flex_chain.tick import METHOD_CONTACT, contact_step
 from hilrig.plant.dynamics import chain_mechanism
 from hilrig.plant.family import FAMILY_CONTACT, compiled
 from hilrig.plant.integrators import is_fused_rrr3, step
-from hilrig.plant.jam import start_jam
+from hilrig.plant.faults import apply_faults
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_CHAIN, MODEL_RRR3, MODEL_SERIAL_ARM
 from hilrig.plant.motor import currents
@@ -23,10 +23,6 @@ from hilrig.plant.motor import currents
 CORRECTION_NONE = 0
 CORRECTION_POST_ADJUST = 1
 CORRECTION_PROJECTION = 2
-
-# schedule rows: [joint (0-based), t1 (s), duration (s), applied flag (0: pending)]
-SCHEDULE_COLUMNS = 4
-
 
 @kernel
 def correct(p, x, correction, work):
@@ -71,12 +67,9 @@ def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
 
 @kernel
 def apply_schedule(p, jams, schedule, t, x, tol):
-    """Start every scheduled jam whose start time has come (at this step boundary)."""
-    nq = int(p[H_NQ])
-    for r in range(schedule.shape[0]):
-        if schedule[r, 3] == 0.0 and schedule[r, 1] <= t + tol:
-            start_jam(jams, x, nq, int(schedule[r, 0]), t, schedule[r, 2])
-            schedule[r, 3] = 1.0
+    """Start and end the faults of the fault table ``schedule`` (plant.faults) that are
+    due at this step boundary t (s)."""
+    apply_faults(p, jams, schedule, t, x, tol)
 
 
 @kernel

@@ -13,12 +13,12 @@ import zmq
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.wire import (
     ERROR_TEXT,
-    FAULT_CLEAR,
-    FAULT_JAM,
+    FAULT_PARAMS,
     MessageType,
     WireError,
     decode,
     encode,
+    encode_fault,
 )
 
 
@@ -52,34 +52,57 @@ def _request(endpoint: str, frame: bytes, expected: dict, timeout: float, who: s
         socket.close(0)
 
 
-def send_fault(endpoint: str, kind: str, joint: int, duration: float = 0.1,
-               timeout: float = 2.0) -> FaultAck:
-    """Jam (over ``duration`` s) or clear ``joint`` (1-based) of the emulator at ``endpoint``."""
-    if kind not in ("jam", "clear"):
-        raise ValueError(f"fault kind must be 'jam' or 'clear', got {kind!r}")
-    code = FAULT_JAM if kind == "jam" else FAULT_CLEAR
-    answer, _, _, values = _request(
-        endpoint, encode(MessageType.FAULT, 0, 0.0, [code, joint, duration]),
+def send_fault(endpoint: str, kind: str, joint: int, duration: float | None = None,
+               timeout: float = 2.0, params: dict | None = None,
+               channel: str = "position") -> FaultAck:
+    """Start the fault ``kind`` (plant.faults.KINDS: jam, clear, an actuator or sensor kind)
+    on ``joint`` (1-based) of the emulator at ``endpoint`` for ``duration`` s (None: a jam's
+    0.1 s jamming phase, else until cleared), with ``params`` by name and a sensor fault's
+    ``channel``. ValueError for a kind or parameter this tool cannot send; FaultError when
+    the emulator refuses (its reason) or does not answer."""
+    from hilrig.plant.faults import CHANNELS, KINDS
+
+    spec = KINDS.get(kind)
+    if spec is None:
+        raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(KINDS)})")
+    unknown = set(params or {}) - set(spec.params)
+    if unknown:
+        raise ValueError(f"{kind}: unknown parameter {sorted(unknown)[0]!r} (known: "
+                         f"{', '.join(spec.params) or 'none'})")
+    if channel not in CHANNELS:
+        raise ValueError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
+    if duration is None:
+        duration = 0.1 if kind == "jam" else 0.0
+    values = [(params or {}).get(name) for name in spec.params]
+    values += [None] * (FAULT_PARAMS - len(values))
+    wire_duration = 0.0 if duration == float("inf") else duration
+    answer, _, _, ack = _request(
+        endpoint, encode_fault(spec.code, joint, wire_duration, CHANNELS[channel], values),
         {MessageType.FAULT_ACK: 6, MessageType.ERROR: 1}, timeout, "an emulator")
-    if answer == MessageType.ERROR or values[0] != 0:
-        raise FaultError(f"emulator refused the fault: {_refusal(answer, values, joint, duration)}")
-    return FaultAck(int(values[1]), float(values[2]))
+    if answer == MessageType.ERROR or ack[0] != 0:
+        given = {"duration": duration} if kind == "jam" else (params or {})
+        raise FaultError(f"emulator refused the fault: "
+                         f"{_refusal(answer, ack, kind, joint, given)}")
+    return FaultAck(int(ack[1]), float(ack[2]))
 
 
-def _refusal(answer: MessageType, values, joint: int, duration: float) -> str:
-    """Why the emulator refused a fault on ``joint`` (1-based) of ``duration`` s, from its
-    answer: an ERROR's code, or a FAULT_ACK's status and the plant's joints."""
+def _refusal(answer: MessageType, values, kind: str, joint: int, params: dict) -> str:
+    """Why the emulator refused the fault ``kind`` on ``joint`` (1-based) with ``params``,
+    from its answer: an ERROR's code, or a FAULT_ACK's status and the joints its plant's
+    faults may name (0: not a chain, which takes sensor faults only), or what
+    plant.faults.check_row says of the parameters."""
+    generic = f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
     if answer == MessageType.ERROR:
-        return f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
-    joints = int(values[5])
-    if joints == 0:
-        return "this plant has no joint that can jam (jams are modelled for chains only)"
-    if not 1 <= joint <= joints:
-        return f"joint {joint}: this plant has {joints} joints (1..{joints})"
-    from hilrig.plant.jam import jam_duration_error
+        return generic
+    from hilrig.plant.faults import KINDS, SENSOR, check_row
 
-    return jam_duration_error(duration) or \
-        f"{ERROR_TEXT.get(int(values[0]), 'error')} (see its log)"
+    joints = int(values[5])
+    if joints == 0 and KINDS[kind].family != SENSOR:
+        return (f"{kind}: this plant has no joint that can take it (jams and actuator faults "
+                "are modelled for chains only)")
+    if joints and not 1 <= joint <= joints:
+        return f"joint {joint}: this plant has {joints} joints (1..{joints})"
+    return check_row(kind, params) or generic
 
 
 STOP_CATEGORIES = {0: "power removed at once", 1: "controlled stop, then power removed",

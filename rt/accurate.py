@@ -16,7 +16,8 @@ from hilrig.controllers.factory import Controller
 from hilrig.drivers.link import Measurement
 from hilrig.plant.dynamics import derivative
 from hilrig.plant.family import for_plant
-from hilrig.plant.jam import finish_jams, start_jam
+from hilrig.plant.faults import C_DURATION, C_STATE, C_T1, C_T_ON, S_ACTIVE, S_PENDING, apply_faults
+from hilrig.plant.jam import finish_jams
 from hilrig.plant.layout import JAM_PHASE, JAM_T_END, JAMMING
 from hilrig.plant.model import Plant
 from hilrig.plant.motor import currents
@@ -68,10 +69,7 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
 
     def events_now(t, state):
         finish_jams(jams, state, nq, t, tol)
-        for r in range(schedule.shape[0]):
-            if schedule[r, 3] == 0.0 and schedule[r, 1] <= t + tol:
-                start_jam(jams, state, nq, int(schedule[r, 0]), t, schedule[r, 2])
-                schedule[r, 3] = 1.0
+        apply_faults(p, jams, schedule, t, state, tol)
 
     t = 0.0
     events_now(t, x)
@@ -80,7 +78,9 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
     k_next = 1
     while k_next <= n_steps:
         candidates = [t_final, k_next * h if feedback and not continuous else t_final]
-        candidates += [s[1] for s in schedule if s[3] == 0.0 and s[1] > t + tol]
+        candidates += [s[C_T1] for s in schedule if s[C_STATE] == S_PENDING and s[C_T1] > t + tol]
+        candidates += [s[C_T_ON] + s[C_DURATION] for s in schedule
+                       if s[C_STATE] == S_ACTIVE and s[C_T_ON] + s[C_DURATION] > t + tol]
         candidates += [jams[j, JAM_T_END] for j in range(nq)
                        if jams[j, JAM_PHASE] == JAMMING and jams[j, JAM_T_END] > t + tol]
         t_next = min(candidates)

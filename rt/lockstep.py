@@ -28,7 +28,7 @@ def run(law, plant, ctrl, io, stepping, schedule, t0, n_steps, rec, imperfect, m
     tick k computes its command into ``rec.u[k]``), ``stepping`` (Stepping), ``rec``
     (Records: n_steps + 1 rows of t, x, u), ``imperfect`` (Imperfections: measurement
     noise, command latency). ``law``: a compiled law, or None for the built-in
-    (rt.tick.law_of); ``schedule``: the config's jams; ``mech``: what the plant code is
+    (rt.tick.law_of); ``schedule``: the fault table (plant.faults); ``mech``: what the plant code is
     compiled for (plant.family).
 
     Per tick the law sees what a real-time tick measures (rt.realtime.run_loop, the same
@@ -45,10 +45,10 @@ def run(law, plant, ctrl, io, stepping, schedule, t0, n_steps, rec, imperfect, m
     for k in range(n_steps + 1):
         t = t0 + k * h
         apply_schedule(plant.p, plant.jams, schedule, t, plant.x, tol)
-        done = tick(law, plant, ctrl, TickIO(io.meas, rec.u[k], io.held), stepping, t, k,
-                    k == n_steps, None, rec, imperfect, None, None, 0, mech)
+        done = tick(law, plant, ctrl, TickIO(io.meas, rec.u[k], io.held), stepping, schedule,
+                    t, k, k == n_steps, None, rec, imperfect, None, None, 0, mech)
         if done == T_BAD_COMMAND or done == T_JOINT_LIMIT:   # a non-finite command or a
-            record_state(rec, k, t, plant.x)                  # joint out of its limits
+            record_state(rec, k, t, plant.x, io.meas)         # joint out of its limits
             return k + 1
         if done != T_OK:
             return k + 1

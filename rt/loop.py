@@ -230,7 +230,7 @@ class LinkLoop:
         self.u[:] = 0.0
         ring, head = np.zeros_like(self.telemetry.ring[:2]), np.zeros(2, np.int64)
         fill_row(ring, head, self.cols, 0, 0.0, self.meas.buffer[1:], self.link.n_axes,
-                 self.held, self.meas.current)
+                 self.held, self.meas.current, self.meas.buffer)
         publish_row(ring, head, self.cols, np.zeros(5))
         wait_until_ns(self.ts, 0, 0)
         now_ns(self.ts)
@@ -312,7 +312,7 @@ class LinkLoop:
                     if not paced:          # no deadline: wait for the writer, lose no row
                         tel.wait_for_room()
                     fill_row(ring, head, cols, k, t, self.meas.buffer[1:], nact,
-                             self.held, self.meas.current)
+                             self.held, self.meas.current, self.meas.buffer)
                     timing = self.timings[k]
                     timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
                     timing[1] = (t_read - wake) * 1e-9

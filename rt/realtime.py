@@ -29,7 +29,25 @@ from typing import NamedTuple
 
 import numpy as np
 from hilrig.jit.kernel import kernel
-from hilrig.plant.jam import clear_jam, start_jam
+from hilrig.plant.faults import (
+    C_CHANNEL,
+    C_DURATION,
+    C_JOINT,
+    C_KIND,
+    C_LIVE,
+    C_P0,
+    C_P1,
+    C_P2,
+    C_P3,
+    C_REPORTED,
+    C_STATE,
+    C_T1,
+    K_CLEAR,
+    K_JAM,
+    S_OVER,
+    S_PENDING,
+    add_row,
+)
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
@@ -46,16 +64,18 @@ from hilrig.timing.clock import (
 )
 from hilrig.timing.pacing import GO_ON, STOP_RUN, after_overrun, deadline_ns, missed_ticks
 
-# mail slots
-M_STOP, M_REQ_SEQ, M_REQ_KIND, M_REQ_JOINT, M_REQ_DURATION, M_ACK_SEQ, M_ACK_TICK, \
-    M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, M_OVERRUNS, M_REASON = range(13)
+# mail slots (2-4 are free: a live fault's request is Supervision.request now; the others
+# keep their numbers)
+M_STOP, M_REQ_SEQ = 0, 1
+M_ACK_SEQ, M_ACK_TICK, M_ACK_TIME, M_ACK_ERROR, M_TICK, M_EVENTS, M_OVERRUNS, \
+    M_REASON = range(5, 13)
 MAIL_SIZE = 16
-# fault request kinds
-F_JAM = 1
-F_CLEAR = 2
-# event kinds; event rows: [kind, tick, t, a, b, c]
-EV_JAM, EV_CLEAR, EV_OVERRUN, EV_STOP = 1, 2, 3, 4
-EVENT_COLUMNS = 6
+# a live fault request's refusals (mail[M_ACK_ERROR])
+ERR_JOINT, ERR_FULL = 1.0, 3.0
+# event kinds; event rows: [kind, tick, t, a, b, c, then a fault's: kind code, channel,
+# duration (s), its parameters P0..P3]
+EV_JAM, EV_CLEAR, EV_OVERRUN, EV_STOP, EV_FAULT, EV_FAULT_END = 1, 2, 3, 4, 5, 6
+EVENT_COLUMNS = 13
 # why a run ended
 R_DONE, R_STOP_REQUEST, R_OVERRUNS, R_INVALID_STATE, R_BAD_COMMAND, R_JOINT_LIMIT = \
     1, 2, 3, 4, 5, 6
@@ -72,6 +92,7 @@ def new_mail() -> np.ndarray:
 
 @kernel
 def _event(events, mail, kind, tick, t, a, b, c):
+    """Append an event row [kind, tick, t, a, b, c] (its fault columns zero)."""
     n = int(atomic_load(mail, M_EVENTS))
     row = n % events.shape[0]
     events[row, 0] = kind
@@ -80,43 +101,71 @@ def _event(events, mail, kind, tick, t, a, b, c):
     events[row, 3] = a
     events[row, 4] = b
     events[row, 5] = c
+    for i in range(6, events.shape[1]):
+        events[row, i] = 0.0
+    atomic_store(mail, M_EVENTS, n + 1.0)
+
+
+@kernel
+def _fault_event(events, mail, kind, tick, t, fault):
+    """Append the event ``kind`` of the fault table's row ``fault`` (plant.faults): a jam
+    as EV_JAM [joint, jamming dt, live], a clear as EV_CLEAR [joint, 0, live], the others
+    [joint, 0, live, kind code, channel, duration, P0..P3] in full, so that a replay can
+    rebuild a live fault from its event."""
+    code = int(fault[C_KIND])
+    joint = fault[C_JOINT] + 1.0
+    if code == K_JAM:
+        _event(events, mail, EV_JAM, tick, t, joint, fault[C_P0], fault[C_LIVE])
+        return
+    if code == K_CLEAR:
+        _event(events, mail, EV_CLEAR, tick, t, joint, 0.0, fault[C_LIVE])
+        return
+    n = int(atomic_load(mail, M_EVENTS))
+    row = events[n % events.shape[0]]
+    row[0], row[1], row[2], row[3], row[4], row[5] = kind, tick, t, joint, 0.0, fault[C_LIVE]
+    row[6], row[7], row[8] = code, fault[C_CHANNEL], fault[C_DURATION]
+    row[9], row[10], row[11], row[12] = fault[C_P0], fault[C_P1], fault[C_P2], fault[C_P3]
     atomic_store(mail, M_EVENTS, n + 1.0)
 
 
 @kernel
 def _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, tick):
-    """Start the config's jams that are due (plant.stepping.apply_schedule) and report each once.
-
-    A reported row's applied flag goes from 1 to 2.
-    """
+    """Start and end the fault table's rows that are due (plant.stepping.apply_schedule) and
+    report each change once (C_REPORTED follows C_STATE): a start as EV_JAM, EV_CLEAR or
+    EV_FAULT, an end as EV_FAULT_END (a jam ends only by a clear, its own event)."""
     apply_schedule(p, jams, schedule, t, x, tol)
     for r in range(schedule.shape[0]):
-        if schedule[r, 3] == 1.0:
-            schedule[r, 3] = 2.0
-            _event(events, mail, EV_JAM, tick, t, schedule[r, 0] + 1.0, schedule[r, 2], 0.0)
+        row = schedule[r]
+        if row[C_KIND] == 0.0:
+            break
+        if row[C_STATE] == row[C_REPORTED]:
+            continue
+        if row[C_REPORTED] == S_PENDING:
+            _fault_event(events, mail, EV_FAULT, tick, t, row)
+        if row[C_STATE] == S_OVER and row[C_KIND] != K_JAM and row[C_KIND] != K_CLEAR:
+            _fault_event(events, mail, EV_FAULT_END, tick, t, row)
+        row[C_REPORTED] = row[C_STATE]
 
 
 @kernel
-def _serve_request(p, jams, x, mail, events, tick, t):
-    """Apply a pending live fault request (at this tick boundary) and acknowledge it."""
+def _serve_request(p, jams, x, schedule, request, mail, events, tick, t, tol):
+    """Take a pending live fault request (the row ``request``, plant.faults.fault_row) at
+    this tick boundary: written into the fault table's first spare row with t1 = t, started
+    (and reported) there at once; acknowledged with the tick and time, or refused
+    (ERR_JOINT: no such joint; ERR_FULL: no spare row left)."""
     seq = atomic_load(mail, M_REQ_SEQ)
     if seq == mail[M_ACK_SEQ]:
         return
-    nq = int(p[H_NQ])
-    nact = int(p[H_NACT])
-    kind = int(mail[M_REQ_KIND])
-    joint = int(mail[M_REQ_JOINT])
     error = 0.0
-    if joint < 0 or joint >= nact:
-        error = 1.0
-    elif kind == F_JAM:
-        start_jam(jams, x, nq, joint, t, mail[M_REQ_DURATION])
-        _event(events, mail, EV_JAM, tick, t, joint + 1.0, mail[M_REQ_DURATION], 1.0)
-    elif kind == F_CLEAR:
-        clear_jam(jams, joint)
-        _event(events, mail, EV_CLEAR, tick, t, joint + 1.0, 0.0, 1.0)
+    joint = int(request[C_JOINT])
+    if joint < 0 or joint >= int(p[H_NACT]):
+        error = ERR_JOINT
     else:
-        error = 2.0
+        request[C_T1] = t
+        if add_row(schedule, request) < 0:
+            error = ERR_FULL
+        else:
+            _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, tick)
     mail[M_ACK_TICK] = tick
     mail[M_ACK_TIME] = t
     mail[M_ACK_ERROR] = error
@@ -189,11 +238,13 @@ def control_tick(law, params, state, limits, h, t, pos, vel, cur, u, held):
 class Supervision(NamedTuple):
     """What run_loop shares with the thread that supervises it (rt.session): ``mail``
     (MAIL_SIZE slots: requests, acknowledgements, progress), ``events`` (rows of
-    EVENT_COLUMNS) and ``timings`` (a row of 5 per tick, s: lateness, read, control,
-    write, whole tick; NaN for skipped ticks)."""
+    EVENT_COLUMNS), ``timings`` (a row of 5 per tick, s: lateness, read, control,
+    write, whole tick; NaN for skipped ticks) and ``request`` (a live fault's row of the
+    fault table, plant.faults, posted with mail[M_REQ_SEQ])."""
     mail: np.ndarray
     events: np.ndarray
     timings: np.ndarray
+    request: np.ndarray
 
 
 class Worker(NamedTuple):
@@ -223,7 +274,7 @@ def rehearsal(ns: int, plant: PlantArrays, ctrl: LawArrays, io: TickIO) -> Rehea
 
 
 @kernel
-def _rehearse(law, plant, ctrl, io, stepping, t, k, scratch, mech):
+def _rehearse(law, plant, ctrl, io, stepping, faults, t, k, scratch, mech):
     """The tick (rt.tick.tick) on scratch copies, run in the spin shortly before a deadline.
 
     After the sleep, the vCPU's caches, TLB and branch predictors hold other work: the
@@ -245,8 +296,8 @@ def _rehearse(law, plant, ctrl, io, stepping, t, k, scratch, mech):
         scratch.io.held[j] = io.held[j]
     for i in range(ctrl.state.shape[0]):
         scratch.ctrl.state[i] = ctrl.state[i]
-    tick(law, copy, scratch.ctrl, scratch.io, stepping, t, k, False, None, None, None, None,
-         None, 0, mech)
+    tick(law, copy, scratch.ctrl, scratch.io, stepping, faults, t, k, False, None, None, None,
+         None, None, 0, mech)
 
 
 @kernel
@@ -259,7 +310,8 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
     ``stepping`` (Stepping), ``ring`` (RingArrays: telemetry.recorder), ``sup``
     (Supervision), ``pace`` (timing.pacing.Pacing), ``worker`` (Worker), ``scratch``
     (Rehearsal). ``law``: a compiled law, or None for the built-in (rt.tick.law_of);
-    ``schedule``: the config's jams (plant.factory.jam_schedule).
+    ``schedule``: the fault table (plant.factory.fault_schedule, with spare rows for live
+    faults).
 
     Each tick runs rt.tick.tick, the body every compiled loop shares. Unpaced
     (``pace.paced`` False) the loop runs as fast as it can (no deadline; the arithmetic is
@@ -301,21 +353,21 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
         if rehearse_ns > 0:
             woke = wait_until_ns(ts, deadline - rehearse_ns, pace.spin_ns - rehearse_ns)
             if woke < deadline - rehearse_ns // 2:      # not when already late
-                _rehearse(law, plant, ctrl, io, stepping, k * h, k, scratch, mech)
+                _rehearse(law, plant, ctrl, io, stepping, schedule, k * h, k, scratch, mech)
         wake = wait_until_ns(ts, deadline, pace.spin_ns) if paced else now_ns(ts)
         t = k * h
         # before the tick: a finished correction, faults due now, live changes
         if use_worker:
             _apply_correction(worker.handoff, worker.snap, worker.delta, x)
         _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
-        _serve_request(p, jams, x, mail, events, k, t)
+        _serve_request(p, jams, x, schedule, sup.request, mail, events, k, t, tol)
         if live is not None:
             apply_pending(live, ctrl.params, ctrl.limits, k, t)
         last = k == n_steps
         timing = timings[k]
         timing[0] = (wake - deadline) * 1e-9 if paced else 0.0
-        done = tick(law, plant, ctrl, io, stepping, t, k, last, ring, None, None, timing, ts,
-                    wake, mech)
+        done = tick(law, plant, ctrl, io, stepping, schedule, t, k, last, ring, None, None,
+                    timing, ts, wake, mech)
         if done == T_BAD_COMMAND:
             reason = R_BAD_COMMAND
             break
@@ -351,7 +403,7 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
             t = k * h
             _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
             currents(p, x, held, cur)
-            fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur)
+            fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, io.meas)
             ok = advance(p, jams, t, x, held, h, stepping.method, stepping.correction,
                          plant.work, plant.stages, mech)
             for c in range(timings.shape[1]):

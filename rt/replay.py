@@ -13,8 +13,10 @@ reports its progress.
 The trajectory equals the run's row for row when the run did the same arithmetic:
 ``hil run --fast``, or a paced run with ``loop.correction = "inline"`` and no ticks
 skipped (``loop.overrun = "catch_up"``, or no overrun); the correction worker of a paced
-run applies its corrections at ticks the timing decides. Live faults (``hil fault``)
-are not replayed.
+run applies its corrections at ticks the timing decides. Live faults (``hil fault``) are
+replayed from their events: each becomes a row of the fault table after the config's,
+in the order the run took them, pending until its tick (plant.faults.event_row), which is
+where and when the run's loop wrote it.
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from hilrig.controllers.limits import config_limits
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
-from hilrig.plant.factory import actuated_joints, correction_id, jam_schedule, plant_from_config
+from hilrig.plant.factory import actuated_joints, correction_id, fault_schedule, plant_from_config
 from hilrig.plant.family import for_plant
+from hilrig.plant.faults import add_row, event_row
 from hilrig.jit.kernel import kernel
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import apply_schedule
@@ -46,7 +49,7 @@ from hilrig.rt.tick import (
     plant_arrays,
     tick,
 )
-from hilrig.rt.sim import SimRun, SimulationError, _named
+from hilrig.rt.sim import SimRun, SimulationError, _named, records
 from hilrig.telemetry.logfile import read_log
 
 CHUNK_SECONDS = 0.25     # wall time between progress reports, about
@@ -85,8 +88,8 @@ def replay_ticks(law, plant, ctrl, io, stepping, schedule, k0, k1, n_steps, chan
                 for r in range(limits.shape[0]):
                     for j in range(limits.shape[1]):
                         limits[r, j] = changes.limits[c, r, j]
-        done = tick(law, plant, ctrl, TickIO(io.meas, rec.u[k], io.held), stepping, t, k,
-                    k == n_steps, None, rec, None, None, None, 0, mech)
+        done = tick(law, plant, ctrl, TickIO(io.meas, rec.u[k], io.held), stepping, schedule,
+                    t, k, k == n_steps, None, rec, None, None, None, 0, mech)
         if done == T_BAD_COMMAND:
             return -k
         if done != T_OK:
@@ -113,6 +116,16 @@ def log_changes(cfg, events: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ticks, params, limits
 
 
+def replay_schedule(cfg, events: list) -> np.ndarray:
+    """The run's fault table: the config's rows, then one per live fault of the log's
+    ``events`` in the order the run took them (plant.faults.event_row)."""
+    rows = [row for row in (event_row(e, cfg.sim.dt) for e in events) if row is not None]
+    table = fault_schedule(cfg, len(rows))
+    for row in rows:
+        add_row(table, row)
+    return table
+
+
 def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimRun, object]:
     """Replay the run of the log at ``path`` (its config, its live changes) offline.
 
@@ -130,14 +143,12 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     plant = plant_from_config(cfg)
     unit = command_unit(cfg.link.type, cfg.plant.drive)
     controller = controller_from_config(cfg, unit)
-    schedule = jam_schedule(cfg)
+    schedule = replay_schedule(cfg, events)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
     nx, nact = len(plant.x), plant.nact
     limits = config_limits(cfg, nact, unit)
-    rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
-           "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
-           "diag": np.zeros((n_steps + 1, 3))}
+    rec = records(n_steps + 1, nx, nact)
     method = METHODS[cfg.sim.integrator]
     c = controller
     law, step = law_of(c), Stepping(h, method, correction)
@@ -156,10 +167,11 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
                       LawArrays(c.params.copy(), c.state.copy(), limits.copy()), io(),
                       schedule.copy(), Records(np.zeros(n_steps + 1),
                                                np.zeros((n_steps + 1, nx)),
-                                               np.zeros((n_steps + 1, nact)))))
+                                               np.zeros((n_steps + 1, nact)),
+                                               np.zeros((n_steps + 1, 2 * nact)))))
     out.startup_seconds = time.perf_counter() - started
     live = (plant_arrays(plant), LawArrays(c.params, c.state, limits), io(), schedule,
-            Records(rec["t"], rec["x"], rec["u"]))
+            Records(rec["t"], rec["x"], rec["u"], rec["seen"]))
     k, chunk, rows = 0, 1000, None
     started = time.perf_counter()
     while rows is None:

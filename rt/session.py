@@ -27,8 +27,9 @@ from hilrig.controllers.limits import config_limits, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
+from hilrig.plant.factory import correction_id, fault_schedule, plant_from_config, plant_model
 from hilrig.plant.family import for_plant
+from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_event, live_row
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
@@ -156,7 +157,8 @@ class Session:
         self.worker_work = np.zeros_like(self.plant.work)
         unit = command_unit(cfg.link.type, cfg.plant.drive)
         self.controller = controller_from_config(cfg, unit)
-        self.schedule = jam_schedule(cfg)
+        self.schedule = fault_schedule(cfg, LIVE_ROWS)      # spare rows: live faults
+        self.request = np.zeros(FAULT_COLUMNS)
         nq, nact = self.plant.nq, self.plant.nact
         self.limits = config_limits(cfg, nact, unit)
         self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
@@ -191,7 +193,7 @@ class Session:
 
     # -- the loop thread -----------------------------------------------------------
     def _call(self, plant, state, schedule, n_steps, paced, ring, head, mail, events, timings, ts,
-              handoff, live):
+              handoff, live, request):
         """run_loop over ``plant`` (a plant.model.Plant) and the law's ``state``, with its
         records built here: the run's own arrays, or the warm-up's copies."""
         loop = self.cfg.loop
@@ -207,7 +209,7 @@ class Session:
             c.law, arrays, ctrl, io,
             Stepping(self.h, self.method, 0 if self.use_worker else self.correction),
             schedule, n_steps, RingArrays(ring, head, self.cols),
-            rtk.Supervision(mail, events, timings), pace,
+            rtk.Supervision(mail, events, timings, request), pace,
             rtk.Worker(handoff, self.snap, self.delta), scratch, for_plant(plant, self.method),
             live)
 
@@ -223,7 +225,8 @@ class Session:
         ring = np.zeros_like(self.telemetry.ring[:4])
         self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
                    np.zeros(2, np.int64), rtk.new_mail(), np.zeros_like(self.events),
-                   np.zeros((3, 5)), timespec(), self.handoff.copy(), self.live_box.copy())
+                   np.zeros((3, 5)), timespec(), self.handoff.copy(), self.live_box.copy(),
+                   self.request.copy())
         if self.use_worker:
             stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
             self._worker(stopped)
@@ -246,26 +249,30 @@ class Session:
         try:
             self._call(self.plant, self.controller.state, self.schedule, self.n_steps, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
-                       self.timings, timespec(), self.handoff, self.live_box)
+                       self.timings, timespec(), self.handoff, self.live_box, self.request)
         finally:
             restore_thread()
             self.finished.set()
 
     # -- the supervisor (main thread) --------------------------------------------------
-    def request_fault(self, kind: str, joint: int, duration: float = 0.0) -> None:
-        """Post a live fault (``jam`` or ``clear``, joint 1-based) for the next tick boundary."""
-        if kind not in ("jam", "clear"):
-            raise ValueError(f"unknown fault {kind!r} (jam, clear)")
-        self.plant.jam_index(joint, duration if kind == "jam" else 0.0)   # or ValueError
+    def request_fault(self, kind: str, joint: int, duration: float = 0.0,
+                      params: dict | None = None, channel: str = "position") -> None:
+        """Post a live fault for the next tick boundary: ``kind`` (plant.faults.KINDS: jam,
+        clear, an actuator or sensor kind) on ``joint`` (1-based) for ``duration`` s (a
+        jam's: its jamming dt; inf: until cleared), with ``params`` by name and a sensor
+        fault's ``channel``. ValueError naming why this plant cannot take it."""
+        p = self.plant
+        self.request[:] = live_row(kind, joint, duration, params or {}, channel, p.nact,
+                                   p.jammable_joints > 0, self.cfg.plant.drive)
         self.request_seq += 1
-        self.mail[rtk.M_REQ_KIND] = rtk.F_JAM if kind == "jam" else rtk.F_CLEAR
-        self.mail[rtk.M_REQ_JOINT] = joint - 1
-        self.mail[rtk.M_REQ_DURATION] = duration
         self.mail[rtk.M_REQ_SEQ] = self.request_seq
 
     def fault_acknowledged(self) -> tuple[int, float] | None:
-        """(tick, plant time) at which the last posted fault took effect, or None yet."""
+        """(tick, plant time) at which the last posted fault took effect, or None yet;
+        ValueError when the loop refused it (no spare row left in its fault table)."""
         if self.request_seq and self.mail[rtk.M_ACK_SEQ] == self.request_seq:
+            if self.mail[rtk.M_ACK_ERROR] == rtk.ERR_FULL:
+                raise ValueError(f"no room for another live fault ({LIVE_ROWS} taken)")
             return int(self.mail[rtk.M_ACK_TICK]), float(self.mail[rtk.M_ACK_TIME])
         return None
 
@@ -285,12 +292,15 @@ class Session:
                         "fell behind)", lost)
             self.telemetry.event("event_overrun", lost=lost)
         for i in range(first, n):
-            kind, tick, t, a, b, c = (float(v) for v in self.events[i % len(self.events)])
-            if kind == rtk.EV_JAM:
+            row = self.events[i % len(self.events)]
+            kind, tick, t, a, b, c = (float(v) for v in row[:6])
+            if kind in (rtk.EV_FAULT, rtk.EV_FAULT_END):
+                event = fault_event(kind == rtk.EV_FAULT, int(a), bool(c), row[6:])
+            elif kind == rtk.EV_JAM:
                 event = {"kind": "jam", "joint": int(a), "t1": t, "t2": t + b, "duration": b,
                          "live": bool(c)}
             elif kind == rtk.EV_CLEAR:
-                event = {"kind": "clear", "joint": int(a)}
+                event = {"kind": "clear", "joint": int(a), "live": bool(c)}
             elif kind == rtk.EV_OVERRUN:
                 event = {"kind": "overrun", "missed": int(a), "lateness": b, "compute": c}
             else:

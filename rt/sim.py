@@ -21,8 +21,18 @@ from hilrig.controllers.limits import config_limits, outside_measured, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
-from hilrig.plant.factory import correction_id, jam_schedule, plant_from_config, plant_model
+from hilrig.plant.factory import correction_id, fault_schedule, plant_from_config, plant_model
 from hilrig.plant.family import for_plant
+from hilrig.plant.faults import (
+    C_JOINT,
+    C_KIND,
+    C_P0,
+    C_STATE,
+    C_T_ON,
+    K_JAM,
+    S_PENDING,
+    started_rows,
+)
 from hilrig.plant.model import METHODS
 from hilrig.plant.offline import SimRun, SimulationError
 from hilrig.rt import accurate, lockstep
@@ -43,7 +53,7 @@ from hilrig.telemetry.recorder import to_json
 class OfflineRun:
     """What an offline run of a config starts from: its plant in the initial state (the
     constraint correction applied), its controller, command limits (controllers.limits),
-    jam schedule (plant.factory.jam_schedule), correction id, step h (s), number of steps,
+    fault table (plant.factory.fault_schedule), correction id, step h (s), number of steps,
     and for the fixed-step runs the integrator id, the measurement noise per row
     (measurement_noise) and the commands pending under the command latency (zeros):
     rt.lockstep.run's inputs."""
@@ -73,7 +83,7 @@ def offline_run(cfg: Config, plant_cfg: Config | None = None) -> OfflineRun:
     limits = config_limits(cfg, plant.nact, unit)
     correction = correction_id(cfg)
     stepping.correct(plant.params, plant.x, correction, plant.work)
-    run = OfflineRun(plant, controller, limits, jam_schedule(cfg), correction, h, n_steps)
+    run = OfflineRun(plant, controller, limits, fault_schedule(cfg), correction, h, n_steps)
     if sim.integrator != "accurate":
         run.method = METHODS[sim.integrator]
         run.noise = measurement_noise(sim, n_steps, plant.nact)
@@ -98,9 +108,7 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
     plant, controller, schedule, h, n_steps = \
         run.plant, run.controller, run.schedule, run.h, run.n_steps
     nx, nact = len(plant.x), plant.nact
-    rec = {"t": np.zeros(n_steps + 1), "x": np.zeros((n_steps + 1, nx)),
-           "u": np.zeros((n_steps + 1, nact)), "i": np.zeros((n_steps + 1, nact)),
-           "diag": np.zeros((n_steps + 1, 3))}
+    rec = records(n_steps + 1, nx, nact)
     out = SimRun()
     if sim.integrator == "accurate":
         started = time.perf_counter()
@@ -108,6 +116,8 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
                             sim.accurate_method, rec, sim.control == "continuous",
                             run.limits[0])
         out.stepping_seconds = time.perf_counter() - started
+        rec["seen"][:, :nact] = rec["x"][:, :nact]          # no sensor faults here
+        rec["seen"][:, nact:] = rec["x"][:, plant.nq:plant.nq + nact]
     else:
         if not minimal:
             started = time.perf_counter()
@@ -117,7 +127,8 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
         meas = Measurement(nact)
         started = time.perf_counter()
         rows = _lockstep(run, plant, c.state, run.schedule, n_steps,
-                         Records(rec["t"], rec["x"], rec["u"]), run.noise, run.pending, meas)
+                         Records(rec["t"], rec["x"], rec["u"], rec["seen"]), run.noise,
+                         run.pending, meas)
         out.stepping_seconds = time.perf_counter() - started
     if not minimal:
         stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows],
@@ -159,7 +170,8 @@ def _warm_up(run: OfflineRun) -> None:
     plant = run.plant
     nx, nact = len(plant.x), plant.nact
     _lockstep(run, plant.copy(), run.controller.state.copy(), run.schedule.copy(), 1,
-              Records(np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact))),
+              Records(np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
+                      np.zeros((2, 2 * nact))),
               np.zeros((0, 2 * nact)), np.zeros((0, nact)))
 
 
@@ -189,23 +201,33 @@ def measurement_noise(sim, n_steps: int, nact: int) -> np.ndarray:
     return noise
 
 
+def records(rows: int, nx: int, nact: int) -> dict:
+    """The arrays an offline run fills (rt.tick.Records' t, x, u and seen; the currents i
+    and the diagnostics diag derived afterwards), ``rows`` rows each."""
+    return {"t": np.zeros(rows), "x": np.zeros((rows, nx)), "u": np.zeros((rows, nact)),
+            "seen": np.zeros((rows, 2 * nact)), "i": np.zeros((rows, nact)),
+            "diag": np.zeros((rows, 3))}
+
+
 def _named(cfg, plant, rec, rows, schedule, minimal=False) -> dict:
-    nq = plant.nq
+    """The named arrays of an offline run: t, q, qd, u, q_meas and qd_meas (what the law
+    saw), i, the diagnostics, meta; jam_events (joint 1-based, t1, t2 s) and
+    fault_events (plant.faults.started_rows) from the fault table ``schedule``."""
+    nq, nact = plant.nq, plant.nact
     x = rec["x"][:rows]
     arrays = {"t": rec["t"][:rows], "q": x[:, :nq], "qd": x[:, nq:2 * nq],
               "u": rec["u"][:rows]}
     if not minimal:
         arrays["meta"] = np.array(to_json(cfg.to_dict()))
+        arrays["q_meas"] = rec["seen"][:rows, :nact]
+        arrays["qd_meas"] = rec["seen"][:rows, nact:]
     if not minimal and cfg.plant.drive != "torque":
         arrays["i"] = rec["i"][:rows]
     if not minimal:
         arrays.update(plant_model(cfg.plant.model).split_diagnostics(rec["diag"][:rows]))
-    applied = schedule[schedule[:, 3] != 0.0] if len(schedule) else schedule
-    h = cfg.sim.dt
-    if cfg.sim.integrator == "accurate":
-        starts = applied[:, 1]
-    else:  # the fixed-step run starts a jam at the first step boundary at or after t1
-        starts = np.ceil(applied[:, 1] / h - 1e-9) * h
+    jams = schedule[(schedule[:, C_KIND] == K_JAM) & (schedule[:, C_STATE] != S_PENDING)]
     arrays["jam_events"] = np.column_stack(
-        [applied[:, 0] + 1, starts, starts + applied[:, 2]]) if len(applied) else np.zeros((0, 3))
+        [jams[:, C_JOINT] + 1, jams[:, C_T_ON], jams[:, C_T_ON] + jams[:, C_P0]]) \
+        if len(jams) else np.zeros((0, 3))
+    arrays["fault_events"] = started_rows(schedule)
     return arrays

@@ -31,6 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
+from hilrig.plant.faults import C_KIND, hold_previous, sense
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -83,11 +84,13 @@ class RingArrays(NamedTuple):
 
 
 class Records(NamedTuple):
-    """The rows an offline loop keeps: ``t`` (s), ``x`` (the state before the step) and
-    ``u`` (the command applied over the step), one row per tick."""
+    """The rows an offline loop keeps: ``t`` (s), ``x`` (the state before the step),
+    ``u`` (the command applied over the step) and ``seen`` (what the law saw: nact
+    positions, then nact rates, sensor faults included), one row per tick."""
     t: np.ndarray
     x: np.ndarray
     u: np.ndarray
+    seen: np.ndarray
 
 
 class Imperfections(NamedTuple):
@@ -150,25 +153,30 @@ def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
 
 
 @inline_kernel
-def record_state(rec, k, t, x):
-    """Row k of ``rec`` (Records): t and the state x (its first rec.x.shape[1] entries)."""
+def record_state(rec, k, t, x, meas):
+    """Row k of ``rec`` (Records): t, the state x (its first rec.x.shape[1] entries) and
+    what the law saw (the positions and rates of ``meas``)."""
     rec.t[k] = t
     for i in range(rec.x.shape[1]):
         rec.x[k, i] = x[i]
+    for i in range(rec.seen.shape[1]):
+        rec.seen[k, i] = meas[1 + i]
 
 
 @inline_kernel
-def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timing, ts, wake,
-         mech):
+def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfect, timing,
+         ts, wake, mech):
     """Tick k at plant time t (s): measure, control, limit, record, then step the plant.
 
     Measure: ``io.meas`` gets t, the actuated joints' positions and rates (plus row k of
-    ``imperfect.noise``) and the motor currents under the held command. Control: the law
+    ``imperfect.noise``) and the motor currents under the held command, then the active
+    sensor faults of the fault table ``faults`` (plant.faults.sense). Control: the law
     (``command``) computes ``io.u`` (with ``imperfect.pending`` rows: the command computed
     that many ticks ago, this tick's kept for later), ``limit_tick`` clamps it into
     ``io.held``. Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
     held command and the currents under it; the caller publishes it), ``rec`` (Records)
-    row k of t and x (u is ``io.u``, which the offline loops point at row k). Step: unless
+    row k of t, x and what the law saw (u is ``io.u``, which the offline loops point at
+    row k). Step: unless
     ``last``, the plant advances over h under the held command (plant.stepping.advance).
 
     ``timing`` (a row of 5, or None): [1..4] get the read, control, write and whole-tick
@@ -186,7 +194,10 @@ def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timin
     pos = meas[1:1 + nact]
     vel = meas[1 + nact:1 + 2 * nact]
     cur = meas[1 + 2 * nact:1 + 3 * nact]
-    # read
+    # read (the sensor faults' calls only while the table has a fault: plant.faults)
+    faulty = faults.shape[0] > 0 and faults[0, C_KIND] != 0.0
+    if faulty:
+        hold_previous(faults, meas, nact)
     meas[0] = t
     for j in range(nact):
         pos[j] = x[j]
@@ -196,9 +207,11 @@ def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timin
             for j in range(nact):
                 pos[j] += imperfect.noise[k, j]
                 vel[j] += imperfect.noise[k, nact + j]
-    currents(p, x, held, cur)
-    if outside(ctrl.limits, pos, vel):
+    currents(p, x, held, cur, plant.jams)
+    if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
+    if faulty:
+        sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
     # control and safety limits
@@ -219,10 +232,10 @@ def tick(law, plant, ctrl, io, stepping, t, k, last, ring, rec, imperfect, timin
         t_control = now_ns(ts)
     # record: the state before the step, the command over it
     if ring is not None:
-        currents(p, x, held, cur)
-        fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur)
+        currents(p, x, held, cur, plant.jams)
+        fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, meas)
     if rec is not None:
-        record_state(rec, k, t, x)
+        record_state(rec, k, t, x, meas)
     # write: the plant steps under the command
     ok = True
     if not last:

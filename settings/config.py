@@ -276,10 +276,11 @@ def frame_of(raw: dict) -> Frame:
 def complete(out: dict, frame: Frame, listed: bool) -> None:
     """The rules across keys of a config whose tables ``check_table`` checked (``out``,
     completed in place): jams, the model's defaults (plant.drive, q0, qd0,
-    controller.output), the links' checks and the consistency of the whole. ``listed``:
+    controller.output), the other faults (plant.faults), the links' checks and the consistency of the whole. ``listed``:
     faults.jam was a list of tables (its messages name the index)."""
     _check_jams(out, frame.sizes, listed, frame.model)
     _fill_model_defaults(out, frame.sizes, frame.model)
+    _check_faults(out, frame.sizes, frame.model)
     for link in frame.links.values():
         if link.check is not None:
             link.check(out, frame.sizes)
@@ -461,6 +462,39 @@ def _check_jams(cfg: dict, sizes: dict, listed: bool, spec: PlantModel) -> None:
     if cfg["faults"]["jam"] and not spec.jams:
         raise ConfigError(f"faults.jam: jams are modelled for chains (serial arms, a user's "
                           f"chain), not for plant.model = {cfg['plant']['model']!r}")
+
+
+def _check_faults(cfg: dict, sizes: dict, spec: PlantModel) -> None:
+    """The [[faults.KIND]] tables (plant.faults): joints in range, the plant and drive a
+    kind needs, intermittent phases given in full, the kind's own parameters."""
+    from hilrig.plant.faults import ACTUATOR, KINDS, SENSOR, TABLE_KINDS, check_row
+
+    for kind in TABLE_KINDS:
+        family = KINDS[kind]
+        for i, fault in enumerate(cfg["faults"][kind]):
+            name = f"faults.{kind}[{i}]"
+            if not 1 <= fault["joint"] <= sizes["nact"]:
+                raise ConfigError(f"{name}.joint: must be 1..{sizes['nact']}, got "
+                                  f"{fault['joint']}")
+            when = fault["when_joint"]
+            if when is not None and not 1 <= when <= sizes["nq"]:
+                raise ConfigError(f"{name}.when_joint: must be 1..{sizes['nq']}, got {when}")
+            if (fault["mean_on"] is None) != (fault["mean_off"] is None):
+                raise ConfigError(f"{name}: an intermittent fault needs both mean_on and "
+                                  "mean_off (s)")
+            if family.family == ACTUATOR and not spec.jams:
+                raise ConfigError(f"{name}: actuator faults are modelled for chains (serial "
+                                  f"arms, a user's chain), not for plant.model = "
+                                  f"{cfg['plant']['model']!r}")
+            if family.motor and cfg["plant"]["drive"] == "torque":
+                raise ConfigError(f"{name}: needs a motor model (plant.drive = 'voltage' or "
+                                  "'voltage_full'), not a torque drive")
+            if family.family == SENSOR and cfg["sim"]["integrator"] == "accurate":
+                raise ConfigError(f"{name}: sensor faults act on the sampled measurement; "
+                                  "sim.integrator = 'accurate' has none")
+            error = check_row(kind, {p: fault[p] for p in family.params})
+            if error is not None:
+                raise ConfigError(f"{name}: {error}")
 
 
 def _fill_model_defaults(cfg: dict, sizes: dict, spec: PlantModel) -> None:

@@ -92,7 +92,37 @@ def run_arrays(path) -> tuple[dict, list]:
     arrays, events, meta, _ = read_log(path)
     jams = [[e["joint"], e["t1"], e["t2"]] for e in events if e["kind"] == "jam"]
     return {**arrays, "meta": np.array(to_json(meta)),
-            "jam_events": np.array(jams, dtype=float).reshape(-1, 3)}, events
+            "jam_events": np.array(jams, dtype=float).reshape(-1, 3),
+            "fault_events": fault_events(events)}, events
+
+
+def fault_events(events: list) -> np.ndarray:
+    """The rows [kind code, joint (1-based), channel, start (s), end (s; NaN: never ended)]
+    of every fault a log's events started (jam, clear, fault; a fault_end or, for a jam, a
+    clear of its joint ends it), in the order they started: what ``hil sim`` gives
+    (plant.faults.started_rows)."""
+    from hilrig.plant.faults import CHANNELS, KINDS
+
+    rows: list = []
+    for e in events:
+        kind = e["kind"]
+        if kind in ("jam", "clear", "fault"):
+            name = e.get("fault", kind)
+            end = e["t"] if kind == "clear" else np.nan
+            if kind == "clear":
+                for row in rows:
+                    if row[1] == e["joint"] and np.isnan(row[4]):
+                        row[4] = e["t"]
+            rows.append([KINDS[name].code, e["joint"], CHANNELS[e.get("channel", "position")],
+                         e["t"], end])
+        elif kind == "fault_end":
+            code = KINDS[e["fault"]].code
+            channel = CHANNELS[e.get("channel", "position")]
+            for row in rows:
+                if row[:3] == [code, e["joint"], channel] and np.isnan(row[4]):
+                    row[4] = e["t"]
+                    break
+    return np.array(rows, dtype=float).reshape(-1, 5)
 
 
 def export_npz(path, out) -> dict:

@@ -98,10 +98,12 @@ def ring_capacity(h: float, configured: int = 0, rows: int | None = None) -> int
     return max(MIN_RING_ROWS, seconds if rows is None else min(seconds, rows))
 
 
-def run_groups(diagnostics: tuple, nq: int, nact: int,
-               drive: str) -> list[tuple[str, int | tuple]]:
+def run_groups(diagnostics: tuple, nq: int, nact: int, drive: str,
+               seen: bool = True) -> list[tuple[str, int | tuple]]:
     """The row layout of a real-time run: the arrays of ``hil sim`` plus TIMING_GROUPS;
-    ``diagnostics``: the plant model's (PlantModel.diagnostics).
+    ``diagnostics``: the plant model's (PlantModel.diagnostics); ``seen``: with q_meas and
+    qd_meas, what the controller saw of the actuated joints (rad, rad/s; sensor faults
+    included: plant.faults).
 
     Vector groups have a tuple width, so they stay 2-D on export even when one
     wide (a one-link arm).
@@ -109,6 +111,8 @@ def run_groups(diagnostics: tuple, nq: int, nact: int,
     groups = [("t", 1), ("q", (nq,)), ("qd", (nq,)), ("u", (nact,))]
     if drive != "torque":
         groups.append(("i", (nact,)))
+    if seen:
+        groups += [("q_meas", (nact,)), ("qd_meas", (nact,))]
     return groups + list(diagnostics) + TIMING_GROUPS
 
 

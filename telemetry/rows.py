@@ -1,6 +1,7 @@
 """Telemetry rows as the compiled loops write them: one float64 row per tick in a ring.
 
-A loop fills a row in place (``fill_row``: t, tick, q, qd, u, i), adds its five
+A loop fills a row in place (``fill_row``: t, tick, q, qd, u, i, q_meas, qd_meas), adds
+its five
 timing columns and publishes it (``publish_row``: the row becomes visible to the
 writer thread, telemetry.recorder, when ``head`` advances). ``row_columns``
 tells a loop where each group starts in a row of a given layout. A loop without a
@@ -12,11 +13,12 @@ from hilrig.jit.kernel import kernel
 from hilrig.timing.clock import atomic_load, atomic_store
 
 # cols: where each group starts in a telemetry row
-COL_Q, COL_QD, COL_U, COL_I, COL_TICK, COL_TIMING = range(6)
+COL_Q, COL_QD, COL_U, COL_I, COL_TICK, COL_TIMING, COL_SEEN = range(7)
 
 
 def row_columns(columns: dict) -> np.ndarray:
-    """Start columns of q, qd, u, i (-1: none), tick and lateness in a telemetry row.
+    """Start columns of q, qd, u, i (-1: none), tick, lateness and q_meas (-1: none; qd_meas
+    follows it) in a telemetry row.
 
     ``columns``: telemetry.recorder.Telemetry.columns of a ``run_groups`` layout; the
     five timing groups (lateness, compute_read, compute_control, compute_write,
@@ -26,7 +28,7 @@ def row_columns(columns: dict) -> np.ndarray:
         c = columns.get(name, -1)
         return c.start if isinstance(c, slice) else c
     cols = np.array([start("q"), start("qd"), start("u"), start("i"), start("tick"),
-                     start("lateness")], dtype=np.int64)
+                     start("lateness"), start("q_meas")], dtype=np.int64)
     names = ("lateness", "compute_read", "compute_control", "compute_write", "compute_tick")
     if [start(n) for n in names] != list(range(cols[COL_TIMING], cols[COL_TIMING] + 5)):
         raise ValueError(f"telemetry layout: {names} must be adjacent, in this order")
@@ -35,18 +37,24 @@ def row_columns(columns: dict) -> np.ndarray:
 
 
 @kernel
-def fill_row(ring, head, cols, tick, t, x, nq, held, cur):
-    """Write t, tick, q, qd, u and i into the next row (not yet published)."""
+def fill_row(ring, head, cols, tick, t, x, nq, held, cur, meas):
+    """Write t, tick, q, qd, u, i and what the controller saw (q_meas, qd_meas: the
+    positions and rates of the measurement buffer ``meas``, drivers.link.Measurement)
+    into the next row (not yet published)."""
     row = ring[head[0] % ring.shape[0]]
     row[0] = t
     row[cols[COL_TICK]] = tick
     for i in range(nq):
         row[cols[COL_Q] + i] = x[i]
         row[cols[COL_QD] + i] = x[nq + i]
-    for j in range(held.shape[0]):
+    nact = held.shape[0]
+    for j in range(nact):
         row[cols[COL_U] + j] = held[j]
         if cols[COL_I] >= 0:
             row[cols[COL_I] + j] = cur[j]
+        if cols[COL_SEEN] >= 0:
+            row[cols[COL_SEEN] + j] = meas[1 + j]
+            row[cols[COL_SEEN] + nact + j] = meas[1 + nact + j]
 
 
 @kernel

@@ -22,7 +22,7 @@ def malformed_kinds(nact: int) -> dict:
         "random bytes": lambda rng: [rng.bytes(int(rng.integers(0, 200)))],
         "truncated header": lambda rng: [hello[:int(rng.integers(0, HEADER.size))]],
         "bad magic": lambda rng: [rng.bytes(4).replace(b"H", b"h") + hello[4:]],
-        "wrong version": lambda rng: [_header(1, 1, version=int(rng.integers(2, 65535)))
+        "wrong version": lambda rng: [_header(1, 1, version=int(rng.integers(WIRE_VERSION + 1, 65535)))
                                       + bytes(8)],
         "count over the maximum": lambda rng: [_header(3, int(rng.integers(1025, 2**32)))],
         "length not matching the count": lambda rng: [hello + bytes(8 * int(rng.integers(1, 9)))],

@@ -18,9 +18,11 @@ from hilrig.drivers.wire import (
     ERROR_VERSION,
     HEADER,
     MAGIC,
+    WIRE_VERSION,
     MessageType,
     decode,
     encode,
+    encode_fault,
 )
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.rt.loop import LinkLoop
@@ -129,11 +131,12 @@ def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
         "truncated": (good[:10], ERROR_MALFORMED),
         "bad magic": (b"XXXX" + good[4:], ERROR_MALFORMED),
         "wrong version": (good[:4] + (9).to_bytes(2, "little") + good[6:], ERROR_VERSION),
-        "oversized count": (HEADER.pack(MAGIC, 1, 3, 0, 0.0, 100000), ERROR_SIZE),
+        "oversized count": (HEADER.pack(MAGIC, WIRE_VERSION, 3, 0, 0.0, 100000), ERROR_SIZE),
         "length mismatch": (good + b"\0" * 8, ERROR_SIZE),
-        "unknown type": (HEADER.pack(MAGIC, 1, 99, 0, 0.0, 0), ERROR_TYPE),
+        "unknown type": (HEADER.pack(MAGIC, WIRE_VERSION, 99, 0, 0.0, 0), ERROR_TYPE),
         "wrong payload size": (encode(MessageType.COMMAND, 1, 0.0, [1, 2]), ERROR_SIZE),
-        "non-finite value": (encode(MessageType.FAULT, 1, 0.0, [1, np.nan, 0.1]), ERROR_VALUE),
+        "non-finite value": (encode(MessageType.FAULT, 1, 0.0, [1, np.nan] + [0.1] * 7),
+                             ERROR_VALUE),
     }
     for name, (frame, code) in cases.items():
         sock.send(frame)
@@ -141,7 +144,7 @@ def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
         assert kind == MessageType.ERROR and int(values[0]) == code, name
     # a well-formed fault the plant cannot take: a FAULT_ACK of status ERROR_VALUE that
     # says how many joints it has (docs/WIRE.md)
-    sock.send(encode(MessageType.FAULT, 1, 0.0, [1, 7, 0.1]))
+    sock.send(encode_fault(1, 7, 0.1, 0, [None] * 4))
     kind, _, _, values = _answer(sock)
     assert kind == MessageType.FAULT_ACK and int(values[0]) == ERROR_VALUE
     assert int(values[4]) == 7 and int(values[5]) == 3

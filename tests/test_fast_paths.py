@@ -13,10 +13,12 @@ import pytest
 from conftest import arm_config, config
 from hilrig.plant import rrr3, rrr3_scalar, serial_arm
 from hilrig.plant.factory import plant_from_config
+from hilrig.plant.faults import fault_row
 from hilrig.plant.integrators import METHOD_RK4, step
 from hilrig.plant.jam import finish_jams, restructured_accel
 from hilrig.plant.layout import BLOCKED, H_BODY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
 from hilrig.plant.motor import apply_drive
+from hilrig.plant.stepping import apply_schedule
 from hilrig.plant.trig import MAX_INCREMENT, SINCOS_LIMIT, SMALL_INCREMENT, moved, sincos
 from hilrig.rt.sim import simulate
 from numba import njit
@@ -53,7 +55,7 @@ def generic_derivative(plant, x, u):
     p = plant.params
     mass, bias, force, dx = np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(6)
     serial_arm.mass_and_bias(p, x[:3], x[3:], mass, bias, np.zeros((5, 3)))
-    apply_drive(p, x, u, mass, bias, force, np.zeros(0))
+    apply_drive(p, plant.jams, x, u, mass, bias, force, np.zeros(0))
     health = restructured_accel(mass, bias, force, plant.jams, dx[3:], np.zeros((5, 3)))
     dx[:3] = x[3:]
     return dx, health
@@ -113,6 +115,37 @@ def test_fused_rk4_step_equals_generic_rk4(drive, jam_state, rng):
         health = step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages,
                       METHOD_RK4)
         assert health > 0.0
+        assert close(x, expected)
+
+
+# actuator faults (plant.actuator_faults) by drive: (kind, joint 0-based, parameters)
+ACTUATOR_FAULTS = {
+    "torque": [("free_swing", 0, {}), ("torque_offset", 1, {"torque": 2.5}),
+               ("effectiveness", 2, {"factor": 0.4}), ("friction", 2, {"viscous": 0.7})],
+    "voltage": [("winding_short", 0, {}), ("supply_sag", 1, {"factor": 0.5, "max_voltage": 3.0}),
+                ("effectiveness", 1, {"factor": 0.6}), ("winding_open", 2, {}),
+                ("friction", 0, {"viscous": 0.7}), ("torque_offset", 2, {"torque": -1.5})],
+}
+
+
+@pytest.mark.parametrize("drive", ["torque", "voltage"])
+def test_the_fast_paths_take_actuator_faults_as_the_generic_path(drive, rng):
+    """Every actuator fault, several on one joint, on the unrolled accelerations and the
+    fused RK4 step: the generic path's numbers (plant.motor.apply_drive)."""
+    plant = make_plant(drive, (None, (JAMMING, 3.0), None))
+    table = np.array([fault_row(kind, joint, 0.0, np.inf, params)
+                      for kind, joint, params in ACTUATOR_FAULTS[drive]])
+    apply_schedule(plant.params, plant.jams, table, 0.0, plant.x, 0.0)
+    for _ in range(10):
+        x = random_state(plant, rng)
+        u = rng.uniform(-10, 10, 3)
+        generic, _ = generic_derivative(plant, x, u)
+        fast = np.zeros(3)
+        serial_arm.accel3(plant.params, x, u, fast, plant.jams)
+        assert close(fast, generic[3:])
+        expected = generic_rk4(plant, x, u, 1e-3)
+        assert step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages,
+                    METHOD_RK4) > 0.0
         assert close(x, expected)
 
 

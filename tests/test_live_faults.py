@@ -31,12 +31,14 @@ class Controller:
 
 
 @pytest.mark.parametrize("fault, error", [
-    ({"kind": "break", "joint": 1}, 'expected {"fault": {"kind": "jam" or "clear"'),
+    ({"kind": "break", "joint": 1}, "fault: unknown kind 'break' (one of jam, clear, "),
     ({"kind": "jam", "joint": "2"}, "fault: joint must be an integer (1-based)"),
     ({"kind": "jam", "joint": True}, "fault: joint must be an integer (1-based)"),
     ({"kind": "jam", "joint": 2, "duration": "inf"},
-     "fault: duration must be a finite number of seconds"),
-    ([1, 2], 'expected {"fault": {"kind": "jam" or "clear"'),
+     "fault: duration must be a number of seconds"),
+    ({"kind": "sensor_bias", "joint": 2, "params": {"bias": "1"}},
+     "fault: params must map names to numbers"),
+    ([1, 2], 'expected {"fault": {"kind": KIND'),
 ])
 def test_a_malformed_fault_request_is_refused_with_its_reason(tmp_path, fault, error):
     server, endpoint = serve(tmp_path)
