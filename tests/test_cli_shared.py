@@ -112,7 +112,7 @@ def _user_errors(tmp: Path) -> list:
         ("configs", ["keys", "--dir", tmp / "keys"], "keys already exist"),
         ("analyze", ["analyze", "modes", "nosuch"], "nosuch is neither a file nor"),
         ("campaign", ["campaign", tmp / "nosuch.toml"], "nosuch.toml"),
-        ("identify", ["excite", "rrr3_pd", "--out", tmp / "x.toml"], "'serial_arm'"),
+        ("identify", ["excite", "rrr3_pd", "--out", tmp / "x.toml"], "planar serial arm"),
         ("identify", ["identify", missing, "--config", "rig_inprocess"],
          f"{missing}: not found"),
     ]

@@ -4,7 +4,6 @@ bounded cost, and one clear line for every bad endpoint. Real subprocesses, real
 from __future__ import annotations
 
 import os
-import sys
 import re
 import shutil
 import signal
@@ -21,7 +20,7 @@ import numpy as np
 import pytest
 import zmq
 from hilrig.drivers.link import LinkError, Measurement
-from hilrig.drivers.wire import ERROR_TEXT, MessageType, decode, encode
+from hilrig.drivers.wire import ERROR_TEXT, FAULT_PARAMS, MessageType, decode, encode, encode_fault
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.cli.main import main
 from malformed import malformed_kinds, malformed_messages
@@ -413,7 +412,7 @@ def test_a_flood_of_malformed_frames_is_counted_not_narrated_and_the_controller_
         peers[i % len(peers)].send_multipart(frames)
     errors = 0
     for peer in peers:      # a harmless valid FAULT last: its ack means all before were seen
-        peer.send(encode(MessageType.FAULT, 0, 0.0, [2, 1, 0.0]))
+        peer.send(encode_fault(2, 1, 0.0, 0, [None] * FAULT_PARAMS))   # clear joint 1
         deadline = time.monotonic() + 20
         while True:
             assert peer.poll(max(1, int(1000 * (deadline - time.monotonic())))), \

@@ -149,6 +149,6 @@ def test_unrolled_three_link_path_equals_generic_path(drive, rng):
         serial_arm.accel3(p, x, u, fast)
         mass, bias, force, generic = np.zeros((3, 3)), np.zeros(3), np.zeros(3), np.zeros(3)
         serial_arm.mass_and_bias(p, x[:3], x[3:], mass, bias, np.zeros((5, 3)))
-        apply_drive(p, x, u, mass, bias, force, np.zeros(0))
+        apply_drive(p, plant.jams, x, u, mass, bias, force, np.zeros(0))
         restructured_accel(mass, bias, force, plant.jams, generic, np.zeros((5, 3)))
         assert np.allclose(fast, generic, rtol=1e-12, atol=1e-12)
