@@ -97,6 +97,7 @@ def _prepare(job: BatchJob, configs: ScenarioConfigs, sid: int, values, groups: 
     alike[-1].add(sid, run, np.zeros(run.plant.nact) if target is None else target,
                   job.settings.settle_time, job.settings.reach_tolerance)
     return {"id": sid, "has_target": target is not None,
+            "watched": run.controller.detection.shape[0] > 0,
             "row_model": model if model.metrics else None,
             "h": run.h, "wall_s": time.perf_counter() - started}
 
@@ -110,7 +111,8 @@ def _run_group(job: BatchJob, group: Group, rows: dict) -> None:
         completed = count == group.n_steps + 1
         metrics = metrics_of(result[R_FOUND:R_FOUND + FOUND], count, row.pop("has_target"),
                              row.pop("row_model"))
-        metrics.update(detection_metrics(result[R_DETECTED], result[R_ONSET]))
+        metrics.update(detection_metrics(result[R_DETECTED], result[R_ONSET],
+                                         row.pop("watched")))
         passed, failed = judge(metrics, job.criteria, completed)
         h = row.pop("h")
         row.update(metrics, q_end=[float(v) for v in result[R_FOUND + FOUND:]], passed=passed,

@@ -74,7 +74,8 @@ def _row_metrics() -> dict:
 DETECTION_METRICS = {
     "detection_delay": Metric(
         "s", "from the first fault's start to the law's first detected fault "
-             "(controller.detection_slot); NaN: no fault, or none detected at or after it"),
+             "(controller.detection_slot); NaN: no fault, or none detected at or after it "
+             "(the three: NaN for a law that reports none)"),
     "missed_detection": Metric(
         "0/1", "1: a fault started and the law detected none at or after its start"),
     "false_alarm": Metric(
@@ -143,7 +144,7 @@ def measure(arrays: dict, cfg: Config, settings: MetricSettings, plant=None) -> 
                  settings.settle_time - 1e-9 * cfg.sim.dt, settings.reach_tolerance,
                  plant.params if from_rows else t, np.zeros(ROW_SCRATCH), from_rows, found)
     out = metrics_of(found, len(t), target is not None, model if from_rows else None)
-    out.update(arrays_detection(arrays))
+    out.update(arrays_detection(arrays, cfg))
     if not from_rows:
         for m in model.metrics:
             if m.diagnostic in arrays:
@@ -152,11 +153,14 @@ def measure(arrays: dict, cfg: Config, settings: MetricSettings, plant=None) -> 
     return out
 
 
-def detection_metrics(detected: float, onset: float) -> dict:
+def detection_metrics(detected: float, onset: float, watched: bool = True) -> dict:
     """DETECTION_METRICS of a run whose law first reported a fault at plant time
-    ``detected`` (s; NaN: never, or the law reports none) and whose first fault started at
-    ``onset`` (s; NaN: none started). A detection before the onset is a false alarm, and
-    the fault after it then counts as missed (only the first detection is kept)."""
+    ``detected`` (s; NaN: never) and whose first fault started at ``onset`` (s; NaN: none
+    started). A detection before the onset is a false alarm, and the fault after it then
+    counts as missed (only the first detection is kept). ``watched`` False (the law
+    reports none: no controller.detection_slot): all NaN."""
+    if not watched:
+        return dict.fromkeys(DETECTION_METRICS, np.nan)
     detected, onset = float(detected), float(onset)
     faulty, found = not np.isnan(onset), not np.isnan(detected)
     in_time = faulty and found and detected >= onset - 1e-12
@@ -165,14 +169,15 @@ def detection_metrics(detected: float, onset: float) -> dict:
             "false_alarm": float(found and not in_time)}
 
 
-def arrays_detection(arrays: dict) -> dict:
+def arrays_detection(arrays: dict, cfg: Config) -> dict:
     """detection_metrics of an offline run's arrays (rt.sim.simulate: ``fault_events``,
-    ``fault_detected``)."""
+    ``fault_detected``) under ``cfg``'s law."""
     events = arrays["fault_events"]
     starts = events[events[:, 0] != K_CLEAR, 3]         # a live clear starts no fault
     detected = arrays.get("fault_detected", np.zeros((0, 3)))
     return detection_metrics(detected[0, 1] if len(detected) else np.nan,
-                             starts.min() if len(starts) else np.nan)
+                             starts.min() if len(starts) else np.nan,
+                             cfg.controller.detection_slot is not None)
 
 
 def metrics_of(found: np.ndarray, rows: int, has_target: bool,
