@@ -119,7 +119,8 @@ def group_capacity(run: OfflineRun) -> int:
 
 @kernel
 def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_params, law_state,
-                  detection, schedule, x, work, stages, limits, noise, pending, target, settings, healthy,
+                  detection, schedule, x, work, stages, limits, noise, pending, target, settings,
+                  healthy,
                   rec_t, rec_x, rec_u, rec_seen, meas, held, scratch, ts, out):
     """Run scenario s of the stacked inputs (Group.run) as rt.lockstep.run runs it from
     t = 0 for n_steps steps, measure its rows as campaign.metrics.measure does, and

@@ -59,7 +59,6 @@ SIZES_ATTRIBUTE = "hilrig_sizes"   # where declare_sizes puts a law's LawSizes
 # a detection record (``detection_record``): the slot watched, then the first detection's
 # tick (-1: none yet), plant time (s; NaN: none yet) and code (what the law wrote there)
 D_SLOT, D_TICK, D_TIME, D_CODE = 0, 1, 2, 3
-DETECTION_SIZE = 4
 
 
 def detection_record(slot: int | None) -> np.ndarray:

@@ -1,7 +1,7 @@
 """``hil sim --log``: an offline run's arrays as a telemetry log like ``hil run``'s, so that
 Foxglove, the mcap readers and ``hil log`` open it with the same layout (the rows on
-``/hil/tick``, the jams and the law's first detected fault on ``/hil/event``, the robot in 3D on ``/hil/frames`` and
-``/hil/scene``): a campaign's failing scenario run again with ``hil sim ... --log`` is
+``/hil/tick``, the jams and the law's first detected fault on ``/hil/event``, the robot
+in 3D on ``/hil/frames`` and ``/hil/scene``): a campaign's failing scenario run again with ``hil sim ... --log`` is
 watched as a real-time run's log is.
 
 A row per step of the run, in ``hil run``'s layout (telemetry.recorder.run_groups): t,

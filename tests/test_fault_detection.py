@@ -147,3 +147,49 @@ def test_the_detection_event_of_hil_run_fast_is_at_hil_sims_tick(tmp_path):
     _, sim_events, _, _ = read_complete(tmp_path / "s.mcap")       # hil sim --log: the same
     assert [(e["tick"], e["joint"]) for e in sim_events if e["kind"] == "fault_detected"] == \
         [(tick, 2)]
+
+
+PYTHON_LAW = '''
+def flag_at(t, pos, vel, cur, params, state, u):
+    """No torque; from t >= params[0] (s) on, report joint 2 in state[0]."""
+    u[:] = 0.0
+    if t >= params[0]:
+        state[0] = 2.0
+'''
+
+PYTHON_CONFIG = '''
+[sim]
+duration = 0.5
+dt = 0.001
+
+[plant]
+model = "serial_arm"
+drive = "torque"
+damping = [15.0, 15.0, 15.0]
+
+[controller]
+law = "flag_law:flag_at"
+params = [0.2]
+state_size = 1
+detection_slot = 0
+
+[link]
+type = "inprocess"
+'''
+
+
+@pytest.mark.system
+def test_hil_control_logs_a_python_laws_first_detection(tmp_path):
+    """A plain Python law under `hil control` (in-process link) reports through its
+    detection slot too: one fault_detected event, at the first tick with t >= 0.2 s."""
+    (tmp_path / "flag_law.py").write_text(PYTHON_LAW, encoding="utf-8")
+    (tmp_path / "flag.toml").write_text(PYTHON_CONFIG, encoding="utf-8")
+    proc = subprocess.run(hil("control", "flag.toml", "--log", "c.mcap"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    _, events, _, summary = read_complete(tmp_path / "c.mcap")
+    assert summary["status"] == "ok"
+    detected = [e for e in events if e["kind"] == "fault_detected"]
+    first = next(k for k in range(1000) if k * 0.001 >= 0.2)
+    assert [(e["tick"], e["joint"], e["code"]) for e in detected] == [(first, 2, 2.0)]
+    assert detected[0]["t"] == pytest.approx(first * 0.001)

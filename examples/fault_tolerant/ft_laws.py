@@ -10,11 +10,12 @@ residual is the torque the law commanded over that step minus that. A healthy dr
 gives what it is told, so its residual is only the finite difference's error (about
 h/2 dtau/dt); a free-swinging joint's is its whole command, and only its own: the
 others still receive theirs, the coupling is in the model. The residuals are low-pass
-filtered (time constant ``tau_f``), and the first joint whose filtered residual exceeds
-``threshold`` (N m) is blamed: state[0] = its 1-based number.
+filtered (time constant ``tau_f``); at the first call where one exceeds ``threshold``
+(N m), the joint with the largest is blamed: state[0] = its 1-based number. Commands
+clamped by ``safety.max_command`` would show as residuals: the reference starts at rest
+so that they are not.
 
-Commands clamped by ``safety.max_command`` would show as residuals: the reference starts
-at rest so that they are not. Reaction: from then on that joint gets no torque (u = 0: it swings) and the others stop
+Reaction: from then on that joint gets no torque (u = 0: it swings) and the others stop
 following their references and hold the reference positions they had at the detection,
 by computed torque with the blamed joint's acceleration taken as zero.
 """
