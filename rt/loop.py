@@ -249,7 +249,6 @@ class LinkLoop:
     def run(self) -> SessionResult:
         loop, safety = self.cfg.loop, self.cfg.safety
         watchdog = safety.watchdog_ticks
-        detecting = self.controller.detection.shape[0] > 0   # the law reports faults
         tel, ring, head, cols = self.telemetry, self.telemetry.ring, self.telemetry.head, self.cols
         nact = self.link.n_axes
         reason, status, stale, k = "done", "ok", 0, 0
@@ -266,6 +265,7 @@ class LinkLoop:
             self.limits[:] = config_limits(self.cfg, nact, unit)
             paced = not getattr(self.link, "lockstep", False)
             self.live_box = new_mailbox(self.controller.params, self.limits)
+            detecting = self.controller.detection.shape[0] > 0   # the law reports faults
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
             for hook in self.hooks:
