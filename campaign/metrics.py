@@ -100,6 +100,8 @@ def unavailable(name: str, cfg: Config) -> str | None:
     metric = METRICS[name]
     if metric.needs_target and target_of(cfg) is None:
         return "needs controller.target (a pd or feedforward controller)"
+    if name in DETECTION_METRICS and cfg.controller.detection_slot is None:
+        return "needs controller.detection_slot (a law that reports the faults it detects)"
     if metric.diagnostic is not None and \
             name not in [m.name for m in plant_model(cfg.plant.model).metrics]:
         return f"is not a row metric of plant.model = {cfg.plant.model!r}"

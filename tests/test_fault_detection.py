@@ -63,6 +63,17 @@ def test_a_detection_slot_outside_the_state_is_refused_in_one_line(example_path)
         load("serial3_free", ["controller.detection_slot=0"])
 
 
+def test_a_detection_criterion_without_a_reporting_law_is_refused(tmp_path, example_path):
+    spec = (EXAMPLE / "ft_campaign.toml").read_text(encoding="utf-8")
+    (tmp_path / "serial3_ft.toml").write_text(
+        (EXAMPLE / "serial3_ft.toml").read_text(encoding="utf-8")
+        .replace("detection_slot = 0 ", "# detection_slot = 0 "), encoding="utf-8")
+    (tmp_path / "ft_campaign.toml").write_text(spec, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"ft_campaign.toml: criteria.detection_delay: needs "
+                                          r"controller.detection_slot"):
+        load_spec(tmp_path / "ft_campaign.toml")
+
+
 @pytest.mark.parametrize("joint", [1, 2, 3])
 def test_the_example_detects_a_free_swinging_joint_and_holds_the_others(example_path, joint):
     """free_swing on each joint at two times: the law blames that joint within 50 ms; then
