@@ -181,6 +181,13 @@ class ControllerTable(Table):
     params: tuple[float, ...] = key([], doc="controller.law's params array")
     state_size: int = key(0, minimum=0,
                           doc="length of controller.law's state array (zeros at the start)")
+    detection_slot: Optional[int] = key(None, minimum=0,
+                                        doc="the entry of controller.law's state where it "
+                                            "reports a detected fault: 0 none, else a "
+                                            "nonzero code (the 1-based joint it blames); "
+                                            "the first tick it turns nonzero is the "
+                                            "fault_detected event (docs/FAULTS.md). Unset: "
+                                            "the law reports none")
     with_model: bool = key(False,
                            doc="append the plant's rigid-body model block to controller.law's "
                                "params, for plant.model_kernels (URDF and serial arms)")

@@ -23,10 +23,10 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import plant_model
 from hilrig.plant.family import for_plant
-from hilrig.campaign.kernel import R_FOUND, R_MEASURING, R_ROWS, R_STEPPING, Group, \
-    group_capacity, group_key
-from hilrig.campaign.metrics import FOUND, METRICS, MetricSettings, judge, measure, \
-    metrics_of, target_of
+from hilrig.campaign.kernel import R_DETECTED, R_FOUND, R_MEASURING, R_ONSET, R_ROWS, \
+    R_STEPPING, Group, group_capacity, group_key
+from hilrig.campaign.metrics import FOUND, METRICS, MetricSettings, detection_metrics, judge, \
+    measure, metrics_of, target_of
 from hilrig.rt.lockstep import law_of
 from hilrig.campaign.scenarios import ScenarioConfigs
 from hilrig.rt.sim import SimulationError, invalid_state, offline_run, simulate
@@ -97,6 +97,7 @@ def _prepare(job: BatchJob, configs: ScenarioConfigs, sid: int, values, groups: 
     alike[-1].add(sid, run, np.zeros(run.plant.nact) if target is None else target,
                   job.settings.settle_time, job.settings.reach_tolerance)
     return {"id": sid, "has_target": target is not None,
+            "watched": run.controller.detection.shape[0] > 0,
             "row_model": model if model.metrics else None,
             "h": run.h, "wall_s": time.perf_counter() - started}
 
@@ -110,6 +111,8 @@ def _run_group(job: BatchJob, group: Group, rows: dict) -> None:
         completed = count == group.n_steps + 1
         metrics = metrics_of(result[R_FOUND:R_FOUND + FOUND], count, row.pop("has_target"),
                              row.pop("row_model"))
+        metrics.update(detection_metrics(result[R_DETECTED], result[R_ONSET],
+                                         row.pop("watched")))
         passed, failed = judge(metrics, job.criteria, completed)
         h = row.pop("h")
         row.update(metrics, q_end=[float(v) for v in result[R_FOUND + FOUND:]], passed=passed,

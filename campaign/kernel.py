@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from hilrig.jit.kernel import kernel
-from hilrig.plant.faults import C_JOINT, C_KIND, C_STATE, K_BRAKE, K_JAM, S_PENDING
+from hilrig.controllers.interface import D_TIME
+from hilrig.plant.faults import C_JOINT, C_KIND, C_STATE, C_T_ON, K_BRAKE, K_CLEAR, K_JAM, \
+    S_PENDING
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.stepping import ROW_SCRATCH
 from hilrig.plant.family import for_plant
@@ -34,12 +36,14 @@ from hilrig.timing.clock import now_ns, timespec
 R_ROWS = 0             # rows the run wrote (n_steps + 1 unless its state became invalid)
 R_STEPPING = 1         # wall time of the run, s
 R_MEASURING = 2        # wall time of measure_rows, s
-R_FOUND = 3            # measure_rows' FOUND entries, then the last row's q (nq)
+R_DETECTED = 3         # plant time of the law's first detected fault, s (NaN: none)
+R_ONSET = 4            # plant time of the first fault's start, s (NaN: none started)
+R_FOUND = 5            # measure_rows' FOUND entries, then the last row's q (nq)
 MAX_STACK_BYTES = 64 << 20   # a group's stacked inputs (noise: 48 kB per 1000 rows of 3 joints)
 
 # the stacked inputs, in run_scenarios' order
-STACKED = ("params", "jams", "law_params", "law_state", "schedule", "x", "work", "stages",
-           "limits", "noise", "pending", "target", "settings")
+STACKED = ("params", "jams", "law_params", "law_state", "detection", "schedule", "x", "work",
+           "stages", "limits", "noise", "pending", "target", "settings")
 
 
 @dataclass
@@ -86,8 +90,8 @@ class Group:
 def run_arrays(run: OfflineRun) -> tuple:
     """The arrays of an OfflineRun that a Group stacks (the first STACKED)."""
     plant, c = run.plant, run.controller
-    return (plant.params, plant.jams, c.params, c.state, run.schedule, plant.x, plant.work,
-            plant.stages, run.limits, run.noise, run.pending)
+    return (plant.params, plant.jams, c.params, c.state, c.detection, run.schedule, plant.x,
+            plant.work, plant.stages, run.limits, run.noise, run.pending)
 
 
 def group_key(run: OfflineRun) -> tuple:
@@ -115,12 +119,13 @@ def group_capacity(run: OfflineRun) -> int:
 
 @kernel
 def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_params, law_state,
-                  schedule, x, work, stages, limits, noise, pending, target, settings, healthy,
+                  detection, schedule, x, work, stages, limits, noise, pending, target, settings,
+                  healthy,
                   rec_t, rec_x, rec_u, rec_seen, meas, held, scratch, ts, out):
     """Run scenario s of the stacked inputs (Group.run) as rt.lockstep.run runs it from
     t = 0 for n_steps steps, measure its rows as campaign.metrics.measure does, and
-    write out[s] (R_* entries). rec_t, rec_x, rec_u, rec_seen: the rows every run records
-    into;
+    write out[s] (R_* entries: with the first detection's and the first fault's times, s).
+    rec_t, rec_x, rec_u, rec_seen: the rows every run records into;
     meas, held: a measurement buffer and the held command (reset per scenario); healthy
     (nact) and scratch (3 x 6): measure_rows' scratch; ts: timing.clock's."""
     nact = held.shape[0]
@@ -135,7 +140,7 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
             meas[i] = np.nan
         started = now_ns(ts)
         rows = lockstep_run(law, PlantArrays(p, jams[s], x[s], work[s], stages[s]),
-                            LawArrays(law_params[s], law_state[s], limits[s]),
+                            LawArrays(law_params[s], law_state[s], limits[s], detection[s]),
                             TickIO(meas, held, held),
                             Stepping(settings[s, 0], method, correction), schedule[s], 0.0,
                             n_steps, Records(rec_t, rec_x, rec_u, rec_seen),
@@ -143,10 +148,14 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
         stepped = now_ns(ts)
         for j in range(nact):
             healthy[j] = 1.0
+        onset = np.nan
         for r in range(schedule.shape[1]):      # a joint jammed or braked is not healthy
             kind = schedule[s, r, C_KIND]
             if (kind == K_JAM or kind == K_BRAKE) and schedule[s, r, C_STATE] != S_PENDING:
                 healthy[int(schedule[s, r, C_JOINT])] = 0.0
+            if kind != 0.0 and kind != K_CLEAR and schedule[s, r, C_STATE] != S_PENDING \
+                    and (np.isnan(onset) or schedule[s, r, C_T_ON] < onset):   # the first
+                onset = schedule[s, r, C_T_ON]
         nq = int(p[H_NQ])
         row = out[s]
         measure_rows(rec_t[:rows], rec_x[:rows, :nq], rec_x[:rows, nq:2 * nq], rec_u[:rows],
@@ -154,6 +163,8 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
                      True, row[R_FOUND:R_FOUND + FOUND])
         measured = now_ns(ts)
         row[R_ROWS] = rows
+        row[R_DETECTED] = np.nan if detection.shape[1] == 0 else detection[s, D_TIME]
+        row[R_ONSET] = onset
         row[R_STEPPING] = (stepped - started) * 1e-9
         row[R_MEASURING] = (measured - stepped) * 1e-9
         for i in range(nq):

@@ -19,6 +19,7 @@ from hilrig.errors import ConfigError
 from hilrig.jit.kernel import kernel
 from hilrig.plant.factory import GROUP as PLANT_MODELS
 from hilrig.plant.factory import plant_model
+from hilrig.plant.faults import K_CLEAR
 from hilrig.plant.interface import PlantModel
 from hilrig.plant.linalg import nan_max
 from hilrig.plant.stepping import ROW_METRICS, ROW_SCRATCH, row_metrics
@@ -70,7 +71,19 @@ def _row_metrics() -> dict:
     return found
 
 
-METRICS = {**JOINT_METRICS, **_row_metrics()}
+DETECTION_METRICS = {
+    "detection_delay": Metric(
+        "s", "from the first fault's start to the law's first detected fault "
+             "(controller.detection_slot); NaN: no fault, or none detected at or after it "
+             "(the three: NaN for a law that reports none)"),
+    "missed_detection": Metric(
+        "0/1", "1: a fault started and the law detected none at or after its start"),
+    "false_alarm": Metric(
+        "0/1", "1: the law detected a fault before any fault started, or in a run without "
+               "one"),
+}
+
+METRICS = {**JOINT_METRICS, **DETECTION_METRICS, **_row_metrics()}
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,8 @@ def unavailable(name: str, cfg: Config) -> str | None:
     metric = METRICS[name]
     if metric.needs_target and target_of(cfg) is None:
         return "needs controller.target (a pd or feedforward controller)"
+    if name in DETECTION_METRICS and cfg.controller.detection_slot is None:
+        return "needs controller.detection_slot (a law that reports the faults it detects)"
     if metric.diagnostic is not None and \
             name not in [m.name for m in plant_model(cfg.plant.model).metrics]:
         return f"is not a row metric of plant.model = {cfg.plant.model!r}"
@@ -131,12 +146,40 @@ def measure(arrays: dict, cfg: Config, settings: MetricSettings, plant=None) -> 
                  settings.settle_time - 1e-9 * cfg.sim.dt, settings.reach_tolerance,
                  plant.params if from_rows else t, np.zeros(ROW_SCRATCH), from_rows, found)
     out = metrics_of(found, len(t), target is not None, model if from_rows else None)
+    out.update(arrays_detection(arrays, cfg))
     if not from_rows:
         for m in model.metrics:
             if m.diagnostic in arrays:
                 out[m.name] = float(REDUCTIONS[m.reduce](arrays[m.diagnostic]))
     out["q_end"] = [float(v) for v in q[-1]]
     return out
+
+
+def detection_metrics(detected: float, onset: float, watched: bool = True) -> dict:
+    """DETECTION_METRICS of a run whose law first reported a fault at plant time
+    ``detected`` (s; NaN: never) and whose first fault started at ``onset`` (s; NaN: none
+    started). A detection before the onset is a false alarm, and the fault after it then
+    counts as missed (only the first detection is kept). ``watched`` False (the law
+    reports none: no controller.detection_slot): all NaN."""
+    if not watched:
+        return dict.fromkeys(DETECTION_METRICS, np.nan)
+    detected, onset = float(detected), float(onset)
+    faulty, found = not np.isnan(onset), not np.isnan(detected)
+    in_time = faulty and found and detected >= onset - 1e-12
+    return {"detection_delay": detected - onset if in_time else np.nan,
+            "missed_detection": float(faulty and not in_time),
+            "false_alarm": float(found and not in_time)}
+
+
+def arrays_detection(arrays: dict, cfg: Config) -> dict:
+    """detection_metrics of an offline run's arrays (rt.sim.simulate: ``fault_events``,
+    ``fault_detected``) under ``cfg``'s law."""
+    events = arrays["fault_events"]
+    starts = events[events[:, 0] != K_CLEAR, 3]         # a live clear starts no fault
+    detected = arrays.get("fault_detected", np.zeros((0, 3)))
+    return detection_metrics(detected[0, 1] if len(detected) else np.nan,
+                             starts.min() if len(starts) else np.nan,
+                             cfg.controller.detection_slot is not None)
 
 
 def metrics_of(found: np.ndarray, rows: int, has_target: bool,

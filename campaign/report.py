@@ -70,6 +70,7 @@ def summary(table, spec: CampaignSpec, out: Path) -> tuple[str, list[str]]:
                           f"{finite.max():<11.4g}" + ("" if len(finite) == n else
                                                        f" ({n - len(finite)} not finite)"))
                          .rstrip())
+    lines += _detection(table)
     lines += _pass_map(table, spec)
     worst = worst_cases(table, spec)
     if worst:
@@ -85,6 +86,27 @@ def summary(table, spec: CampaignSpec, out: Path) -> tuple[str, list[str]]:
                           f" {'the worst' if worst else 'the first'}, scenario {example['id']}:")
         lines.append(f"  {sim_line(spec, example, out)}")
     return "\n".join(lines), [sim_line(spec, row, out) for row in failing]
+
+
+def _detection(table) -> list[str]:
+    """The detection rates of a campaign whose law reports faults (controller.
+    detection_slot: its detection metrics are finite), as one line; none otherwise."""
+    missed = table["missed_detection"].to_numpy(zero_copy_only=False)
+    alarms = table["false_alarm"].to_numpy(zero_copy_only=False)
+    delays = table["detection_delay"].to_numpy(zero_copy_only=False)
+    watched = np.isfinite(alarms)
+    if not watched.any():
+        return []
+    delays = delays[np.isfinite(delays)]
+    faulty = int(np.count_nonzero(missed == 1.0)) + len(delays)
+    n = int(np.count_nonzero(watched))
+    line = (f"detection: {len(delays)} of {faulty} faulty scenarios detected "
+            f"({100.0 * (faulty - len(delays)) / max(faulty, 1):.1f} % missed), "
+            f"{int(np.count_nonzero(alarms == 1.0))} false alarms in {n} scenarios "
+            f"({100.0 * np.count_nonzero(alarms == 1.0) / n:.1f} %)")
+    if len(delays):
+        line += f", delay median {np.median(delays):.4g} s, max {delays.max():.4g} s"
+    return _wrapped(line)
 
 
 def _wrapped(text: str) -> list[str]:

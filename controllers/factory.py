@@ -20,6 +20,7 @@ from hilrig.controllers.interface import (
     ControllerSpec,
     check_declared_sizes,
     compile_law,
+    detection_record,
     trial_call,
 )
 from hilrig.errors import ConfigError
@@ -59,8 +60,9 @@ def controller_from_config(cfg: Config, unit: str,
     if c.with_model:
         params = np.concatenate([params, model_kernels.block(cfg)])
     state = np.zeros(c.state_size)
+    detection = detection_record(c.detection_slot)
     if isinstance(target, (CFunc, CPUDispatcher)):
-        return Controller(compile_law(target), params, state, name=c.law)
+        return Controller(compile_law(target), params, state, name=c.law, detection=detection)
     if isinstance(target, type):       # a class: its instance is the law
         target = target(params)
     if not callable(target):
@@ -70,7 +72,7 @@ def controller_from_config(cfg: Config, unit: str,
             f"controller.law: {c.law!r} is a plain Python callable; run it with `hil "
             "control` (any link.type, inprocess included), or decorate it with @numba.njit "
             "to run it in the compiled loop of `hil run` and `hil sim`")
-    return Controller(target, params, state, compiled=False, name=c.law)
+    return Controller(target, params, state, compiled=False, name=c.law, detection=detection)
 
 
 def check_law(law: str, params: list, state_size: int, n_outputs: int,

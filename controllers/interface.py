@@ -31,6 +31,15 @@ Every compiled law is also called once in Python on the config's sizes then
 instead of inside the compiled loop, where numba can only print the exception
 ("Exception ignored in: <numba.core.cpu.CPUContext>", a cfunc cannot raise) on every
 tick and go on with the command unwritten.
+
+**A detected fault.** A law reports a fault it has detected through one entry of its own
+``state``: with ``controller.detection_slot = i`` it writes ``state[i]`` = 0 (nothing
+detected) or a nonzero code (the 1-based joint it blames, or any code of its own). Every
+loop that calls the law looks at that entry after each call (``note_detection``) and keeps
+the first tick it turned nonzero in the controller's ``detection`` record (``D_*``
+entries): that tick is the ``fault_detected`` event of a log and of ``hil sim``'s
+``fault_detected`` array, and the campaigns' detection metrics. Without the key the
+record is empty and a tick pays one comparison of its length.
 """
 from __future__ import annotations
 
@@ -39,13 +48,43 @@ from typing import Any, Callable
 
 import numpy as np
 from hilrig.errors import ConfigError
-from hilrig.jit.kernel import compile_pointer, kernel
+from hilrig.jit.kernel import compile_pointer, inline_kernel, kernel
 from numba import types
 from numba.core.ccallback import CFunc
 
 ARRAY = types.float64[::1]
 LAW_SIGNATURE = types.void(types.float64, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY, ARRAY)
 SIZES_ATTRIBUTE = "hilrig_sizes"   # where declare_sizes puts a law's LawSizes
+
+# a detection record (``detection_record``): the slot watched, then the first detection's
+# tick (-1: none yet), plant time (s; NaN: none yet) and code (what the law wrote there)
+D_SLOT, D_TICK, D_TIME, D_CODE = 0, 1, 2, 3
+
+
+def detection_record(slot: int | None) -> np.ndarray:
+    """The detection record of a law whose ``state[slot]`` reports a detected fault
+    (controller.detection_slot): [slot, -1, NaN, 0] (D_* entries); ``slot`` None: empty,
+    nothing is watched."""
+    if slot is None:
+        return np.zeros(0)
+    return np.array([float(slot), -1.0, np.nan, 0.0])
+
+
+def detection_event(code: float) -> dict:
+    """The ``fault_detected`` event of a first detection with ``code`` (what the law wrote):
+    {"kind", "joint" (the code as a 1-based joint when it is a whole number > 0, else 0),
+    "code"}; the loops add its tick and t (s)."""
+    code = float(code)
+    joint = int(code) if code == int(code) and code > 0 else 0
+    return {"kind": "fault_detected", "joint": joint, "code": code}
+
+
+def first_detection(record: np.ndarray) -> np.ndarray:
+    """The first detection of a detection record as rows [tick, t (s), code]: one row, or
+    none (nothing watched, or nothing detected)."""
+    if record.shape[0] == 0 or record[D_TICK] < 0:
+        return np.zeros((0, 3))
+    return np.array([[record[D_TICK], record[D_TIME], record[D_CODE]]])
 
 
 @dataclass(frozen=True)
@@ -171,6 +210,7 @@ class Controller:
     the accurate offline integrator take long steps. name: what the config named.
     builtin: the law is the built-in one (controllers.builtin.builtin_law), which the
     offline runs call directly instead of through its pointer (rt.lockstep.law_of).
+    detection: its detection record (``detection_record``; empty: the law reports none).
     """
 
     law: Any
@@ -180,6 +220,7 @@ class Controller:
     feedback: bool = True
     name: str = ""
     builtin: bool = False
+    detection: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __call__(self, t: float, pos: np.ndarray, vel: np.ndarray, cur: np.ndarray,
                  u: np.ndarray) -> None:
@@ -188,6 +229,28 @@ class Controller:
             call_law(self.law, t, pos, vel, cur, self.params, self.state, u)
         else:
             self.law(t, pos, vel, cur, self.params, self.state, u)
+
+    def detected(self, k: int, t: float) -> bool:
+        """After the law's call of tick ``k`` at plant time ``t`` (s), from Python (``hil
+        control``): note_detection on its record; True when this call is the first
+        detection."""
+        return bool(note_detection(self.detection, self.state, k, t))
+
+
+@inline_kernel
+def note_detection(record, state, k, t):
+    """After a law's call of tick ``k`` at plant time ``t`` (s): the first tick its
+    ``state[record[D_SLOT]]`` is nonzero goes into the detection ``record`` (tick, t, code);
+    True on that tick only. An empty record: nothing (False)."""
+    if record.shape[0] == 0 or record[D_TICK] >= 0.0:
+        return False
+    code = state[int(record[D_SLOT])]
+    if code == 0.0 or not np.isfinite(code):
+        return False
+    record[D_TICK] = k
+    record[D_TIME] = t
+    record[D_CODE] = code
+    return True
 
 
 @kernel

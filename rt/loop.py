@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.interface import bad_command_reason
+from hilrig.controllers.interface import D_CODE, bad_command_reason, detection_event
 from hilrig.controllers.limits import LIMIT_ROWS, config_limits, outside_measured, violation
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
@@ -265,6 +265,7 @@ class LinkLoop:
             self.limits[:] = config_limits(self.cfg, nact, unit)
             paced = not getattr(self.link, "lockstep", False)
             self.live_box = new_mailbox(self.controller.params, self.limits)
+            detecting = self.controller.detection.shape[0] > 0   # the law reports faults
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
             for hook in self.hooks:
@@ -320,6 +321,10 @@ class LinkLoop:
                     timing[3] = (t_write - t_control) * 1e-9
                     timing[4] = (t_write - wake) * 1e-9
                     publish_row(ring, head, cols, timing)
+                    if detecting and measured and self.stopping is None \
+                            and self.controller.detected(k, t):     # the law's first report
+                        event = detection_event(self.controller.detection[D_CODE])
+                        tel.event(event.pop("kind"), **event, tick=k, t=t)
                     k += 1
                     if tel.failure is not None and self._log_failed(tel.failure):
                         break

@@ -28,6 +28,7 @@ happened before it.
 from typing import NamedTuple
 
 import numpy as np
+from hilrig.controllers.interface import D_CODE, D_TICK
 from hilrig.jit.kernel import kernel
 from hilrig.plant.faults import (
     C_CHANNEL,
@@ -74,7 +75,7 @@ MAIL_SIZE = 16
 ERR_JOINT, ERR_FULL = 1.0, 3.0
 # event kinds; event rows: [kind, tick, t, a, b, c, then a fault's: kind code, channel,
 # duration (s), its parameters P0..P3]
-EV_JAM, EV_CLEAR, EV_OVERRUN, EV_STOP, EV_FAULT, EV_FAULT_END = 1, 2, 3, 4, 5, 6
+EV_JAM, EV_CLEAR, EV_OVERRUN, EV_STOP, EV_FAULT, EV_FAULT_END, EV_DETECTED = 1, 2, 3, 4, 5, 6, 7
 EVENT_COLUMNS = 13
 # why a run ended
 R_DONE, R_STOP_REQUEST, R_OVERRUNS, R_INVALID_STATE, R_BAD_COMMAND, R_JOINT_LIMIT = \
@@ -269,7 +270,7 @@ def rehearsal(ns: int, plant: PlantArrays, ctrl: LawArrays, io: TickIO) -> Rehea
     """The Rehearsal record of a loop over ``plant``, ``ctrl`` and ``io``: its copies made
     here, before the loop (run_loop allocates nothing)."""
     return Rehearsal(ns, plant._replace(jams=plant.jams.copy(), x=plant.x.copy()),
-                     ctrl._replace(state=ctrl.state.copy()),
+                     ctrl._replace(state=ctrl.state.copy(), detection=ctrl.detection.copy()),
                      TickIO(io.meas.copy(), io.u.copy(), io.held.copy()))
 
 
@@ -296,6 +297,8 @@ def _rehearse(law, plant, ctrl, io, stepping, faults, t, k, scratch, mech):
         scratch.io.held[j] = io.held[j]
     for i in range(ctrl.state.shape[0]):
         scratch.ctrl.state[i] = ctrl.state[i]
+    for i in range(ctrl.detection.shape[0]):
+        scratch.ctrl.detection[i] = ctrl.detection[i]
     tick(law, copy, scratch.ctrl, scratch.io, stepping, faults, t, k, False, None, None, None,
          None, None, 0, mech)
 
@@ -374,6 +377,8 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
         if done == T_JOINT_LIMIT:
             reason = R_JOINT_LIMIT
             break
+        if ctrl.detection.shape[0] > 0 and ctrl.detection[D_TICK] == k:   # first detection
+            _event(events, mail, EV_DETECTED, k, t, ctrl.detection[D_CODE], 0.0, 0.0)
         if use_worker and not last:
             _request_correction(worker.handoff, worker.snap, x)
         publish_row(ring.ring, ring.head, ring.cols, timing)

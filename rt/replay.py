@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.interface import first_detection
 from hilrig.controllers.limits import config_limits
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
@@ -164,13 +165,14 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
 
     started = time.perf_counter()
     ticks_from(0, 1, (plant_arrays(plant.copy()),                 # compile or load
-                      LawArrays(c.params.copy(), c.state.copy(), limits.copy()), io(),
+                      LawArrays(c.params.copy(), c.state.copy(), limits.copy(),
+                                c.detection.copy()), io(),
                       schedule.copy(), Records(np.zeros(n_steps + 1),
                                                np.zeros((n_steps + 1, nx)),
                                                np.zeros((n_steps + 1, nact)),
                                                np.zeros((n_steps + 1, 2 * nact)))))
     out.startup_seconds = time.perf_counter() - started
-    live = (plant_arrays(plant), LawArrays(c.params, c.state, limits), io(), schedule,
+    live = (plant_arrays(plant), LawArrays(c.params, c.state, limits, c.detection), io(), schedule,
             Records(rec["t"], rec["x"], rec["u"], rec["seen"]))
     k, chunk, rows = 0, 1000, None
     started = time.perf_counter()
@@ -191,6 +193,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
                            rec["diag"][:rows], plant.work, for_plant(plant))
     out.arrays = _named(cfg, plant, rec, rows, schedule)
     out.arrays["param_ticks"] = ticks
+    out.arrays["fault_detected"] = first_detection(c.detection)
     if rows < n_steps + 1:
         raise SimulationError(
             f"replay: the run stopped after t = {rec['t'][max(rows - 1, 0)]:.6f} s (invalid "

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.interface import bad_command_reason
+from hilrig.controllers.interface import bad_command_reason, detection_event
 from hilrig.controllers.limits import config_limits, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
@@ -192,14 +192,15 @@ class Session:
         self.finished = threading.Event()
 
     # -- the loop thread -----------------------------------------------------------
-    def _call(self, plant, state, schedule, n_steps, paced, ring, head, mail, events, timings, ts,
-              handoff, live, request):
-        """run_loop over ``plant`` (a plant.model.Plant) and the law's ``state``, with its
-        records built here: the run's own arrays, or the warm-up's copies."""
+    def _call(self, plant, state, detection, schedule, n_steps, paced, ring, head, mail, events,
+              timings, ts, handoff, live, request):
+        """run_loop over ``plant`` (a plant.model.Plant), the law's ``state`` and its
+        ``detection`` record, with its records built here: the run's own arrays, or the
+        warm-up's copies."""
         loop = self.cfg.loop
         c = self.controller
         arrays = plant_arrays(plant)
-        ctrl = LawArrays(c.params, state, self.limits)
+        ctrl = LawArrays(c.params, state, self.limits, detection)
         io = TickIO(self.meas.buffer, self.u, self.held)
         pace = Pacing(paced, int(round(self.h * 1e9)), spin_window_ns(loop.spin, self.h),
                       POLICIES[loop.overrun], loop.max_overruns, ts)
@@ -223,7 +224,8 @@ class Session:
         p = self.plant
         copy = p.copy()
         ring = np.zeros_like(self.telemetry.ring[:4])
-        self._call(copy, self.controller.state.copy(), self.schedule.copy(), 2, True, ring,
+        self._call(copy, self.controller.state.copy(), self.controller.detection.copy(),
+                   self.schedule.copy(), 2, True, ring,
                    np.zeros(2, np.int64), rtk.new_mail(), np.zeros_like(self.events),
                    np.zeros((3, 5)), timespec(), self.handoff.copy(), self.live_box.copy(),
                    self.request.copy())
@@ -247,7 +249,8 @@ class Session:
         loop = self.cfg.loop
         self.scheduling = apply_thread(loop.cpu, 0 if self.fast else loop.fifo_priority)
         try:
-            self._call(self.plant, self.controller.state, self.schedule, self.n_steps, not self.fast,
+            self._call(self.plant, self.controller.state, self.controller.detection,
+                       self.schedule, self.n_steps, not self.fast,
                        self.telemetry.ring, self.telemetry.head, self.mail, self.events,
                        self.timings, timespec(), self.handoff, self.live_box, self.request)
         finally:
@@ -301,6 +304,8 @@ class Session:
                          "live": bool(c)}
             elif kind == rtk.EV_CLEAR:
                 event = {"kind": "clear", "joint": int(a), "live": bool(c)}
+            elif kind == rtk.EV_DETECTED:
+                event = detection_event(a)
             elif kind == rtk.EV_OVERRUN:
                 event = {"kind": "overrun", "missed": int(a), "lateness": b, "compute": c}
             else:

@@ -2,7 +2,9 @@
 
 Output arrays (one row per step, starting at t = 0; see rt.lockstep for the row
 convention): ``t`` (s), ``q``, ``qd``, ``u`` (V or N m), ``i`` (A, voltage-driven
-plants), ``jam_events`` (rows [joint, t1, t2]); the model's diagnostics (PlantModel.diagnostics:
+plants), ``jam_events`` (rows [joint, t1, t2]), ``fault_events`` (plant.faults.started_rows),
+``fault_detected`` (the law's first detected fault, controller.detection_slot: one row
+[tick, t (s), code] or none); the model's diagnostics (PlantModel.diagnostics:
 a chain's and a serial arm's ``energy`` (J) and ``com`` (x_C, y_C, m; NaN for a user's
 chain), the 3RRR's ``residual`` (m^2), ``det_phi_theta``, ``det_phi_x``); and ``meta``,
 the resolved config as a JSON string. A model with an offline run of its own
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.interface import bad_command_reason
+from hilrig.controllers.interface import bad_command_reason, first_detection
 from hilrig.controllers.limits import config_limits, outside_measured, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
@@ -126,7 +128,7 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
         c = controller
         meas = Measurement(nact)
         started = time.perf_counter()
-        rows = _lockstep(run, plant, c.state, run.schedule, n_steps,
+        rows = _lockstep(run, plant, c.state, c.detection, run.schedule, n_steps,
                          Records(rec["t"], rec["x"], rec["u"], rec["seen"]), run.noise,
                          run.pending, meas)
         out.stepping_seconds = time.perf_counter() - started
@@ -135,6 +137,7 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
                                rec["i"][:rows], rec["diag"][:rows], plant.work,
                                for_plant(plant))
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
+    out.arrays["fault_detected"] = first_detection(controller.detection)
     out.plant = plant
     if rows < n_steps + 1:
         if sim.integrator != "accurate" and outside_measured(run.limits, meas.pos, meas.vel):
@@ -169,21 +172,24 @@ def _warm_up(run: OfflineRun) -> None:
     """Compile (or load from cache) the run kernel on copies, so timing counts stepping only."""
     plant = run.plant
     nx, nact = len(plant.x), plant.nact
-    _lockstep(run, plant.copy(), run.controller.state.copy(), run.schedule.copy(), 1,
+    _lockstep(run, plant.copy(), run.controller.state.copy(), run.controller.detection.copy(),
+              run.schedule.copy(), 1,
               Records(np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
                       np.zeros((2, 2 * nact))),
               np.zeros((0, 2 * nact)), np.zeros((0, nact)))
 
 
-def _lockstep(run: OfflineRun, plant, state: np.ndarray, schedule: np.ndarray, n_steps: int,
-              rec: Records, noise: np.ndarray, pending: np.ndarray,
-              meas: Measurement | None = None) -> int:
+def _lockstep(run: OfflineRun, plant, state: np.ndarray, detection: np.ndarray,
+              schedule: np.ndarray, n_steps: int, rec: Records, noise: np.ndarray,
+              pending: np.ndarray, meas: Measurement | None = None) -> int:
     """rt.lockstep.run of ``run``'s controller and limits over ``plant`` (a
-    plant.model.Plant), the law's ``state`` and ``schedule``, for n_steps from t = 0 into
-    ``rec``; returns the rows written. ``meas`` ends holding the law's last inputs."""
+    plant.model.Plant), the law's ``state``, its ``detection`` record and ``schedule``, for
+    n_steps from t = 0 into ``rec``; returns the rows written. ``meas`` ends holding the
+    law's last inputs."""
     c, nact = run.controller, plant.nact
     meas = Measurement(nact) if meas is None else meas
-    return lockstep.run(law_of(c), plant_arrays(plant), LawArrays(c.params, state, run.limits),
+    return lockstep.run(law_of(c), plant_arrays(plant),
+                        LawArrays(c.params, state, run.limits, detection),
                         TickIO(meas.buffer, np.zeros(nact), np.zeros(nact)),
                         Stepping(run.h, run.method, run.correction), schedule, 0.0, n_steps,
                         rec, Imperfections(noise, pending), for_plant(plant, run.method))

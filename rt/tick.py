@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 from hilrig.controllers.builtin import builtin_command
-from hilrig.controllers.interface import Controller
+from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.faults import C_KIND, hold_previous, sense
@@ -60,11 +60,13 @@ class Stepping(NamedTuple):
 
 
 class LawArrays(NamedTuple):
-    """The law's ``params`` and ``state`` and the ``limits`` (controllers.limits: LIMIT_ROWS,
-    nact: the command's and the joints' position and rate limits)."""
+    """The law's ``params`` and ``state``, the ``limits`` (controllers.limits: LIMIT_ROWS,
+    nact: the command's and the joints' position and rate limits) and its ``detection``
+    record (controllers.interface.detection_record; empty: the law reports none)."""
     params: np.ndarray
     state: np.ndarray
     limits: np.ndarray
+    detection: np.ndarray
 
 
 class TickIO(NamedTuple):
@@ -107,7 +109,8 @@ def plant_arrays(plant) -> PlantArrays:
 
 
 def law_arrays(controller: Controller, limits: np.ndarray) -> LawArrays:
-    return LawArrays(controller.params, controller.state, limits)
+    """The record of a controller's arrays (views: the loop runs the law on them)."""
+    return LawArrays(controller.params, controller.state, limits, controller.detection)
 
 
 def law_of(controller: Controller):
@@ -173,7 +176,8 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     sensor faults of the fault table ``faults`` (plant.faults.sense). Control: the law
     (``command``) computes ``io.u`` (with ``imperfect.pending`` rows: the command computed
     that many ticks ago, this tick's kept for later), ``limit_tick`` clamps it into
-    ``io.held``. Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
+    ``io.held``, and a fault the law reports for the first time goes into
+    ``ctrl.detection`` (controllers.interface.note_detection). Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
     held command and the currents under it; the caller publishes it), ``rec`` (Records)
     row k of t, x and what the law saw (u is ``io.u``, which the offline loops point at
     row k). Step: unless
@@ -228,6 +232,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
                              ctrl.limits, stepping.h, u, held)                   # d ticks on
     if not controlled:
         return T_BAD_COMMAND
+    note_detection(ctrl.detection, ctrl.state, k, t)     # one comparison when not watched
     if timing is not None:
         t_control = now_ns(ts)
     # record: the state before the step, the command over it

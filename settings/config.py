@@ -605,7 +605,14 @@ def _check_controller(ctrl: dict, voltage_driven: bool) -> None:
     if ctrl["law"] is None:
         if ctrl["params"] or ctrl["state_size"]:
             raise ConfigError("controller.params: only for a law named by controller.law")
+        if ctrl["detection_slot"] is not None:
+            raise ConfigError("controller.detection_slot: only for a law named by "
+                              "controller.law")
         return
+    if ctrl["detection_slot"] is not None and ctrl["detection_slot"] >= ctrl["state_size"]:
+        raise ConfigError(f"controller.detection_slot: {ctrl['detection_slot']} is not an "
+                          f"entry of the law's state (controller.state_size = "
+                          f"{ctrl['state_size']})")
     if ctrl["type"] != "open_loop":
         raise ConfigError(f"controller.law: give controller.law or controller.type, not both "
                           f"(controller.type = {ctrl['type']!r})")

@@ -15,7 +15,7 @@ from hilrig.schema import Config
 from hilrig.settings.config import resolve
 
 # [controller] keys that shape the controller rather than tune it: never live
-STRUCTURAL = ("type", "law", "state_size", "output", "torque_to_voltage")
+STRUCTURAL = ("type", "law", "state_size", "detection_slot", "output", "torque_to_voltage")
 SAFETY_KEYS = ("safety.max_command", "safety.max_slew")
 # keys whose default is "not set" (the drives' range or no slew limit; start at q0): the value [] sets them back
 UNSETTABLE = ("safety.max_command", "safety.max_slew", "controller.start")

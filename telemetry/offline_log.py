@@ -1,7 +1,7 @@
 """``hil sim --log``: an offline run's arrays as a telemetry log like ``hil run``'s, so that
 Foxglove, the mcap readers and ``hil log`` open it with the same layout (the rows on
-``/hil/tick``, the jams on ``/hil/event``, the robot in 3D on ``/hil/frames`` and
-``/hil/scene``): a campaign's failing scenario run again with ``hil sim ... --log`` is
+``/hil/tick``, the jams and the law's first detected fault on ``/hil/event``, the robot
+in 3D on ``/hil/frames`` and ``/hil/scene``): a campaign's failing scenario run again with ``hil sim ... --log`` is
 watched as a real-time run's log is.
 
 A row per step of the run, in ``hil run``'s layout (telemetry.recorder.run_groups): t,
@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from hilrig.controllers.interface import detection_event
 from hilrig.plant.factory import plant_model
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import Telemetry, run_groups
@@ -44,6 +45,10 @@ def write_log(path: str | Path, cfg: Config, arrays: dict, summary: dict) -> Non
                                     .tolist(), key=lambda e: e[1]):
             telemetry.event("jam", joint=int(joint), t1=t1, t2=t2, duration=t2 - t1,
                             tick=int(np.searchsorted(t, t1 - 1e-12)), t=t1)
+        for tick, t_detected, code in np.asarray(arrays.get("fault_detected",
+                                                              np.zeros((0, 3)))).tolist():
+            event = detection_event(code)
+            telemetry.event(event.pop("kind"), **event, tick=int(tick), t=t_detected)
         telemetry.head[0] = n
     finally:
         telemetry.close({"source": "hil sim", **summary})
