@@ -18,6 +18,18 @@ at each end (at least 2.5 periods of the cut-off, the filter's transient), where
 filter and the differences are least accurate, are dropped, and the rest is decimated to
 about two samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
 independent and the least-squares covariance sigma^2 (Y^T Y)^-1 is honest.
+
+Logs of ``hil control`` over a real link (``regular``): the rows are put on the grid of
+sim.dt by their time (a tick the loop skipped leaves no row: its positions and currents
+are interpolated, its command is the previous one, which the drives hold), and the
+rows within GAP_GUARD periods of the cut-off of a missing one are left out of the fit
+(the log's clock and the plant's may differ by the missing ticks there: a SYNC-clocked
+emulator does not step without a SYNC). What u is comes from the link
+(drivers.registry.command_unit): volts for a voltage-driven plant behind a link that
+takes volts, joint torques (N m) behind torque-mode drives (CiA 402 cyclic synchronous
+torque) or for a torque-driven plant. ``delay``: the ticks a command waits before it
+acts (a CANopen drive applies a synchronous RPDO at the next SYNC: 1), which the fit
+finds from the logs (identify.fit).
 """
 from __future__ import annotations
 
@@ -27,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.signal
+from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.schema import Config
 from hilrig.settings.config import resolve
@@ -36,12 +49,14 @@ CUTOFF = 4.0     # Hz: the position filter's cut-off for logs of other reference
 BAND_FACTOR = 4  # the cut-off for logs of an exciting trajectory: 4x its highest harmonic
 ORDER = 4        # Butterworth order
 EDGE = 0.25      # s dropped at each end of a log
+GAP_GUARD = 1.0  # periods of the cut-off left out on each side of a missing row
 
 
 @dataclass
 class Log:
-    """One log: where it came from, the config that ran, t (s), q (rad), u (V or N m) and i
-    (A; None when the log has no currents)."""
+    """One log: where it came from, the config that ran, t (s), q (rad), u (V or N m: ``unit``)
+    and i (A; None when the log has no currents), on the grid of sim.dt; ``missing``: the
+    rows the log did not have (filled in by ``regular``)."""
 
     path: str
     cfg: Config
@@ -49,6 +64,8 @@ class Log:
     q: np.ndarray
     u: np.ndarray
     i: np.ndarray | None
+    unit: str = "V"
+    missing: np.ndarray | None = None
 
     @property
     def dt(self) -> float:
@@ -106,7 +123,29 @@ def read(path: str | Path) -> Log:
     if cur is not None and (cur.ndim != 2 or cfg.plant.drive == "torque"
                             or not np.any(cur)):
         cur = None
-    return Log(str(path), cfg, arrays["t"], q[:, :nact], arrays["u"][:, :nact], cur)
+    unit = command_unit(cfg.link.type, cfg.plant.drive)
+    return regular(Log(str(path), cfg, np.asarray(arrays["t"], float), q[:, :nact],
+                       arrays["u"][:, :nact], cur, unit))
+
+
+def regular(log: Log) -> Log:
+    """The log on the grid of its config's sim.dt (module docstring): each row at tick
+    round((t - t_0) / dt); a tick without a row gets interpolated positions and currents
+    and the command before it (held), and is marked in ``missing``; a repeated tick keeps
+    its first row."""
+    dt = float(log.cfg.sim.dt)
+    tick = np.round((log.t - log.t[0]) / dt).astype(np.int64)
+    first = np.concatenate([[True], np.diff(tick) > 0])
+    tick, rows = tick[first], np.flatnonzero(first)
+    grid = np.arange(tick[-1] + 1)
+    missing = np.ones(len(grid), bool)
+    missing[tick] = False
+
+    def fill(x):
+        return np.stack([np.interp(grid, tick, x[rows, j]) for j in range(x.shape[1])], 1)
+    held = log.u[rows][np.searchsorted(tick, grid, side="right") - 1]
+    return Log(log.path, log.cfg, log.t[0] + grid * dt, fill(log.q), held,
+               None if log.i is None else fill(log.i), log.unit, missing)
 
 
 def default_cutoff(logs: list[Log]) -> float:
@@ -121,10 +160,10 @@ def default_cutoff(logs: list[Log]) -> float:
     return BAND_FACTOR * max(bands) if len(bands) == len(logs) else CUTOFF
 
 
-def filtered(log: Log, cutoff: float) -> Samples:
+def filtered(log: Log, cutoff: float, delay: int = 0) -> Samples:
     """The log's samples, filtered, differentiated, trimmed and decimated (module
-    docstring). ConfigError when the cut-off is not below half the sampling rate or the
-    log is too short for the filter."""
+    docstring), each command acting ``delay`` ticks after its row. ConfigError when the
+    cut-off is not below half the sampling rate or the log is too short for the filter."""
     dt = log.dt
     nyquist = 0.5 / dt
     if not 0.0 < cutoff < nyquist:
@@ -143,10 +182,19 @@ def filtered(log: Log, cutoff: float) -> Samples:
     qd = np.gradient(q, dt, axis=0)
     qdd = np.gradient(qd, dt, axis=0)
     step = max(1, int(0.5 / (cutoff * dt)))
-    keep = slice(edge, len(q) - edge, step)
+    keep = np.arange(edge, len(q) - edge, step)
+    if log.missing is not None and log.missing.any():
+        guard = int(round(GAP_GUARD / (cutoff * dt)))
+        near = np.convolve(log.missing, np.ones(2 * guard + 1), mode="same") > 0
+        keep = keep[~near[keep]]
+    if len(keep) == 0:
+        raise ConfigError(f"{log.path}: no rows left to fit (too short, or too many "
+                          "ticks missing)")
+    u = log.u if delay == 0 else np.concatenate([np.repeat(log.u[:1], delay, 0),
+                                                 log.u[:-delay]])
     cur = None if log.i is None else smooth(log.i)[keep]
-    return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(log.u))[keep],
-                   smooth(log.u)[keep], smooth(np.sign(qd))[keep], cur)
+    return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(u))[keep],
+                   smooth(u)[keep], smooth(np.sign(qd))[keep], cur)
 
 
 def at_sample(x: np.ndarray) -> np.ndarray:

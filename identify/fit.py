@@ -65,6 +65,8 @@ KT = "motor.kt"              # the torque constant K_m (config key plant.motor.t
 ALIASES = {"motor.torque_constant": KT}
 STRIBECK_KEYS = ("friction.static", "friction.stribeck_velocity")   # not fitted
 RANK_TOL = 1e-2
+DELAYS = range(4)     # ticks a command may wait before it acts (the one with the least
+                      # residual is taken: a CANopen drive's RPDO acts at the next SYNC)
 REVERSAL_RATE = 0.05  # rad/s: a joint with Coulomb friction slower than this may stick,
                       # and friction is not the Coulomb level there: its rows are dropped
 UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
@@ -107,6 +109,7 @@ class Fit:
     dependent_labels: list = field(default_factory=list)
     torque_constant: dict = field(default_factory=dict)
     unphysical: str = ""
+    delay: int = 0
 
     def base_of(self, cfg: Config) -> np.ndarray:
         """The base parameters another config's plant has (e.g. the true one of a test)."""
@@ -116,7 +119,9 @@ class Fit:
     def report(self) -> str:
         """The lines ``hil identify`` prints."""
         lines = [f"positions filtered at {self.cutoff:g} Hz (zero-phase Butterworth), "
-                 "rates and accelerations by central differences",
+                 "rates and accelerations by central differences; the commands act "
+                 f"{self.delay} tick(s) after their rows (the least residual of "
+                 f"{DELAYS.start}..{DELAYS.stop - 1})",
                  "base parameters (linear least squares; value +- standard deviation):"]
         width = max(len(label) for label in self.labels) if self.labels else 0
         for label, value, std, ok in zip(self.labels, self.beta, self.std, self.identifiable):
@@ -256,12 +261,24 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``cutoff``: the
     position filter's, Hz (None: identify.data.default_cutoff); ``raw``: CONFIG as
     written (raw_of), which the fitted config copies."""
-    arm = _arm(cfg)
     logs = [read(p) for p in paths]
     check_same_plant(logs, cfg)
+    units = {log.unit for log in logs}
+    if len(units) > 1:
+        raise ConfigError(f"{logs[-1].path}: its commands are in {logs[-1].unit}, "
+                          f"{logs[0].path}'s in {logs[0].unit}: fit logs of one link kind")
     cutoff = default_cutoff(logs) if cutoff is None else cutoff
-    samples = Samples.stack([filtered(log, cutoff) for log in logs])
-    currents = samples.i is not None and cfg.plant.drive != "torque"
+    fits = [_identify(logs, cfg, fit, cutoff, raw, delay) for delay in DELAYS]
+    return min(fits, key=lambda f: float(np.sum(f.residual_rms ** 2)))
+
+
+def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float, raw: dict | None,
+              delay: int) -> Fit:
+    """``identify`` with the commands acting ``delay`` ticks after their rows."""
+    arm = _arm(cfg)
+    unit = logs[0].unit
+    samples = Samples.stack([filtered(log, cutoff, delay) for log in logs])
+    currents = samples.i is not None and cfg.plant.drive != "torque" and unit == "V"
     names = parse_names(fit, cfg, currents)
     electrical, current_rms = {}, None
     m = cfg.plant.motor
@@ -271,7 +288,7 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
         electrical = {k: v for k, v in electrical.items() if k.split("[")[0] in names}
         R = R if "motor.resistance" in names else np.asarray(m.resistance, float)
         Ke = Ke if "motor.back_emf_constant" in names else np.asarray(m.back_emf_constant, float)
-    tau = _torques(cfg, samples, R, Ke)
+    tau = samples.u if unit == "N m" else _torques(cfg, samples, R, Ke)
     values = standard_values(cfg.plant, cfg.friction)
     free = [n for n in PREFERENCE if n in names]
     held = [n for n in PREFERENCE if n not in names and _acts(n, cfg)]
@@ -314,7 +331,7 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     pi = bp.standard(beta, prior)
     result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan),
                  np.where(ok, std, np.nan), ok, electrical, rms, current_rms, pi, prior, arm,
-                 dependent_labels=dependent_labels, torque_constant=kt)
+                 dependent_labels=dependent_labels, torque_constant=kt, delay=delay)
     constants = {k.split("[")[0]: (R if k.startswith("motor.resistance") else Ke)
                  for k in electrical}
     if any(not isinstance(v, str) for v in kt.values()):
