@@ -19,12 +19,14 @@ filter and the differences are least accurate, are dropped, and the rest is deci
 about two samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
 independent and the least-squares covariance sigma^2 (Y^T Y)^-1 is honest.
 
-Logs of ``hil control`` over a real link (``regular``): the rows are put on the grid of
-sim.dt by their time (a tick the loop skipped leaves no row: its positions and currents
-are interpolated, its command is the previous one, which the drives hold), and the
-rows within GAP_GUARD periods of the cut-off of a missing one are left out of the fit
-(the log's clock and the plant's may differ by the missing ticks there: a SYNC-clocked
-emulator does not step without a SYNC). What u is comes from the link
+Logs of ``hil control`` over a real link (``regular``): a tick the loop skipped leaves
+no row. Where the plant moved on over it (a rig), the rows are put on the grid of sim.dt
+by their time, the missing tick's positions and currents interpolated and its command
+the previous one (the drives hold it), and the rows within GAP_GUARD periods of the
+cut-off of a missing one are left out of the fit. Where the plant stood still over it (a
+SYNC-clocked emulator steps once per SYNC, and a skipped tick sends none: told by the
+position's step across the gaps), the rows are consecutive steps of the plant and are
+taken so. What u is comes from the link
 (drivers.registry.command_unit): volts for a voltage-driven plant behind a link that
 takes volts, joint torques (N m) behind torque-mode drives (CiA 402 cyclic synchronous
 torque) or for a torque-driven plant. ``delay``: the ticks a command waits before it
@@ -79,7 +81,8 @@ class Samples:
     rad/s, rad/s^2), u (the command at the sample's instant, at_sample), held (the
     command of the row, as the current i of the row saw it), sign (sign(qd) filtered like
     the commands, in [-1, 1]: the Coulomb column), i (None without currents), N x n
-    each."""
+    each; ``rates``: per log, its filtered rate at every row, the rows kept and the
+    filter, for columns that are nonlinear in the rate (``hump``)."""
 
     q: np.ndarray
     qd: np.ndarray
@@ -88,13 +91,26 @@ class Samples:
     held: np.ndarray
     sign: np.ndarray
     i: np.ndarray | None
+    rates: tuple = ()
 
     @staticmethod
     def stack(parts: list["Samples"]) -> "Samples":
         """The samples of several logs one after another."""
         cur = None if any(p.i is None for p in parts) else np.concatenate([p.i for p in parts])
         return Samples(*(np.concatenate([getattr(p, k) for p in parts])
-                         for k in ("q", "qd", "qdd", "u", "held", "sign")), cur)
+                         for k in ("q", "qd", "qdd", "u", "held", "sign")), cur,
+                       tuple(r for p in parts for r in p.rates))
+
+    def hump(self, stribeck_velocity: np.ndarray) -> np.ndarray:
+        """The Stribeck hump's column per joint (N x n): exp(-(qd / v_s)^2) sign(qd) of
+        the filtered rate at every row of the logs, filtered like the commands (as the
+        Coulomb column ``sign``), at the samples' rows; ``stribeck_velocity`` v_s per
+        joint, rad/s."""
+        out = []
+        for qd, keep, (b, a) in self.rates:
+            column = np.exp(-(qd / stribeck_velocity) ** 2) * np.sign(qd)
+            out.append(scipy.signal.filtfilt(b, a, column, axis=0, method="gust")[keep])
+        return np.concatenate(out)
 
 
 def read(path: str | Path) -> Log:
@@ -137,6 +153,8 @@ def regular(log: Log) -> Log:
     tick = np.round((log.t - log.t[0]) / dt).astype(np.int64)
     first = np.concatenate([[True], np.diff(tick) > 0])
     tick, rows = tick[first], np.flatnonzero(first)
+    if _plant_paused(log.q[rows], tick):
+        tick = np.arange(len(rows))
     grid = np.arange(tick[-1] + 1)
     missing = np.ones(len(grid), bool)
     missing[tick] = False
@@ -146,6 +164,21 @@ def regular(log: Log) -> Log:
     held = log.u[rows][np.searchsorted(tick, grid, side="right") - 1]
     return Log(log.path, log.cfg, log.t[0] + grid * dt, fill(log.q), held,
                None if log.i is None else fill(log.i), log.unit, missing)
+
+
+def _plant_paused(q: np.ndarray, tick: np.ndarray) -> bool:
+    """Whether the plant stood still over the ticks missing from a log (a SYNC-clocked
+    emulator steps once per SYNC, and a skipped tick sends none) rather than moving on in
+    real time (a rig): the position's step across the gaps, against the mean step of the
+    rows either side, is nearer 1 than the gaps' length in ticks."""
+    step = np.diff(tick)
+    gaps = np.flatnonzero(step[1:-1] > 1) + 1
+    if len(gaps) == 0:
+        return False
+    moves = np.abs(np.diff(q, axis=0)).sum(axis=1)
+    across = moves[gaps].sum()
+    beside = 0.5 * (moves[gaps - 1] + moves[gaps + 1]).sum()
+    return bool(across < 0.5 * (1.0 + step[gaps].mean()) * beside)
 
 
 def default_cutoff(logs: list[Log]) -> float:
@@ -194,7 +227,7 @@ def filtered(log: Log, cutoff: float, delay: int = 0) -> Samples:
                                                  log.u[:-delay]])
     cur = None if log.i is None else smooth(log.i)[keep]
     return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(u))[keep],
-                   smooth(u)[keep], smooth(np.sign(qd))[keep], cur)
+                   smooth(u)[keep], smooth(np.sign(qd))[keep], cur, ((qd, keep, (b, a)),))
 
 
 def at_sample(x: np.ndarray) -> np.ndarray:
