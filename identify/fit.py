@@ -429,9 +429,7 @@ def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
         r = residual[rows, j]
 
         def model(x, j=j, rows=rows, r=r):
-            v = vs.copy()
-            v[j] = x[1]
-            return r - x[0] * samples.hump(v)[rows, j]
+            return r - x[0] * samples.hump(x[1], j)[rows]
         start = [max(static0[j] - level[j], 0.5 * level[j], 1e-3), min(vs0[j], SLOW_RATE / 3)]
         sol = scipy.optimize.least_squares(model, start, x_scale="jac",
                                            bounds=([0.0, 1e-4], [np.inf, SLOW_RATE]))
