@@ -30,8 +30,8 @@ taken so. What u is comes from the link
 (drivers.registry.command_unit): volts for a voltage-driven plant behind a link that
 takes volts, joint torques (N m) behind torque-mode drives (CiA 402 cyclic synchronous
 torque) or for a torque-driven plant. ``delay``: the ticks a command waits before it
-acts (a CANopen drive applies a synchronous RPDO at the next SYNC: 1), which the fit
-finds from the logs (identify.fit).
+acts, LINK_DELAY of the link (a CiA 402 drive applies a synchronous RPDO at the next
+SYNC: 1), by which the commands are shifted before they are filtered.
 """
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ BAND_FACTOR = 4  # the cut-off for logs of an exciting trajectory: 4x its highes
 ORDER = 4        # Butterworth order
 EDGE = 0.25      # s dropped at each end of a log
 GAP_GUARD = 1.0  # periods of the cut-off left out on each side of a missing row
+# ticks a link's command waits before it acts: a CiA 402 drive applies a synchronous
+# RPDO at the next SYNC; the other links' commands act at once
+LINK_DELAY = {"canopen": 1}
 
 
 @dataclass
@@ -68,6 +71,11 @@ class Log:
     i: np.ndarray | None
     unit: str = "V"
     missing: np.ndarray | None = None
+
+    @property
+    def delay(self) -> int:
+        """Ticks a command waits before it acts (LINK_DELAY of the log's link)."""
+        return LINK_DELAY.get(self.cfg.link.type, 0)
 
     @property
     def dt(self) -> float:
@@ -195,10 +203,11 @@ def default_cutoff(logs: list[Log]) -> float:
     return BAND_FACTOR * max(bands) if len(bands) == len(logs) else CUTOFF
 
 
-def filtered(log: Log, cutoff: float, delay: int = 0) -> Samples:
+def filtered(log: Log, cutoff: float, dense: bool = False) -> Samples:
     """The log's samples, filtered, differentiated, trimmed and decimated (module
-    docstring), each command acting ``delay`` ticks after its row. ConfigError when the
-    cut-off is not below half the sampling rate or the log is too short for the filter."""
+    docstring; ``dense``: every row, not decimated), each command acting ``log.delay``
+    ticks after its row. ConfigError when the cut-off is not below half the sampling rate
+    or the log is too short for the filter."""
     dt = log.dt
     nyquist = 0.5 / dt
     if not 0.0 < cutoff < nyquist:
@@ -216,7 +225,7 @@ def filtered(log: Log, cutoff: float, delay: int = 0) -> Samples:
     q = smooth(log.q)
     qd = np.gradient(q, dt, axis=0)
     qdd = np.gradient(qd, dt, axis=0)
-    step = max(1, int(0.5 / (cutoff * dt)))
+    step = 1 if dense else max(1, int(0.5 / (cutoff * dt)))
     keep = np.arange(edge, len(q) - edge, step)
     if log.missing is not None and log.missing.any():
         guard = int(round(GAP_GUARD / (cutoff * dt)))
@@ -225,6 +234,7 @@ def filtered(log: Log, cutoff: float, delay: int = 0) -> Samples:
     if len(keep) == 0:
         raise ConfigError(f"{log.path}: no rows left to fit (too short, or too many "
                           "ticks missing)")
+    delay = log.delay
     u = log.u if delay == 0 else np.concatenate([np.repeat(log.u[:1], delay, 0),
                                                  log.u[:-delay]])
     cur = None if log.i is None else smooth(log.i)[keep]

@@ -70,9 +70,6 @@ MIN_SLOW_ROWS = 20    # rows per joint between STUCK_RATE and SLOW_RATE the hump
 HUMP_WIDTH = 3.0      # with the hump, the linear fit leaves out the rows slower than this
                       # many Stribeck velocities (exp(-9): the hump is gone)
 RANK_TOL = 1e-2
-DELAYS = range(4)     # ticks a command may wait before it acts (the one with the least
-                      # product of the joints' residual RMS is taken: a CANopen drive's
-                      # RPDO acts at the next SYNC)
 REVERSAL_RATE = 0.05  # rad/s: a joint with Coulomb friction slower than this may stick,
                       # and friction is not the Coulomb level there: its rows are dropped
 UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
@@ -128,8 +125,7 @@ class Fit:
         """The lines ``hil identify`` prints."""
         lines = [f"positions filtered at {self.cutoff:g} Hz (zero-phase Butterworth), "
                  "rates and accelerations by central differences; the commands act "
-                 f"{self.delay} tick(s) after their rows (the least residual of "
-                 f"{DELAYS.start}..{DELAYS.stop - 1})",
+                 f"{self.delay} tick(s) after their rows (the link's)",
                  "base parameters (linear least squares; value +- standard deviation):"]
         width = max(len(label) for label in self.labels) if self.labels else 0
         for label, value, std, ok in zip(self.labels, self.beta, self.std, self.identifiable):
@@ -289,18 +285,20 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
         raise ConfigError(f"{logs[-1].path}: its commands are in {logs[-1].unit}, "
                           f"{logs[0].path}'s in {logs[0].unit}: fit logs of one link kind")
     cutoff = default_cutoff(logs) if cutoff is None else cutoff
-    fits = [_identify(logs, cfg, fit, cutoff, raw, delay, stribeck=False) for delay in DELAYS]
-    best = min(fits, key=lambda f: float(np.sum(np.log(f.residual_rms))))
-    return _identify(logs, cfg, fit, cutoff, raw, best.delay)
+    delays = {log.delay for log in logs}
+    if len(delays) > 1:
+        raise ConfigError(f"{logs[-1].path}: its link's commands act {logs[-1].delay} "
+                          f"tick(s) late, {logs[0].path}'s {logs[0].delay}: fit logs of "
+                          "one link kind")
+    return _identify(logs, cfg, fit, cutoff, raw)
 
 
-def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float, raw: dict | None,
-              delay: int, stribeck: bool = True) -> Fit:
-    """``identify`` with the commands acting ``delay`` ticks after their rows (``stribeck``
-    False: without the Stribeck fit, which does not change the linear one)."""
+def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
+              raw: dict | None) -> Fit:
+    """``identify`` on the logs read, with the cut-off chosen."""
     arm = _arm(cfg)
-    unit = logs[0].unit
-    samples = Samples.stack([filtered(log, cutoff, delay) for log in logs])
+    unit, delay = logs[0].unit, logs[0].delay
+    samples = Samples.stack([filtered(log, cutoff) for log in logs])
     currents = samples.i is not None and cfg.plant.drive != "torque" and unit == "V"
     names = parse_names(fit, cfg, currents)
     electrical, current_rms = {}, None
@@ -311,16 +309,23 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float, raw:
         electrical = {k: v for k, v in electrical.items() if k.split("[")[0] in names}
         R = R if "motor.resistance" in names else np.asarray(m.resistance, float)
         Ke = Ke if "motor.back_emf_constant" in names else np.asarray(m.back_emf_constant, float)
-    tau = samples.u if unit == "N m" else _torques(cfg, samples, R, Ke)
     values = standard_values(cfg.plant, cfg.friction)
     free = [n for n in PREFERENCE if n in names]
     held = [n for n in PREFERENCE if n not in names and _acts(n, cfg)]
+
+    def targets(s: Samples) -> tuple[np.ndarray, np.ndarray]:
+        """The drive torques (N x n, N m) and, joint by joint, what is left of them
+        after the torques of the columns held at CONFIG's values."""
+        torque = s.u if unit == "N m" else _torques(cfg, s, R, Ke)
+        left = torque.T.ravel()
+        if held:
+            left = left - columns(arm, held, s.q, s.qd, s.qdd, s.sign) @ np.concatenate(
+                [values[n] for n in held])
+        return torque, left
+    tau, y = targets(samples)
     q, qd, qdd, sign = samples.q, samples.qd, samples.qdd, samples.sign
-    y = tau.T.ravel()
-    if held:
-        y = y - columns(arm, held, q, qd, qdd, sign) @ np.concatenate([values[n] for n in held])
     coulomb = "friction.coulomb" in names or np.any(values["friction.coulomb"])
-    hump = STRIBECK_KEYS[0] in names and stribeck
+    hump = STRIBECK_KEYS[0] in names
     vs = np.asarray(cfg.friction.stribeck_velocity, float) * np.ones(arm.n)
     every = np.repeat(np.arange(arm.n), len(q))
     prior = np.concatenate([values[n] for n in free]) if free else np.zeros(0)
@@ -345,10 +350,16 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float, raw:
                 y_all = y - drive @ km0
                 beta0 = np.concatenate([beta0, km0])
         beta, std, ok, rms = _linear(Y_all[keep], y_all[keep], beta0, joint, arm.n, norm)
-        if hump:
-            residual = (y_all - Y_all @ beta).reshape(arm.n, -1).T
-            found, hump_values = _stribeck(samples, residual, cfg, _coulomb(
-                free, bp, beta, std, ok, values["friction.coulomb"], arm.n))
+        if hump:      # on every row: the hump is narrow
+            dense = Samples.stack([filtered(log, cutoff, dense=True) for log in logs])
+            torque, left = targets(dense)
+            if KT in names and fixed:      # the drive torques at the fitted K_m
+                left = left + (torque * (beta[len(bp.base):] / km0 - 1.0)).T.ravel()
+            model = columns(arm, free, dense.q, dense.qd, dense.qdd, dense.sign)[:, bp.base]
+            residual = (left - model @ beta[:len(bp.base)]).reshape(arm.n, -1).T
+            found, hump_values = _stribeck(dense, residual, cfg, _coulomb(
+                free, bp, beta, std, ok, values["friction.coulomb"], arm.n),
+                len(dense.q) / len(samples.q))
             vs = hump_values["friction.stribeck_velocity"]
     if KT in names:
         for j in range(arm.n):
@@ -404,12 +415,14 @@ def _coulomb(free: list, bp: BaseParameters, beta: np.ndarray, std: np.ndarray,
 
 
 def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
-              coulomb: tuple[np.ndarray, np.ndarray]) -> tuple[dict, dict]:
+              coulomb: tuple[np.ndarray, np.ndarray], correlated: float) -> tuple[dict, dict]:
     """friction.static and friction.stribeck_velocity per joint (module docstring, 5):
     ({name[j]: (value, std) or why not}, the values for the fitted config), from the
     linear fit's torque ``residual`` (N x n, N m) on each joint's rows between STUCK_RATE
     and SLOW_RATE, where the hump (static - coulomb) exp(-(qd/v_s)^2) sign(qd), filtered
-    as the commands (Samples.hump), is all that is left."""
+    as the commands (Samples.hump), is all that is left. ``samples``: every row of the
+    logs, whose residuals are ``correlated`` rows at a time (the decimation step of the
+    linear fit's): the covariance from the Jacobian is scaled by it."""
     level, level_std = coulomb
     f = cfg.friction
     n = len(level)
@@ -419,10 +432,10 @@ def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
     for j in range(n):
         rate = np.abs(samples.qd[:, j])
         rows = (rate >= STUCK_RATE) & (rate < SLOW_RATE)
-        if rows.sum() < MIN_SLOW_ROWS:
-            why = (f"not identifiable ({rows.sum()} rows between {STUCK_RATE:g} and "
-                   f"{SLOW_RATE:g} rad/s in these logs, it needs {MIN_SLOW_ROWS}: reverse "
-                   "the joint slowly)")
+        if rows.sum() < MIN_SLOW_ROWS * correlated:
+            why = (f"not identifiable (about {rows.sum() / correlated:.0f} independent rows "
+                   f"between {STUCK_RATE:g} and {SLOW_RATE:g} rad/s in these logs, it needs "
+                   f"{MIN_SLOW_ROWS}: reverse the joint slowly)")
             out[f"friction.static[{j + 1}]"] = f"{why}; held at {static0[j]:.6g}"
             out[f"friction.stribeck_velocity[{j + 1}]"] = f"{why}; held at {vs0[j]:.6g}"
             continue
@@ -434,7 +447,13 @@ def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
         sol = scipy.optimize.least_squares(model, start, x_scale="jac",
                                            bounds=([0.0, 1e-4], [np.inf, SLOW_RATE]))
         dof = max(len(r) - 2, 1)
-        cov = float(sol.fun @ sol.fun) / dof * np.linalg.pinv(sol.jac.T @ sol.jac)
+        cov = correlated * float(sol.fun @ sol.fun) / dof * np.linalg.pinv(sol.jac.T @ sol.jac)
+        if not math.sqrt(cov[1, 1]) < sol.x[1]:
+            why = ("not identifiable (the hump is not resolved by these logs: v_s "
+                   f"{sol.x[1]:.3g} +- {math.sqrt(cov[1, 1]):.2g} rad/s)")
+            out[f"friction.static[{j + 1}]"] = f"{why}; held at {static0[j]:.6g}"
+            out[f"friction.stribeck_velocity[{j + 1}]"] = f"{why}; held at {vs0[j]:.6g}"
+            continue
         static[j], vs[j] = level[j] + sol.x[0], sol.x[1]
         out[f"friction.static[{j + 1}]"] = (static[j], math.sqrt(cov[0, 0] + level_std[j] ** 2))
         out[f"friction.stribeck_velocity[{j + 1}]"] = (vs[j], math.sqrt(cov[1, 1]))

@@ -16,13 +16,9 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-from hilrig.identify.data import read
+from hilrig.identify.data import LINK_DELAY, read
 from hilrig.identify.fit import check_same_plant
 from hilrig.schema import Config
-
-# ticks a link's command waits before it acts: a CiA 402 drive applies a synchronous
-# RPDO at the next SYNC
-LINK_DELAY = {"canopen": 1}
 
 
 @dataclass
