@@ -24,6 +24,13 @@
 4. The fitted config: CONFIG's TOML with the fitted values (the parameters not
    identifiable alone held at CONFIG's, the others so that every base parameter takes its
    fitted value), as plant.mass, com = h/m and inertia J_C = I - h^2/m.
+5. The Stribeck hump (friction.static, friction.stribeck_velocity; _stribeck): per joint,
+   nonlinear least squares of the linear fit's torque residual on every row between
+   STUCK_RATE and SLOW_RATE against (static - coulomb) times the hump's filtered column
+   (Samples.hump), the linear fit held; the linear fit leaves out the rows slower than
+   HUMP_WIDTH v_s and runs twice (CONFIG's v_s, then the fitted one). Not identifiable
+   with fewer than MIN_SLOW_ROWS independent rows in that band, or when v_s's standard
+   deviation exceeds it.
 """
 from __future__ import annotations
 
@@ -300,7 +307,13 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
     unit, delay = logs[0].unit, logs[0].delay
     samples = Samples.stack([filtered(log, cutoff) for log in logs])
     currents = samples.i is not None and cfg.plant.drive != "torque" and unit == "V"
-    names = parse_names(fit, cfg, currents)
+    torque_mode = unit == "N m" and cfg.plant.drive != "torque"
+    names = parse_names(fit, cfg, currents or (torque_mode and fit is not None))
+    for name in names:
+        if torque_mode and name in ELECTRICAL:
+            raise ConfigError(f"--fit {name}: the logs' drives took joint torques "
+                              f"(link.type = {logs[0].cfg.link.type!r}, torque mode): their "
+                              "current loop hides R and K_e")
     electrical, current_rms = {}, None
     m = cfg.plant.motor
     R, Ke = np.asarray(m.resistance, float), np.asarray(m.back_emf_constant, float)

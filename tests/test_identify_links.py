@@ -96,6 +96,13 @@ def test_fit_from_a_canopen_controllers_log(can_logs):
     errors = fit.beta - truth
     assert np.all(np.abs(errors) < 0.015 * np.abs(truth)), (fit.labels, errors / truth)
     np.testing.assert_allclose(fit.base_of(load(folder / "fitted.toml")), fit.beta, rtol=1e-9)
+    # the drives' current loop hides R and K_e: asking for them gets one line
+    done = subprocess.run(hil("identify", "excite.mcap", "--config", "excite.toml", "--fit",
+                              "plant.inertia,motor.resistance"), cwd=folder,
+                          capture_output=True, text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "--fit motor.resistance" in lines[0] and "torque mode" in lines[0], lines[0]
 
 
 def test_validate_on_another_canopen_log(can_logs):
