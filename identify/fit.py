@@ -372,7 +372,7 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
             residual = (left - model @ beta[:len(bp.base)]).reshape(arm.n, -1).T
             found, hump_values = _stribeck(dense, residual, cfg, _coulomb(
                 free, bp, beta, std, ok, values["friction.coulomb"], arm.n),
-                len(dense.q) / len(samples.q))
+                len(dense.q) / len(samples.q), found)
             vs = hump_values["friction.stribeck_velocity"]
     if KT in names:
         for j in range(arm.n):
@@ -428,14 +428,16 @@ def _coulomb(free: list, bp: BaseParameters, beta: np.ndarray, std: np.ndarray,
 
 
 def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
-              coulomb: tuple[np.ndarray, np.ndarray], correlated: float) -> tuple[dict, dict]:
+              coulomb: tuple[np.ndarray, np.ndarray], correlated: float,
+              before: dict | None = None) -> tuple[dict, dict]:
     """friction.static and friction.stribeck_velocity per joint (module docstring, 5):
     ({name[j]: (value, std) or why not}, the values for the fitted config), from the
     linear fit's torque ``residual`` (N x n, N m) on each joint's rows between STUCK_RATE
     and SLOW_RATE, where the hump (static - coulomb) exp(-(qd/v_s)^2) sign(qd), filtered
     as the commands (Samples.hump), is all that is left. ``samples``: every row of the
     logs, whose residuals are ``correlated`` rows at a time (the decimation step of the
-    linear fit's): the covariance from the Jacobian is scaled by it."""
+    linear fit's): the covariance from the Jacobian is scaled by it. ``before``: a
+    previous pass's result, where it starts (else at CONFIG's values)."""
     level, level_std = coulomb
     f = cfg.friction
     n = len(level)
@@ -457,7 +459,10 @@ def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
         def model(x, j=j, rows=rows, r=r):
             return r - x[0] * samples.hump(x[1], j)[rows]
         start = [max(static0[j] - level[j], 0.5 * level[j], 1e-3), min(vs0[j], SLOW_RATE / 3)]
-        sol = scipy.optimize.least_squares(model, start, x_scale="jac",
+        if before and not isinstance(before.get(f"friction.static[{j + 1}]"), (str, type(None))):
+            start = [max(before[f"friction.static[{j + 1}]"][0] - level[j], 1e-3),
+                     before[f"friction.stribeck_velocity[{j + 1}]"][0]]
+        sol = scipy.optimize.least_squares(model, start, x_scale="jac", xtol=1e-6, ftol=1e-6,
                                            bounds=([0.0, 1e-4], [np.inf, SLOW_RATE]))
         dof = max(len(r) - 2, 1)
         cov = correlated * float(sol.fun @ sol.fun) / dof * np.linalg.pinv(sol.jac.T @ sol.jac)
