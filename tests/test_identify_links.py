@@ -84,7 +84,7 @@ def test_fit_from_a_canopen_controllers_log(can_logs):
     --out` holds them. (The stated standard deviations are not asserted here: on this
     link the residual is the link's unmodelled timing, the motor current's lag of
     L/R = 0.33 ms behind the drive's voltage within the 2 ms SYNC period and the torque
-    quantisation, not white noise; joint 3's rotor inertia came out 1.1 % off at 8 of
+    quantisation, not white noise; joint 3's rotor inertia came out 1.0 % off at 9 of
     its standard deviations.)"""
     folder = can_logs
     out = _run(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
