@@ -9,8 +9,12 @@ currents'), no quantisation. For each level: the fit time (identify.fit.identify
 reading the log, filtering, the current fit, the linear fit, the fitted config; the
 median of 3), and the largest error of the base parameters and of the motor constants
 against the truth (and, among the base parameters, of the Coulomb levels), with the
-largest |error| / stated standard deviation. Timings on a shared 2-core VM vary between
-runs.
+largest |error| / stated standard deviation. Then the Stribeck fit (friction.static and
+friction.stribeck_velocity): the same run with a hidden hump (static 2.4, 1.3, 1.0 N m,
+v_s 0.06, 0.05, 0.04 rad/s), CONFIG guessing static 1.5 N m and v_s 0.03 rad/s, at
+0 and 1 % noise: the fit time with the hump and without it (--fit without the two
+names; median of 3) and each joint's static and v_s with their errors in standard
+deviations. Timings on a shared 2-core VM vary between runs.
 """
 from __future__ import annotations
 
@@ -60,6 +64,11 @@ TRUTH = {"plant.mass": [10.5, 6.2, 4.1], "plant.inertia": [1.2, 0.85, 0.5],
          "plant.motor.back_emf_constant": [0.12, 0.09, 0.11],
          "friction.viscous": [0.4, 0.25, 0.15], "friction.coulomb": [1.5, 0.8, 0.6]}
 LEVELS = (0.0, 0.01, 0.05)
+HUMP = {"friction.static": [2.4, 1.3, 1.0], "friction.stribeck_velocity": [0.06, 0.05, 0.04]}
+GUESS = ["friction.static=1.5", "friction.stribeck_velocity=0.03"]
+LINEAR = ("plant.inertia,plant.com,plant.mass,plant.damping,motor.rotor_inertia,"
+          "motor.viscous_friction,motor.resistance,motor.back_emf_constant,friction.viscous,"
+          "friction.coulomb")
 
 
 def main() -> None:
@@ -79,12 +88,7 @@ def main() -> None:
           f"{'Coulomb max |err| [%]':>22} {'motor max |err| [%]':>20} {'max |err|/std':>14}")
     rng = np.random.default_rng(0)
     for level in LEVELS:
-        noisy = dict(arrays)
-        for key in ("q", "i"):
-            x = arrays[key]
-            spread = np.sqrt(np.mean((x - x.mean(axis=0)) ** 2, axis=0)) if key == "q" \
-                else np.sqrt(np.mean(x ** 2, axis=0))
-            noisy[key] = x + level * spread * rng.standard_normal(x.shape)
+        noisy = _noisy(arrays, level, rng)
         log = folder / f"log_{level:g}.npz"
         np.savez(log, **noisy)
         times = []
@@ -109,6 +113,55 @@ def main() -> None:
         worst = int(np.argmax(base_err))
         print(f"        worst base parameter: {fit.labels[worst]} "
               f"({100 * base_err[worst]:+.3f} %)")
+    stribeck(folder)
+
+
+def _noisy(arrays: dict, level: float, rng) -> dict:
+    """The log's arrays with Gaussian noise of ``level`` times each signal's RMS (the
+    positions' about their mean) on the positions and currents."""
+    noisy = dict(arrays)
+    for key in ("q", "i"):
+        x = arrays[key]
+        spread = np.sqrt(np.mean((x - x.mean(axis=0)) ** 2, axis=0)) if key == "q" \
+            else np.sqrt(np.mean(x ** 2, axis=0))
+        noisy[key] = x + level * spread * rng.standard_normal(x.shape)
+    return noisy
+
+
+def stribeck(folder: Path) -> None:
+    """The Stribeck fit's time and accuracy (module docstring)."""
+    hump = load(folder / "excite.toml", [f"{k}={v}" for k, v in {**TRUTH, **HUMP}.items()])
+    run = simulate(hump).arrays
+    arrays = {k: run[k] for k in ("t", "q", "u", "i")}
+    arrays["meta"] = np.array(to_json(hump.to_dict()))
+    guess = load(folder / "base.toml", GUESS)
+    rng = np.random.default_rng(1)
+    print("Stribeck fit (static [N m], v_s [rad/s]: value, error in standard deviations):")
+    for level in (0.0, 0.01):
+        log = folder / f"hump_{level:g}.npz"
+        np.savez(log, **_noisy(arrays, level, rng))
+        times = {}
+        for label, names in (("with", LINEAR + ",friction.static"), ("without", LINEAR)):
+            runs = []
+            for _ in range(3):
+                started = time.perf_counter()
+                fit = identify([log], guess, names)
+                runs.append(time.perf_counter() - started)
+            times[label] = statistics.median(runs)
+            if label == "with":
+                found = fit.stribeck
+        cells = []
+        for j in range(3):
+            for key in ("static", "stribeck_velocity"):
+                value = found[f"friction.{key}[{j + 1}]"]
+                true = HUMP[f"friction.{key}"][j]
+                cells.append("not identifiable" if isinstance(value, str) else
+                             f"{value[0]:.4g} ({100 * (value[0] - true) / true:+.1f} %, "
+                             f"{(value[0] - true) / value[1]:+.1f} sd)")
+        print(f"{100 * level:>5g}%  fit {times['with']:.2f} s (without the hump "
+              f"{times['without']:.2f} s)")
+        for j in range(3):
+            print(f"        joint {j + 1}: static {cells[2 * j]}, v_s {cells[2 * j + 1]}")
 
 
 if __name__ == "__main__":

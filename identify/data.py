@@ -18,6 +18,20 @@ at each end (at least 2.5 periods of the cut-off, the filter's transient), where
 filter and the differences are least accurate, are dropped, and the rest is decimated to
 about two samples per period of the cut-off, so that the residuals of neighbouring rows are nearly
 independent and the least-squares covariance sigma^2 (Y^T Y)^-1 is honest.
+
+Logs of ``hil control`` over a real link (``regular``): a tick the loop skipped leaves
+no row. Where the plant moved on over it (a rig), the rows are put on the grid of sim.dt
+by their time, the missing tick's positions and currents interpolated and its command
+the previous one (the drives hold it), and the rows within GAP_GUARD periods of the
+cut-off of a missing one are left out of the fit. Where the plant stood still over it (a
+SYNC-clocked emulator steps once per SYNC, and a skipped tick sends none: told by the
+position's step across the gaps), the rows are consecutive steps of the plant and are
+taken so. What u is comes from the link
+(drivers.registry.command_unit): volts for a voltage-driven plant behind a link that
+takes volts, joint torques (N m) behind torque-mode drives (CiA 402 cyclic synchronous
+torque) or for a torque-driven plant. ``delay``: the ticks a command waits before it
+acts, LINK_DELAY of the link (a CiA 402 drive applies a synchronous RPDO at the next
+SYNC: 1), by which the commands are shifted before they are filtered.
 """
 from __future__ import annotations
 
@@ -27,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.signal
+from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.schema import Config
 from hilrig.settings.config import resolve
@@ -36,12 +51,17 @@ CUTOFF = 4.0     # Hz: the position filter's cut-off for logs of other reference
 BAND_FACTOR = 4  # the cut-off for logs of an exciting trajectory: 4x its highest harmonic
 ORDER = 4        # Butterworth order
 EDGE = 0.25      # s dropped at each end of a log
+GAP_GUARD = 1.0  # periods of the cut-off left out on each side of a missing row
+# ticks a link's command waits before it acts: a CiA 402 drive applies a synchronous
+# RPDO at the next SYNC; the other links' commands act at once
+LINK_DELAY = {"canopen": 1}
 
 
 @dataclass
 class Log:
-    """One log: where it came from, the config that ran, t (s), q (rad), u (V or N m) and i
-    (A; None when the log has no currents)."""
+    """One log: where it came from, the config that ran, t (s), q (rad), u (V or N m: ``unit``)
+    and i (A; None when the log has no currents), on the grid of sim.dt; ``missing``: the
+    rows the log did not have (filled in by ``regular``)."""
 
     path: str
     cfg: Config
@@ -49,6 +69,13 @@ class Log:
     q: np.ndarray
     u: np.ndarray
     i: np.ndarray | None
+    unit: str = "V"
+    missing: np.ndarray | None = None
+
+    @property
+    def delay(self) -> int:
+        """Ticks a command waits before it acts (LINK_DELAY of the log's link)."""
+        return LINK_DELAY.get(self.cfg.link.type, 0)
 
     @property
     def dt(self) -> float:
@@ -62,7 +89,8 @@ class Samples:
     rad/s, rad/s^2), u (the command at the sample's instant, at_sample), held (the
     command of the row, as the current i of the row saw it), sign (sign(qd) filtered like
     the commands, in [-1, 1]: the Coulomb column), i (None without currents), N x n
-    each."""
+    each; ``rates``: per log, its filtered rate at every row, the rows kept and the
+    filter, for columns that are nonlinear in the rate (``hump``)."""
 
     q: np.ndarray
     qd: np.ndarray
@@ -71,13 +99,28 @@ class Samples:
     held: np.ndarray
     sign: np.ndarray
     i: np.ndarray | None
+    rates: tuple = ()
 
     @staticmethod
     def stack(parts: list["Samples"]) -> "Samples":
         """The samples of several logs one after another."""
         cur = None if any(p.i is None for p in parts) else np.concatenate([p.i for p in parts])
         return Samples(*(np.concatenate([getattr(p, k) for p in parts])
-                         for k in ("q", "qd", "qdd", "u", "held", "sign")), cur)
+                         for k in ("q", "qd", "qdd", "u", "held", "sign")), cur,
+                       tuple(r for p in parts for r in p.rates))
+
+    def hump(self, stribeck_velocity: float, joint: int) -> np.ndarray:
+        """The Stribeck hump's column of ``joint`` (N): exp(-(qd / v_s)^2) sign(qd) of the
+        filtered rate at every row of the logs, filtered like the commands (as the
+        Coulomb column ``sign``), at the samples' rows; v_s = ``stribeck_velocity``,
+        rad/s."""
+        out = []
+        for qd, keep, (b, a) in self.rates:
+            v = qd[:, joint]
+            column = np.exp(-(v / stribeck_velocity) ** 2) * np.sign(v)
+            # padded edges, not Gustafsson's (ten times faster; the edges are dropped)
+            out.append(scipy.signal.filtfilt(b, a, column)[keep])
+        return np.concatenate(out)
 
 
 def read(path: str | Path) -> Log:
@@ -106,7 +149,46 @@ def read(path: str | Path) -> Log:
     if cur is not None and (cur.ndim != 2 or cfg.plant.drive == "torque"
                             or not np.any(cur)):
         cur = None
-    return Log(str(path), cfg, arrays["t"], q[:, :nact], arrays["u"][:, :nact], cur)
+    unit = command_unit(cfg.link.type, cfg.plant.drive)
+    return regular(Log(str(path), cfg, np.asarray(arrays["t"], float), q[:, :nact],
+                       arrays["u"][:, :nact], cur, unit))
+
+
+def regular(log: Log) -> Log:
+    """The log on the grid of its config's sim.dt (module docstring): each row at tick
+    round((t - t_0) / dt); a tick without a row gets interpolated positions and currents
+    and the command before it (held), and is marked in ``missing``; a repeated tick keeps
+    its first row."""
+    dt = float(log.cfg.sim.dt)
+    tick = np.round((log.t - log.t[0]) / dt).astype(np.int64)
+    first = np.concatenate([[True], np.diff(tick) > 0])
+    tick, rows = tick[first], np.flatnonzero(first)
+    if _plant_paused(log.q[rows], tick):
+        tick = np.arange(len(rows))
+    grid = np.arange(tick[-1] + 1)
+    missing = np.ones(len(grid), bool)
+    missing[tick] = False
+
+    def fill(x):
+        return np.stack([np.interp(grid, tick, x[rows, j]) for j in range(x.shape[1])], 1)
+    held = log.u[rows][np.searchsorted(tick, grid, side="right") - 1]
+    return Log(log.path, log.cfg, log.t[0] + grid * dt, fill(log.q), held,
+               None if log.i is None else fill(log.i), log.unit, missing)
+
+
+def _plant_paused(q: np.ndarray, tick: np.ndarray) -> bool:
+    """Whether the plant stood still over the ticks missing from a log (a SYNC-clocked
+    emulator steps once per SYNC, and a skipped tick sends none) rather than moving on in
+    real time (a rig): the position's step across the gaps, against the mean step of the
+    rows either side, is nearer 1 than the gaps' length in ticks."""
+    step = np.diff(tick)
+    gaps = np.flatnonzero(step[1:-1] > 1) + 1
+    if len(gaps) == 0:
+        return False
+    moves = np.abs(np.diff(q, axis=0)).sum(axis=1)
+    across = moves[gaps].sum()
+    beside = 0.5 * (moves[gaps - 1] + moves[gaps + 1]).sum()
+    return bool(across < 0.5 * (1.0 + step[gaps].mean()) * beside)
 
 
 def default_cutoff(logs: list[Log]) -> float:
@@ -121,10 +203,11 @@ def default_cutoff(logs: list[Log]) -> float:
     return BAND_FACTOR * max(bands) if len(bands) == len(logs) else CUTOFF
 
 
-def filtered(log: Log, cutoff: float) -> Samples:
+def filtered(log: Log, cutoff: float, dense: bool = False) -> Samples:
     """The log's samples, filtered, differentiated, trimmed and decimated (module
-    docstring). ConfigError when the cut-off is not below half the sampling rate or the
-    log is too short for the filter."""
+    docstring; ``dense``: every row, not decimated), each command acting ``log.delay``
+    ticks after its row. ConfigError when the cut-off is not below half the sampling rate
+    or the log is too short for the filter."""
     dt = log.dt
     nyquist = 0.5 / dt
     if not 0.0 < cutoff < nyquist:
@@ -142,11 +225,21 @@ def filtered(log: Log, cutoff: float) -> Samples:
     q = smooth(log.q)
     qd = np.gradient(q, dt, axis=0)
     qdd = np.gradient(qd, dt, axis=0)
-    step = max(1, int(0.5 / (cutoff * dt)))
-    keep = slice(edge, len(q) - edge, step)
+    step = 1 if dense else max(1, int(0.5 / (cutoff * dt)))
+    keep = np.arange(edge, len(q) - edge, step)
+    if log.missing is not None and log.missing.any():
+        guard = int(round(GAP_GUARD / (cutoff * dt)))
+        near = np.convolve(log.missing, np.ones(2 * guard + 1), mode="same") > 0
+        keep = keep[~near[keep]]
+    if len(keep) == 0:
+        raise ConfigError(f"{log.path}: no rows left to fit (too short, or too many "
+                          "ticks missing)")
+    delay = log.delay
+    u = log.u if delay == 0 else np.concatenate([np.repeat(log.u[:1], delay, 0),
+                                                 log.u[:-delay]])
     cur = None if log.i is None else smooth(log.i)[keep]
-    return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(log.u))[keep],
-                   smooth(log.u)[keep], smooth(np.sign(qd))[keep], cur)
+    return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(u))[keep],
+                   smooth(u)[keep], smooth(np.sign(qd))[keep], cur, ((qd, keep, (b, a)),))
 
 
 def at_sample(x: np.ndarray) -> np.ndarray:

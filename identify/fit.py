@@ -24,6 +24,13 @@
 4. The fitted config: CONFIG's TOML with the fitted values (the parameters not
    identifiable alone held at CONFIG's, the others so that every base parameter takes its
    fitted value), as plant.mass, com = h/m and inertia J_C = I - h^2/m.
+5. The Stribeck hump (friction.static, friction.stribeck_velocity; _stribeck): per joint,
+   nonlinear least squares of the linear fit's torque residual on every row between
+   STUCK_RATE and SLOW_RATE against (static - coulomb) times the hump's filtered column
+   (Samples.hump), the linear fit held; the linear fit leaves out the rows slower than
+   HUMP_WIDTH v_s and runs twice (CONFIG's v_s, then the fitted one). Not identifiable
+   with fewer than MIN_SLOW_ROWS independent rows in that band, or when v_s's standard
+   deviation exceeds it.
 """
 from __future__ import annotations
 
@@ -63,7 +70,12 @@ else:   # pragma: no cover
 ELECTRICAL = {"motor.resistance": "R_a, Ohm", "motor.back_emf_constant": "K_e, V s/rad"}
 KT = "motor.kt"              # the torque constant K_m (config key plant.motor.torque_constant)
 ALIASES = {"motor.torque_constant": KT}
-STRIBECK_KEYS = ("friction.static", "friction.stribeck_velocity")   # not fitted
+STRIBECK_KEYS = ("friction.static", "friction.stribeck_velocity")   # fitted together
+SLOW_RATE = 0.3       # rad/s: the Stribeck fit's rows are slower than this
+STUCK_RATE = 0.01     # rad/s: slower than this a joint may be stuck: in no fit
+MIN_SLOW_ROWS = 20    # rows per joint between STUCK_RATE and SLOW_RATE the hump needs
+HUMP_WIDTH = 3.0      # with the hump, the linear fit leaves out the rows slower than this
+                      # many Stribeck velocities (exp(-9): the hump is gone)
 RANK_TOL = 1e-2
 REVERSAL_RATE = 0.05  # rad/s: a joint with Coulomb friction slower than this may stick,
                       # and friction is not the Coulomb level there: its rows are dropped
@@ -71,7 +83,8 @@ UNITS = {"plant.inertia": "kg m^2", "plant.com": "kg m", "plant.mass": "kg",
          "plant.damping": "N m s/rad", "motor.rotor_inertia": "kg m^2",
          "motor.viscous_friction": "N m s/rad", "friction.viscous": "N m s/rad",
          "friction.coulomb": "N m", "motor.resistance": "Ohm",
-         "motor.back_emf_constant": "V s/rad", KT: "N m/A"}
+         "motor.back_emf_constant": "V s/rad", KT: "N m/A", "friction.static": "N m",
+         "friction.stribeck_velocity": "rad/s"}
 
 
 @dataclass
@@ -107,6 +120,8 @@ class Fit:
     dependent_labels: list = field(default_factory=list)
     torque_constant: dict = field(default_factory=dict)
     unphysical: str = ""
+    delay: int = 0
+    stribeck: dict = field(default_factory=dict)
 
     def base_of(self, cfg: Config) -> np.ndarray:
         """The base parameters another config's plant has (e.g. the true one of a test)."""
@@ -116,7 +131,8 @@ class Fit:
     def report(self) -> str:
         """The lines ``hil identify`` prints."""
         lines = [f"positions filtered at {self.cutoff:g} Hz (zero-phase Butterworth), "
-                 "rates and accelerations by central differences",
+                 "rates and accelerations by central differences; the commands act "
+                 f"{self.delay} tick(s) after their rows (the link's)",
                  "base parameters (linear least squares; value +- standard deviation):"]
         width = max(len(label) for label in self.labels) if self.labels else 0
         for label, value, std, ok in zip(self.labels, self.beta, self.std, self.identifiable):
@@ -132,6 +148,13 @@ class Fit:
             for name, found in self.torque_constant.items():
                 lines.append(f"  {name}: {found}" if isinstance(found, str)
                              else f"  {name}  {found[0]:.6g} +- {found[1]:.2g} {UNITS[KT]}")
+        if self.stribeck:
+            lines.append(f"Stribeck friction (nonlinear least squares on the rows between "
+                         f"{STUCK_RATE:g} and {SLOW_RATE:g} rad/s, the parameters above held):")
+            for name, found in self.stribeck.items():
+                lines.append(f"  {name}: {found}" if isinstance(found, str)
+                             else f"  {name}  {found[0]:.6g} +- {found[1]:.2g} "
+                                  f"{UNITS[name.split('[')[0]]}")
         if self.electrical:
             lines.append("motor electrical constants (nonlinear least squares on the currents):")
             for name, (value, std) in self.electrical.items():
@@ -158,19 +181,23 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
         names = ["plant.inertia", "plant.com", "plant.mass", "plant.damping"]
         if voltage:
             names += list(MOTOR_KEYS) + (list(ELECTRICAL) if currents else [])
-        return names + [key for key in FRICTION_KEYS if np.any(values[key])]
+        names += [key for key in FRICTION_KEYS if np.any(values[key])]
+        static = cfg.friction.static
+        if static is not None and np.any(np.asarray(static) > values["friction.coulomb"]):
+            names += list(STRIBECK_KEYS)
+        return names
     names = []
     for item in text.split(","):
         name = item.strip()
         name = name.removeprefix("plant.") if name.startswith("plant.motor.") else name
         if name:
             names.append(ALIASES.get(name, name))
-    known = list(LINEAR) + list(ELECTRICAL) + [KT]
+    known = list(LINEAR) + list(ELECTRICAL) + [KT] + list(STRIBECK_KEYS)
     for name in names:
-        if name in STRIBECK_KEYS:
-            raise ConfigError(f"--fit {name}: the Stribeck hump (friction.static, "
-                              "friction.stribeck_velocity) is not fitted in this version "
-                              "(fit friction.coulomb and friction.viscous)")
+        if name in STRIBECK_KEYS and "friction.coulomb" not in names and not np.any(
+                standard_values(cfg.plant, cfg.friction)["friction.coulomb"]):
+            raise ConfigError(f"--fit {name}: the Stribeck hump rises above the Coulomb "
+                              "level; fit friction.coulomb with it (or set it in CONFIG)")
         if name not in known:
             raise ConfigError(f"--fit {name}: not a parameter hil identify fits; it fits "
                               f"{', '.join(known)}")
@@ -181,6 +208,8 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
             raise ConfigError(f"--fit {name}: needs the motor currents, and the logs have none")
     if not names:
         raise ConfigError("--fit: names no parameter")
+    if any(name in STRIBECK_KEYS for name in names):     # the two come together
+        names = [n for n in names if n not in STRIBECK_KEYS] + list(STRIBECK_KEYS)
     return names
 
 
@@ -256,13 +285,35 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     """Fit ``cfg``'s plant to the logs at ``paths`` (module docstring); ``cutoff``: the
     position filter's, Hz (None: identify.data.default_cutoff); ``raw``: CONFIG as
     written (raw_of), which the fitted config copies."""
-    arm = _arm(cfg)
     logs = [read(p) for p in paths]
     check_same_plant(logs, cfg)
+    units = {log.unit for log in logs}
+    if len(units) > 1:
+        raise ConfigError(f"{logs[-1].path}: its commands are in {logs[-1].unit}, "
+                          f"{logs[0].path}'s in {logs[0].unit}: fit logs of one link kind")
     cutoff = default_cutoff(logs) if cutoff is None else cutoff
+    delays = {log.delay for log in logs}
+    if len(delays) > 1:
+        raise ConfigError(f"{logs[-1].path}: its link's commands act {logs[-1].delay} "
+                          f"tick(s) late, {logs[0].path}'s {logs[0].delay}: fit logs of "
+                          "one link kind")
+    return _identify(logs, cfg, fit, cutoff, raw)
+
+
+def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
+              raw: dict | None) -> Fit:
+    """``identify`` on the logs read, with the cut-off chosen."""
+    arm = _arm(cfg)
+    unit, delay = logs[0].unit, logs[0].delay
     samples = Samples.stack([filtered(log, cutoff) for log in logs])
-    currents = samples.i is not None and cfg.plant.drive != "torque"
-    names = parse_names(fit, cfg, currents)
+    currents = samples.i is not None and cfg.plant.drive != "torque" and unit == "V"
+    torque_mode = unit == "N m" and cfg.plant.drive != "torque"
+    names = parse_names(fit, cfg, currents or (torque_mode and fit is not None))
+    for name in names:
+        if torque_mode and name in ELECTRICAL:
+            raise ConfigError(f"--fit {name}: the logs' drives took joint torques "
+                              f"(link.type = {logs[0].cfg.link.type!r}, torque mode): their "
+                              "current loop hides R and K_e")
     electrical, current_rms = {}, None
     m = cfg.plant.motor
     R, Ke = np.asarray(m.resistance, float), np.asarray(m.back_emf_constant, float)
@@ -271,34 +322,58 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
         electrical = {k: v for k, v in electrical.items() if k.split("[")[0] in names}
         R = R if "motor.resistance" in names else np.asarray(m.resistance, float)
         Ke = Ke if "motor.back_emf_constant" in names else np.asarray(m.back_emf_constant, float)
-    tau = _torques(cfg, samples, R, Ke)
     values = standard_values(cfg.plant, cfg.friction)
     free = [n for n in PREFERENCE if n in names]
     held = [n for n in PREFERENCE if n not in names and _acts(n, cfg)]
+
+    def targets(s: Samples) -> tuple[np.ndarray, np.ndarray]:
+        """The drive torques (N x n, N m) and, joint by joint, what is left of them
+        after the torques of the columns held at CONFIG's values."""
+        torque = s.u if unit == "N m" else _torques(cfg, s, R, Ke)
+        left = torque.T.ravel()
+        if held:
+            left = left - columns(arm, held, s.q, s.qd, s.qdd, s.sign) @ np.concatenate(
+                [values[n] for n in held])
+        return torque, left
+    tau, y = targets(samples)
     q, qd, qdd, sign = samples.q, samples.qd, samples.qdd, samples.sign
-    y = tau.T.ravel()
-    if held:
-        y = y - columns(arm, held, q, qd, qdd, sign) @ np.concatenate([values[n] for n in held])
     coulomb = "friction.coulomb" in names or np.any(values["friction.coulomb"])
-    keep = _away_from_reversals(samples) if coulomb else np.ones(len(y), bool)
-    joint = np.repeat(np.arange(arm.n), len(q))[keep]
+    hump = STRIBECK_KEYS[0] in names
+    vs = np.asarray(cfg.friction.stribeck_velocity, float) * np.ones(arm.n)
+    every = np.repeat(np.arange(arm.n), len(q))
     prior = np.concatenate([values[n] for n in free]) if free else np.zeros(0)
     bp = base_parameters(arm, free)
-    Yb = columns(arm, free, q, qd, qdd, sign)[:, bp.base][keep]
-    beta0 = bp.beta(prior)
-    y = y[keep]
-    norm = float(np.linalg.norm(y))
-    kt, fixed = {}, False
-    if KT in names:
-        km0 = np.asarray(m.torque_constant, float)
-        drive = np.zeros((len(y), arm.n))      # the torque per unit K_m of each joint, A
-        drive[np.arange(len(y)), joint] = (tau / km0).T.ravel()[keep]
-        fixed = _scale_fixed(Yb, drive * km0, norm)
-        if fixed:
-            Yb = np.concatenate([Yb, -drive], axis=1)
-            y = y - drive @ km0
-            beta0 = np.concatenate([beta0, km0])
-    beta, std, ok, rms = _linear(Yb, y, beta0, joint, arm.n, norm)
+    found: dict = {}
+    for _ in range(2 if hump else 1):     # with the hump: again, clear of the fitted one
+        rate = np.maximum(REVERSAL_RATE, HUMP_WIDTH * vs) if hump else REVERSAL_RATE
+        keep = _away_from_reversals(samples, rate) if coulomb else np.ones(len(y), bool)
+        joint = every[keep]
+        Y_all = columns(arm, free, q, qd, qdd, sign)[:, bp.base]
+        y_all = y
+        beta0 = bp.beta(prior)
+        norm = float(np.linalg.norm(y[keep]))
+        kt, fixed = {}, False
+        if KT in names:
+            km0 = np.asarray(m.torque_constant, float)
+            drive = np.zeros((len(y), arm.n))      # the torque per unit K_m of each joint, A
+            drive[np.arange(len(y)), every] = (tau / km0).T.ravel()
+            fixed = _scale_fixed(Y_all[keep], (drive * km0)[keep], norm)
+            if fixed:
+                Y_all = np.concatenate([Y_all, -drive], axis=1)
+                y_all = y - drive @ km0
+                beta0 = np.concatenate([beta0, km0])
+        beta, std, ok, rms = _linear(Y_all[keep], y_all[keep], beta0, joint, arm.n, norm)
+        if hump:      # on every row: the hump is narrow
+            dense = Samples.stack([filtered(log, cutoff, dense=True) for log in logs])
+            torque, left = targets(dense)
+            if KT in names and fixed:      # the drive torques at the fitted K_m
+                left = left + (torque * (beta[len(bp.base):] / km0 - 1.0)).T.ravel()
+            model = columns(arm, free, dense.q, dense.qd, dense.qdd, dense.sign)[:, bp.base]
+            residual = (left - model @ beta[:len(bp.base)]).reshape(arm.n, -1).T
+            found, hump_values = _stribeck(dense, residual, cfg, _coulomb(
+                free, bp, beta, std, ok, values["friction.coulomb"], arm.n),
+                len(dense.q) / len(samples.q), found)
+            vs = hump_values["friction.stribeck_velocity"]
     if KT in names:
         for j in range(arm.n):
             at = len(bp.base) + j
@@ -314,13 +389,16 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     pi = bp.standard(beta, prior)
     result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan),
                  np.where(ok, std, np.nan), ok, electrical, rms, current_rms, pi, prior, arm,
-                 dependent_labels=dependent_labels, torque_constant=kt)
+                 dependent_labels=dependent_labels, torque_constant=kt, delay=delay,
+                 stribeck=found)
     constants = {k.split("[")[0]: (R if k.startswith("motor.resistance") else Ke)
                  for k in electrical}
     if any(not isinstance(v, str) for v in kt.values()):
         constants["motor.torque_constant"] = np.array(
             [v[0] if not isinstance(v, str) else m.torque_constant[j]
              for j, v in enumerate(kt.values())])
+    if found:
+        constants.update(hump_values)
     try:
         result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n, constants)
     except ConfigError as exc:     # reported when a config is asked for (hil identify --out)
@@ -328,10 +406,78 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     return result
 
 
-def _away_from_reversals(samples: Samples) -> np.ndarray:
+def _away_from_reversals(samples: Samples, rate) -> np.ndarray:
     """The rows (joint by joint) a fit with Coulomb friction uses: those of a joint not
-    slower than REVERSAL_RATE (module docstring, 3)."""
-    return np.abs(samples.qd.T.ravel()) >= REVERSAL_RATE
+    slower than ``rate`` (rad/s, per joint or one for all; module docstring, 3)."""
+    return (np.abs(samples.qd) >= rate).T.ravel()
+
+
+def _coulomb(free: list, bp: BaseParameters, beta: np.ndarray, std: np.ndarray,
+             ok: np.ndarray, held: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each joint's Coulomb level and its standard deviation (N m): the linear fit's where
+    it is an identifiable base parameter, else CONFIG's (``held``) with none."""
+    level, spread = held.astype(float).copy(), np.zeros(n)
+    cols = column_names(free, n)
+    for j in range(n):
+        name = f"friction.coulomb[{j + 1}]"
+        if name in cols and cols.index(name) in bp.base:
+            at = list(bp.base).index(cols.index(name))
+            if ok[at]:
+                level[j], spread[j] = beta[at], std[at]
+    return level, spread
+
+
+def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
+              coulomb: tuple[np.ndarray, np.ndarray], correlated: float,
+              before: dict | None = None) -> tuple[dict, dict]:
+    """friction.static and friction.stribeck_velocity per joint (module docstring, 5):
+    ({name[j]: (value, std) or why not}, the values for the fitted config), from the
+    linear fit's torque ``residual`` (N x n, N m) on each joint's rows between STUCK_RATE
+    and SLOW_RATE, where the hump (static - coulomb) exp(-(qd/v_s)^2) sign(qd), filtered
+    as the commands (Samples.hump), is all that is left. ``samples``: every row of the
+    logs, whose residuals are ``correlated`` rows at a time (the decimation step of the
+    linear fit's): the covariance from the Jacobian is scaled by it. ``before``: a
+    previous pass's result, where it starts (else at CONFIG's values)."""
+    level, level_std = coulomb
+    f = cfg.friction
+    n = len(level)
+    static0 = np.asarray(f.static if f.static is not None else level, float) * np.ones(n)
+    vs0 = np.asarray(f.stribeck_velocity, float) * np.ones(n)
+    static, vs, out = static0.copy(), vs0.copy(), {}
+    for j in range(n):
+        rate = np.abs(samples.qd[:, j])
+        rows = (rate >= STUCK_RATE) & (rate < SLOW_RATE)
+        if rows.sum() < MIN_SLOW_ROWS * correlated:
+            why = (f"not identifiable (about {rows.sum() / correlated:.0f} independent rows "
+                   f"between {STUCK_RATE:g} and {SLOW_RATE:g} rad/s in these logs, it needs "
+                   f"{MIN_SLOW_ROWS}: reverse the joint slowly)")
+            out[f"friction.static[{j + 1}]"] = f"{why}; held at {static0[j]:.6g}"
+            out[f"friction.stribeck_velocity[{j + 1}]"] = f"{why}; held at {vs0[j]:.6g}"
+            continue
+        r = residual[rows, j]
+
+        def model(x, j=j, rows=rows, r=r):
+            return r - x[0] * samples.hump(x[1], j)[rows]
+        start = [max(static0[j] - level[j], 0.5 * level[j], 1e-3), min(vs0[j], SLOW_RATE / 3)]
+        if before and not isinstance(before.get(f"friction.static[{j + 1}]"), (str, type(None))):
+            start = [max(before[f"friction.static[{j + 1}]"][0] - level[j], 1e-3),
+                     before[f"friction.stribeck_velocity[{j + 1}]"][0]]
+        sol = scipy.optimize.least_squares(model, start, x_scale="jac", xtol=1e-6, ftol=1e-6,
+                                           bounds=([0.0, 1e-4], [np.inf, SLOW_RATE]))
+        dof = max(len(r) - 2, 1)
+        cov = correlated * float(sol.fun @ sol.fun) / dof * np.linalg.pinv(sol.jac.T @ sol.jac)
+        if not math.sqrt(cov[1, 1]) < sol.x[1]:
+            why = ("not identifiable (the hump is not resolved by these logs: v_s "
+                   f"{sol.x[1]:.3g} +- {math.sqrt(cov[1, 1]):.2g} rad/s)")
+            out[f"friction.static[{j + 1}]"] = f"{why}; held at {static0[j]:.6g}"
+            out[f"friction.stribeck_velocity[{j + 1}]"] = f"{why}; held at {vs0[j]:.6g}"
+            continue
+        static[j], vs[j] = level[j] + sol.x[0], sol.x[1]
+        out[f"friction.static[{j + 1}]"] = (static[j], math.sqrt(cov[0, 0] + level_std[j] ** 2))
+        out[f"friction.stribeck_velocity[{j + 1}]"] = (vs[j], math.sqrt(cov[1, 1]))
+    values = {"friction.static": np.maximum(static, level),
+              "friction.stribeck_velocity": vs}
+    return out, values
 
 
 def _acts(name: str, cfg: Config) -> bool:
@@ -422,8 +568,10 @@ def fitted_raw(cfg: Config, raw: dict, names: list, pi: np.ndarray, n: int,
             plant.setdefault("motor", {})[key] = values[name].tolist()
         elif table == "friction":
             raw.setdefault("friction", {})[key] = values[name].tolist()
-    for name, value in electrical.items():
-        plant.setdefault("motor", {})[name.split(".")[1]] = np.asarray(value).tolist()
+    for name, value in electrical.items():     # motor constants, and the Stribeck hump's
+        table = raw.setdefault("friction", {}) if name.startswith("friction.") else \
+            plant.setdefault("motor", {})
+        table[name.split(".")[1]] = np.asarray(value).tolist()
     resolve(raw)
     return raw
 

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-from hilrig.identify.data import read
+from hilrig.identify.data import LINK_DELAY, read
 from hilrig.identify.fit import check_same_plant
 from hilrig.schema import Config
 
@@ -49,6 +49,8 @@ def predict(log_path: str, plants: dict[str, Config]) -> tuple[object, list[Pred
         plant_cfg = cfg.replace(plant=dataclasses.replace(cfg.plant, q0=q0, qd0=(0.0,) * nq))
         run_cfg = log.cfg.replace(sim=dataclasses.replace(
             log.cfg.sim, duration=float(log.t[-1] - log.t[0])))
+        if log.unit == "N m" and cfg.plant.drive != "torque":
+            run_cfg = _torque_mode(run_cfg, cfg)
         arrays = simulate(run_cfg, plant_cfg=plant_cfg).arrays
         rows = min(len(arrays["q"]), len(log.q))
         err = arrays["q"][:rows, :log.q.shape[1]] - log.q[:rows]
@@ -60,6 +62,25 @@ def predict(log_path: str, plants: dict[str, Config]) -> tuple[object, list[Pred
             p.i_rms, p.i_max = np.sqrt(np.mean(ierr ** 2, axis=0)), np.abs(ierr).max(axis=0)
         out.append(p)
     return log, out
+
+
+def _torque_mode(run_cfg: Config, plant_cfg: Config) -> Config:
+    """The log's run offline where its drives took joint torques (CiA 402 cyclic
+    synchronous torque) on a voltage-driven plant: a drive's current loop puts out the
+    torque commanded, V = R_a tau / (r K_m) + K_e r qd with the plant's own constants, so
+    the controller runs in process with controller.torque_to_voltage = "motor_model" on
+    ``plant_cfg``'s motor without the rotor inertia and friction terms (the drive does not
+    compensate them), each command acting LINK_DELAY ticks later (sim.command_latency)."""
+    motor = plant_cfg.plant.motor
+    zero = {k: tuple(0.0 for _ in v) if isinstance(v, (tuple, list)) else 0.0
+            for k, v in (("rotor_inertia", motor.rotor_inertia),
+                         ("viscous_friction", motor.viscous_friction))}
+    delay = LINK_DELAY.get(run_cfg.link.type, 0) * run_cfg.sim.dt
+    return run_cfg.replace(
+        link=dataclasses.replace(run_cfg.link, type="inprocess"),
+        controller=dataclasses.replace(run_cfg.controller, torque_to_voltage="motor_model"),
+        plant=dataclasses.replace(run_cfg.plant, motor=dataclasses.replace(motor, **zero)),
+        sim=dataclasses.replace(run_cfg.sim, command_latency=delay))
 
 
 def report(predictions: list[Prediction]) -> str:
