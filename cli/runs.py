@@ -153,7 +153,7 @@ def _live_hooks(args, set_endpoint: str = "", run_has_params: bool = True) -> li
 def _load(args, extra=()):
     """The config of run, emulate or control: CONFIG with --set, --duration, --rate and
     ``extra`` applied; ConfigError for a bad option or a config this command cannot run."""
-    from hilrig.settings.config import load, refuse_offline_only
+    from hilrig.settings.config import load, refuse_link_faults, refuse_offline_only
 
     overrides = list(args.set) + list(extra)
     positive("--duration", args.duration, "s")
@@ -165,6 +165,8 @@ def _load(args, extra=()):
         overrides.append(f"sim.dt={1.0 / rate!r}")
     cfg = load(args.config, overrides)
     refuse_offline_only(cfg, args.command)
+    if args.command == "run":
+        refuse_link_faults(cfg, args.command)
     return cfg
 
 
@@ -355,7 +357,7 @@ class _ErrorsSaid(logging.Handler):
 def _sim(args) -> int:
     """hil sim: the rows go to --out even when the plant state became invalid (the
     SimulationError is raised after they are written: exit 1, cli.exits)."""
-    from hilrig.settings.config import load
+    from hilrig.settings.config import load, refuse_link_faults
 
     if (args.config is None) == (args.replay is None):
         raise ConfigError("hil sim: give a CONFIG, or --replay LOG (not both)")
@@ -373,6 +375,8 @@ def _sim(args) -> int:
         output_path("--log", args.log, (".mcap",))
     # a mistake in the config is one line before any kernel is imported
     cfg = load(args.config, overrides) if args.replay is None else None
+    if cfg is not None:
+        refuse_link_faults(cfg, "sim")
     import numpy as np
     from hilrig.analysis.plot import plot_run
     from hilrig.rt.sim import SimulationError, simulate
