@@ -123,8 +123,11 @@ def _fault(args) -> int:
                          args.duration, address.timeout, params, args.channel)
         tick, time = ack.tick, ack.time
     what = {"jam": "jammed", "clear": "cleared"}.get(args.kind, f"{args.kind} started")
-    where = f"joint {joint}" if joint else "link"
-    print(f"{where} {what} at tick {tick} (plant time {time:.6f} s)")
+    where = f"joint {joint}" if joint or not link else "link"
+    if tick < 0:      # emulated drives with no controller stepping them yet
+        print(f"{where} {args.kind} queued: it starts at the drives' next tick")
+    else:
+        print(f"{where} {what} at tick {tick} (plant time {time:.6f} s)")
     return 0
 
 

@@ -92,6 +92,7 @@ import numpy as np
 from canopen.objectdictionary import SIGNED_TYPES
 from canopen.sdo import SdoAbortedError
 from hilrig.devices.canopen_node import ABORT_VALUE_RANGE, DriveNode
+from hilrig.devices.fault_server import FaultServer
 from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import cia402
@@ -410,13 +411,14 @@ class EmulatedDrives:
         """A link fault (``drop``, ``delay``, ``corrupt``, ``bus_off``, ``heartbeat_loss``,
         ``sync_loss``) on the drive of ``joint`` (1-based; 0: every drive) from the next
         plant step on, for ``duration`` s (inf: permanent); thread-safe. ConfigError (one
-        line) for a kind or parameter the drives lack."""
-        self.link_faults.inject(kind, params, duration, joint)
+        line) for a kind or parameter the drives lack. Returns its window
+        (devices.link_faults.Window)."""
+        return self.link_faults.inject(kind, params, duration, joint)
 
     def _link_fault_changes(self, t: float) -> None:
         """Start and end the link faults due at plant time ``t``: the drives' state
         (bus-off, heartbeat) and one line and one event (plant log) each."""
-        for change, window in self.link_faults.update(t):
+        for change, window in self.link_faults.update(t, self.syncs):
             start = change == "start"
             drives = self.axes if window.joint == 0 else [self.axes[window.joint - 1]]
             if window.kind == "bus_off":
@@ -914,7 +916,8 @@ def supported_mode(mode: int) -> bool:
 
 
 def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Event | None = None,
-          ready=None, duration: float | None = None, log_path=None) -> str:
+          ready=None, duration: float | None = None, log_path=None,
+          fault_endpoint: str | None = None) -> str:
     """Run the emulated drives of ``cfg`` until ``stop_event`` is set (or forever).
 
     The entry point of ``hil emulate`` for ``link.type = "canopen"``. For the drives
@@ -928,6 +931,8 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
         ready: an optional Event, set once the drives have booted.
         duration: stop after this many seconds of wall-clock time (None: no limit).
         log_path: telemetry of the plant (.mcap), flushed on every way out.
+        fault_endpoint: where `hil fault` reaches the drives' link faults
+            (devices.fault_server; None: nowhere).
     Returns:
         why it stopped: "duration reached", "stopped" or "interrupted".
     Raises:
@@ -937,8 +942,11 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
     logging.getLogger("canopen").setLevel(logging.WARNING)   # not a line per SDO transfer
     drives = EmulatedDrives(cfg, bus_config, log_path)
     reason = "stopped"
+    faults = None
     try:
         drives.start()
+        if fault_endpoint is not None:
+            faults = FaultServer(drives, fault_endpoint)
         log.info("emulated CiA 402 drives %s on %s", drives.node_ids, drives.bus_config)
         if ready is not None:
             ready.set()
@@ -956,6 +964,8 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
+        if faults is not None:
+            faults.close()
         drives.stop(reason)
     if drives.log_loss is not None:
         raise TelemetryError(drives.log_loss)

@@ -51,6 +51,7 @@ class Window:
     params: dict
     live: bool = False
     started: bool = False
+    tick: int = -1               # the device's tick (step, SYNC) it started at, once started
     rng: np.random.Generator = field(default=None, repr=False)
 
     def hits(self) -> bool:
@@ -122,17 +123,19 @@ class LinkFaults:
         return Window(kind, int(joint), float(t1), float(t1) + float(duration), params, live,
                       rng=np.random.default_rng(seed))
 
-    def inject(self, kind: str, params: dict, duration: float, joint: int = 0) -> None:
+    def inject(self, kind: str, params: dict, duration: float, joint: int = 0) -> Window:
         """A fault from now (the device's next tick) for ``duration`` s (inf: until
-        cleared); thread-safe. ConfigError (one line) for what this device cannot take."""
+        cleared); thread-safe. Returns its window (``started`` and ``tick`` set once the
+        device's tick took it). ConfigError (one line) for what this device cannot take."""
         window = self._window(kind, joint, 0.0, duration, dict(params), f"live fault {kind}",
                               live=True)
         self._injected.put(window)
         self.idle = False
+        return window
 
-    def update(self, t: float) -> list[tuple[str, Window]]:
-        """Start and end the windows due at plant time ``t`` (s); returns
-        [("start" | "end", window), ...] for the device to report."""
+    def update(self, t: float, tick: int = -1) -> list[tuple[str, Window]]:
+        """Start and end the windows due at plant time ``t`` (s), the device's ``tick``;
+        returns [("start" | "end", window), ...] for the device to report."""
         if self.idle:
             return []
         changes = []
@@ -146,6 +149,7 @@ class LinkFaults:
         t = t + self.eps
         for window in list(self.windows):
             if not window.started and t >= window.t1:
+                window.tick = tick
                 window.started = True
                 self.active_count += 1
                 changes.append(("start", window))

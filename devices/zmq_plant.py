@@ -75,6 +75,7 @@ from hilrig.drivers.wire import (
     ERROR_VALUE,
     FAULT_VALUES,
     HEADER,
+    LINK_CODE0,
     REFUSED_CHAIN,
     REFUSED_FULL,
     REFUSED_JOINT,
@@ -317,13 +318,14 @@ class Emulator:
     def inject(self, kind: str, params: dict, duration: float) -> None:
         """A link fault (``drop``, ``delay``, ``corrupt``) on the STATEs from the next tick
         on, for ``duration`` s (inf: permanent); the start is logged with its tick.
-        Thread-safe; ConfigError (one line) for a kind or parameter this device lacks."""
-        self.link_faults.inject(kind, params, duration)
+        Thread-safe; ConfigError (one line) for a kind or parameter this device lacks.
+        Returns its window (devices.link_faults.Window)."""
+        return self.link_faults.inject(kind, params, duration)
 
     def _link_fault_changes(self) -> None:
         """Start and end the link faults due now: one line and one event each."""
         t = self.tick * self.h
-        for change, window in self.link_faults.update(t):
+        for change, window in self.link_faults.update(t, self.tick):
             what = "started" if change == "start" else "ended"
             log.warning("link fault %s %s at tick %d (t = %.6f s)", window.describe(), what,
                         self.tick, t)
@@ -537,9 +539,11 @@ class Emulator:
 
     def _fault_ack(self, status: int, kind: int, joint: int) -> list:
         """A FAULT_ACK's values (drivers.wire): with the joints a jam or actuator fault may
-        name (0: this plant has none, a 3RRR) and the link kinds this device takes, so that
-        the tool can say why a fault was refused."""
-        return [status, self.tick, self.tick * self.h, kind, joint, self.plant.jammable_joints,
+        name (0: this plant has none, a 3RRR; for a link kind 0: the one link) and the link
+        kinds this device takes, so that the tool can say why a fault was refused."""
+        joints = 0 if LINK_CODE0 <= kind < LINK_CODE0 + len(LINK_PARAMETERS) else \
+            self.plant.jammable_joints          # a link fault: one link, joint 0
+        return [status, self.tick, self.tick * self.h, kind, joint, joints,
                 link_kinds_mask(self.link_faults.kinds)]
 
     def _stop_step(self) -> None:

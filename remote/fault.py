@@ -35,7 +35,8 @@ class FaultError(RuntimeError):
 
 @dataclass(frozen=True)
 class FaultAck:
-    tick: int       # the emulator tick at whose boundary the fault took effect
+    tick: int       # the emulator tick at whose boundary the fault took effect; -1: emulated
+                    # drives not stepping yet (it starts at their next tick)
     time: float     # its plant time, s
 
 
@@ -116,14 +117,19 @@ def _refusal(answer: MessageType, values, kind: str, joint: int, params: dict) -
     if answer == MessageType.ERROR:
         return f"{ERROR_TEXT.get(status, f'error {status}')} (see its log)"
     link = KINDS[kind].family == LINK
-    if status == REFUSED_KIND and link:
-        return (f"{kind}: this emulator takes the link faults "
-                f"{', '.join(mask_kinds(values[6])) or 'none'}; {kind} is served by "
-                f"{devices_taking(kind)}")
+    takes = ", ".join(mask_kinds(values[6])) or "none"
+    if status == REFUSED_KIND:
+        if link:
+            return (f"{kind}: this emulator takes the link faults {takes}; {kind} is served "
+                    f"by {devices_taking(kind)}")
+        return (f"{kind}: these emulated drives take link faults only ({takes}); jams, "
+                "actuator and sensor faults are the ZeroMQ plant server's and `hil run`'s")
     joints = int(values[5])
     if status == REFUSED_JOINT:
-        if link:
+        if link and joints == 0:
             return f"{kind}: joint {joint}: this emulator has one link for every joint (joint 0)"
+        if link:
+            return f"{kind}: joint {joint}: these drives are 1..{joints} (0: every drive)"
         return f"joint {joint}: this plant has {joints} joints (1..{joints})"
     if status == REFUSED_CHAIN:
         return (f"{kind}: this plant has no joint that can take it (jams and actuator faults "

@@ -106,3 +106,55 @@ def test_hil_run_and_sim_refuse_a_link_fault_table_in_one_line(tmp_path, command
         f"emulate` (under `hil control`); `hil {command}` has no link to fault: run the "
         "config with those, or remove the table"]
     assert not any(tmp_path.iterdir())
+
+
+def test_hil_fault_reaches_the_emulated_cia402_drives(request, tmp_path):
+    """The drives' FAULT route (devices.fault_server, `hil emulate --bind` for link.type
+    canopen): a heartbeat loss on drive 2 acknowledged at the SYNC it started at, which is
+    where the drives' log has it; a serial kind, a plant kind and a drive the bus lacks are
+    refused, each with its reason."""
+    import threading
+
+    import numpy as np
+    from hilrig.devices.cia402_drive import EmulatedDrives
+    from hilrig.devices.fault_server import FaultServer
+    from hilrig.drivers.canopen_link import CanopenLink
+    from hilrig.drivers.link import Measurement
+    from tests.conftest import config
+
+    cfg = config("rig_canopen", "link.canopen.interface='virtual'",
+                 f"link.canopen.channel='{request.node.name}'", "link.canopen.tpdo_timeout=0.5",
+                 "link.canopen.heartbeat_timeout=2.0")
+    ep = endpoint(tmp_path)
+    answers = {}
+    with EmulatedDrives(cfg, log_path=tmp_path / "drives.mcap") as drives, \
+            CanopenLink.from_config(cfg) as link:
+        server = FaultServer(drives, ep)
+        try:
+            for kind, joint, reason in (
+                    ("stall", 0, "stall: this emulator takes the link faults drop, delay, "
+                                 "corrupt, bus_off, heartbeat_loss, sync_loss; stall is served "
+                                 "by the emulated packet-serial drives (link.type serial)"),
+                    ("jam", 1, "jam: these emulated drives take link faults only (drop, delay, "
+                               "corrupt, bus_off, heartbeat_loss, sync_loss); jams, actuator "
+                               "and sensor faults are the ZeroMQ plant server's and `hil run`'s"),
+                    ("bus_off", 4, "bus_off: joint 4: these drives are 1..3 (0: every drive)")):
+                with pytest.raises(FaultError) as refused:
+                    send_fault(ep, kind, joint)
+                assert str(refused.value) == f"emulator refused the fault: {reason}"
+            sender = threading.Thread(target=lambda: answers.update(
+                ack=send_fault(ep, "heartbeat_loss", 2, 0.05, timeout=10.0)))
+            sender.start()
+            meas, u = Measurement(3), np.zeros(3)
+            while sender.is_alive():            # SYNCs, so that the drives step (bounded:
+                link.read(meas)                 # the sender's own timeout)
+                link.write(u)
+            sender.join()
+        finally:
+            server.close()
+    ack = answers["ack"]
+    assert ack.tick > 0
+    events = read_complete(tmp_path / "drives.mcap")[1]
+    started = [(e["fault"], e["joint"], e["tick"], e["live"]) for e in events
+               if e["kind"] == "link_fault"]
+    assert started == [("heartbeat_loss", 2, ack.tick, True)]
