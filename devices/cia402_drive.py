@@ -263,6 +263,8 @@ class EmulatedDrives:
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
                                correction_id(cfg))
         self.plant.open()                       # the drives' power stages decide the input
+        self.plant.brakes[:] = cfg.safety.brake     # holding brakes: _brakes
+        self.plant.brake_time = cfg.safety.brake_time
         self.schedule = fault_schedule(cfg)       # faults.jam, started at plant time t1
         n = self.plant.n_axes
         self.meas = Measurement(n)
@@ -433,6 +435,23 @@ class EmulatedDrives:
                 self.plant_log.event("link_fault" if start else "link_fault_clear", t=t,
                                      fault=window.kind, joint=window.joint, tick=self.syncs,
                                      live=window.live, t2=window.t2, **window.params)
+
+    def _brakes(self) -> None:
+        """Holding brakes (``safety.brake``; PlantLink.engage_brakes): a drive without power
+        (not OPERATION ENABLED nor QUICK STOP ACTIVE: switched off, disabled, faulted)
+        brakes its joint by the jam law; powered again, the brake lets go. One line and a
+        plant-log event (``brake``, ``brake_released``) per change."""
+        powered = np.array([d.state in (State.OPERATION_ENABLED, State.QUICK_STOP_ACTIVE)
+                            for d in self.axes])
+        t = self.plant.plant.t
+        for kind, changed in (("brake", self.plant.engage_brakes(~powered)),
+                              ("brake_released", self.plant.release_brakes(powered))):
+            if changed.any():
+                joints = [int(j) + 1 for j in np.flatnonzero(changed)]
+                log.warning("%s on joints %s at SYNC %d", "brakes engaged" if kind == "brake"
+                            else "brakes released", joints, self.syncs)
+                if self.plant_log is not None:
+                    self.plant_log.event(kind, t=t, joints=joints, tick=self.syncs)
 
     def _set_bus_off(self, drive: DriveAxis, off: bool) -> None:
         """Bus-off: the node first disturbs the bus with BUS_OFF_ERROR_FRAMES error frames
@@ -830,6 +849,8 @@ class EmulatedDrives:
             volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
             self.u[j] = max(-self.supply, min(self.supply, volts))
         self._quick_stop()
+        if self.plant.brakes.any():
+            self._brakes()
         p = self.plant.plant
         apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
         if not self.link_faults.idle:

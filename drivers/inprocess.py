@@ -77,23 +77,28 @@ class PlantLink(Link):
         link.brake_time = cfg.safety.brake_time
         return link
 
-    def engage_brakes(self) -> np.ndarray:
-        """Power removed: every joint with a holding brake (``safety.brake``) that moves
-        freely stops by the jam law (plant.jam, as the fault ``brake``) over ``brake_time``
-        s and stays blocked; a joint already jammed is left as it is. Returns the joints
-        braked now (a mask; empty when none has a brake)."""
+    def engage_brakes(self, joints: np.ndarray | None = None) -> np.ndarray:
+        """Power removed (from ``joints``, a mask; None: all): every such joint with a
+        holding brake (``safety.brake``) that moves freely stops by the jam law (plant.jam,
+        as the fault ``brake``) over ``brake_time`` s and stays blocked; a joint already
+        jammed is left as it is. Returns the joints braked now (a mask)."""
         p = self.plant
         now = self.brakes & ~self.braked & (p.jams[:self.n_axes, JAM_PHASE] == HEALTHY)
+        if joints is not None:
+            now &= joints
         for joint in np.flatnonzero(now):
             start_jam(p.jams, p.x, p.nq, int(joint), p.t, self.brake_time)
         self.braked |= now
         return now
 
-    def release_brakes(self) -> None:
-        """Power back (the drives commanded anew): the brakes this link engaged let go."""
-        for joint in np.flatnonzero(self.braked):
+    def release_brakes(self, joints: np.ndarray | None = None) -> np.ndarray:
+        """Power back (to ``joints``, a mask; None: all): the brakes this link engaged on
+        them let go. Returns the joints released (a mask)."""
+        which = self.braked.copy() if joints is None else self.braked & joints
+        for joint in np.flatnonzero(which):
             clear_jam(self.plant.jams, int(joint))
-        self.braked[:] = False
+        self.braked &= ~which
+        return which
 
     def describe(self) -> str:
         return "in-process plant"

@@ -103,3 +103,43 @@ def test_brakes_of_the_zeromq_emulator_after_a_category_1_stop(tmp_path):
     assert len(q) > 300, "the emulator ran too briefly after the stop"
     assert np.ptp(q[150:, 1]) == 0.0                      # joint 2 blocked ...
     assert abs(q[-1, 2] - q[0, 2]) > 0.01                 # ... joint 3 falls
+
+
+def test_brakes_of_the_emulated_cia402_drives_after_a_category_1_stop(request):
+    """CanopenLink.controlled_stop(1): the drives ramp the arm to rest, then disable
+    (SWITCH ON DISABLED: power removed); with brakes the joints then hold their position
+    exactly, where without one (tests/test_estop_categories.py) the arm sinks."""
+    from hilrig.controllers.factory import controller_from_config
+    from hilrig.devices.cia402_drive import EmulatedDrives
+    from hilrig.drivers.canopen_link import CanopenLink
+    from hilrig.drivers.cia402 import State
+    from hilrig.drivers.link import Measurement
+
+    cfg = config("rig_canopen", "link.canopen.interface='virtual'",
+                 f"link.canopen.channel='{request.node.name}'", "link.canopen.tpdo_timeout=0.5",
+                 "link.canopen.heartbeat_timeout=2.0", f"safety.stop_time={STOP_TIME}",
+                 "safety.brake=true")
+    with EmulatedDrives(cfg) as drives, CanopenLink.from_config(cfg) as link:
+        law = controller_from_config(cfg, link.command_unit)
+        meas, u = Measurement(3), np.zeros(3)
+        for _ in range(100):                     # moving, brakes released once enabled
+            link.read(meas)
+            law(meas.t, meas.pos, meas.vel, meas.current, u)
+            link.write(u)
+        released = drives.plant.braked.copy()
+        link.controlled_stop(1, STOP_TIME)
+        n_rest = int(round(STOP_TIME / cfg.sim.dt))
+        for _ in range(n_rest + 50):
+            link.read(meas)
+            link.write(u)
+        states = [drives.state(axis) for axis in (1, 2, 3)]
+        q = [drives.plant.plant.x[:3].copy()]
+        for _ in range(300):                     # unpowered, one plant step per SYNC
+            link.read(meas)
+            link.write(u)
+            q.append(drives.plant.plant.x[:3].copy())
+        phases = drives.plant.plant.jams[:3, JAM_PHASE].copy()
+    assert not released.any()
+    assert states == [State.SWITCH_ON_DISABLED] * 3
+    assert (phases == BLOCKED).all()
+    assert np.ptp(np.array(q), axis=0).max() == 0.0
