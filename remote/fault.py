@@ -138,9 +138,10 @@ def _refusal(answer: MessageType, values, kind: str, joint: int, params: dict) -
         return (f"{kind}: this plant has no motor model (plant.drive is torque; the fault "
                 "needs voltage or voltage_full)")
     if status == REFUSED_PARAM:
-        detail = check_params(params) if link else check_row(kind, params)
-        return f"{kind}: {detail}" if link and detail else detail or \
-            f"{kind}: {FAULT_REFUSALS[status]} (see its log)"
+        if link and check_params(params):
+            return f"{kind}: {check_params(params)}"
+        if not link and check_row(kind, params):
+            return check_row(kind, params)
     return f"{kind}: {FAULT_REFUSALS.get(status, f'status {status}')} (see its log)"
 
 
