@@ -265,6 +265,7 @@ class EmulatedDrives:
         self.plant.open()                       # the drives' power stages decide the input
         self.plant.brakes[:] = cfg.safety.brake     # holding brakes: _brakes
         self.plant.brake_time = cfg.safety.brake_time
+        self.has_brakes = any(cfg.safety.brake)     # none: _step pays one attribute test
         self.schedule = fault_schedule(cfg)       # faults.jam, started at plant time t1
         n = self.plant.n_axes
         self.meas = Measurement(n)
@@ -849,7 +850,7 @@ class EmulatedDrives:
             volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
             self.u[j] = max(-self.supply, min(self.supply, volts))
         self._quick_stop()
-        if self.plant.brakes.any():
+        if self.has_brakes:
             self._brakes()
         p = self.plant.plant
         apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
