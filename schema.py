@@ -31,7 +31,8 @@ class Key:
     """Declaration of one config key.
 
     kind: "float", "int", "bool", "str", "floats" (list of numbers, or one number
-    broadcast when ``scalar_ok``), "ints", "pairs" (list of [int, int]). length: None,
+    broadcast when ``scalar_ok``), "ints", "bools" (list of true/false, or one broadcast
+    when ``scalar_ok``), "pairs" (list of [int, int]). length: None,
     an int, or the name of a size resolved from the plant ("nq" coordinates, "nact"
     actuated joints). doc: what the value means, with its unit.
     """
@@ -50,7 +51,7 @@ class Key:
 
 # the Python type of a resolved value of each kind (lists become tuples)
 ANNOTATIONS = {"float": float, "int": int, "bool": bool, "str": str,
-               "floats": tuple[float, ...], "ints": tuple[int, ...],
+               "floats": tuple[float, ...], "ints": tuple[int, ...], "bools": tuple[bool, ...],
                "pairs": tuple[tuple[int, int], ...]}
 KINDS = {annotation: kind for kind, annotation in ANNOTATIONS.items()}
 
@@ -274,6 +275,14 @@ class SafetyTable(Table):
     stop_time: float = key(0.5, positive=True,
                            doc="`hil estop --category 1|2` (IEC 60204-1 controlled stops): "
                                "the drives bring the joints to rest within this, s")
+    brake: tuple[bool, ...] = key(
+        False, length="nact", scalar_ok=True,
+        doc="a holding brake per actuated joint (true, false, or one per joint): it engages "
+            "when the emulated drives lose power (a category 0 or 1 stop, a safe stop) and "
+            "stops the joint by the jam law over brake_time, then holds it; chains only")
+    brake_time: float = key(0.1, minimum=0.0,
+                            doc="the holding brakes' deceleration phase of the jam law, s "
+                                "(0: blocked at once)")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,10 @@ and ``--timeout S``; ``hil estop`` takes the run id as a positional too.
                               emulator (--connect ENDPOINT), or `clear` its faults; with
                               neither, the emulator at the default endpoint, else your
                               only `hil run`
+    hil fault LINK_KIND [--joint J] [--duration S] [PARAM=VALUE ...]
+                              a link fault (docs/LINK_FAULTS.md: drop, delay, corrupt, ...)
+                              in the emulator's device (`hil emulate`, --connect); a kind
+                              it does not take is refused in one line naming who does
 
 A `hil run` takes faults through its `hil set` endpoint (live.tuning); a `hil control`
 takes none (its plant is behind a link: faults go to its emulator, `hil emulate`).
@@ -48,10 +52,13 @@ def _declare_fault(parser) -> None:
     from hilrig.plant.faults import CHANNELS, KINDS
 
     parser.add_argument("kind", choices=tuple(KINDS), metavar="KIND",
-                        help="jam, clear, an actuator or sensor fault (docs/FAULTS.md)")
+                        help="jam, clear, an actuator, sensor or link fault (docs/FAULTS.md, "
+                             "docs/LINK_FAULTS.md)")
     parser.add_argument("params", nargs="*", metavar="PARAM=VALUE",
                         help="the kind's parameters (docs/FAULTS.md; unset: its defaults)")
-    parser.add_argument("--joint", type=int, required=True, help="1-based joint")
+    parser.add_argument("--joint", type=int, default=None,
+                        help="1-based joint (required but for a link fault, whose default "
+                             "0 is every drive)")
     parser.add_argument("--duration", type=float, default=None,
                         help="s: how long the fault lasts (default: until cleared); a jam's "
                              "jamming phase (default 0.1)")
@@ -87,17 +94,23 @@ def _fault(args) -> int:
     from hilrig.remote.client import DEFAULT_ENDPOINT
     from hilrig.remote.fault import send_fault
 
+    from hilrig.devices.link_faults import parse_params as parse_link_params
     from hilrig.plant.faults import KINDS, LINK, parse_params
 
-    if KINDS[args.kind].family == LINK:
-        raise ConfigError(f"{args.kind} is a link fault: the emulated devices serve it, not "
-                          "the plant (docs/FAULTS.md)")
+    link = KINDS[args.kind].family == LINK
+    if args.joint is None and not link:
+        raise ConfigError(f"{args.kind}: --joint J is required (1-based)")
+    joint = args.joint or 0
     try:
-        params = parse_params(args.kind, args.params)
+        params = (parse_link_params if link else parse_params)(args.kind, args.params)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     address = run_address(args)
     run_endpoint = _fault_run_endpoint(address, DEFAULT_ENDPOINT)
+    if run_endpoint is not None and link:
+        raise ConfigError(f"{args.kind} is a link fault: a `hil run` has no link; it acts in "
+                          "the emulated devices of `hil emulate` under `hil control` "
+                          "(--connect ENDPOINT, the emulator's --bind)")
     if run_endpoint is not None:
         from hilrig.live.tuning import send_request
 
@@ -106,11 +119,15 @@ def _fault(args) -> int:
         reply = send_request(run_endpoint, {"fault": fault}, address.timeout)
         tick, time = int(reply["tick"]), float(reply["t"])
     else:
-        ack = send_fault(address.endpoint or DEFAULT_ENDPOINT, args.kind, args.joint,
+        ack = send_fault(address.endpoint or DEFAULT_ENDPOINT, args.kind, joint,
                          args.duration, address.timeout, params, args.channel)
         tick, time = ack.tick, ack.time
     what = {"jam": "jammed", "clear": "cleared"}.get(args.kind, f"{args.kind} started")
-    print(f"joint {args.joint} {what} at tick {tick} (plant time {time:.6f} s)")
+    where = f"joint {joint}" if joint or not link else "link"
+    if tick < 0:      # emulated drives with no controller stepping them yet
+        print(f"{where} {args.kind} queued: it starts at the drives' next tick")
+    else:
+        print(f"{where} {what} at tick {tick} (plant time {time:.6f} s)")
     return 0
 
 

@@ -55,7 +55,9 @@ def _declare_emulate(parser) -> None:
     _config_options(parser)
     parser.add_argument("--bind", default=None,
                         help="endpoint (default link.endpoint, ipc://$RUNTIME/emulator: "
-                             "$RUNTIME is your runtime folder)")
+                             "$RUNTIME is your runtime folder); emulated drives (link.type "
+                             "canopen, serial) serve `hil fault`'s link faults there, only "
+                             "when it is given")
     parser.add_argument("--mode", choices=("free", "lockstep"), help="sets emulator.mode")
     parser.add_argument("--log", help="telemetry log of the plant (.mcap)")
     _live_options(parser, tuning=False)
@@ -153,7 +155,7 @@ def _live_hooks(args, set_endpoint: str = "", run_has_params: bool = True) -> li
 def _load(args, extra=()):
     """The config of run, emulate or control: CONFIG with --set, --duration, --rate and
     ``extra`` applied; ConfigError for a bad option or a config this command cannot run."""
-    from hilrig.settings.config import load, refuse_offline_only
+    from hilrig.settings.config import load, refuse_link_faults, refuse_offline_only
 
     overrides = list(args.set) + list(extra)
     positive("--duration", args.duration, "s")
@@ -165,6 +167,8 @@ def _load(args, extra=()):
         overrides.append(f"sim.dt={1.0 / rate!r}")
     cfg = load(args.config, overrides)
     refuse_offline_only(cfg, args.command)
+    if args.command == "run":
+        refuse_link_faults(cfg, args.command)
     return cfg
 
 
@@ -224,7 +228,7 @@ def _emulate(args) -> int:
 
     if cfg.link.type in ("canopen", "serial"):
         return _emulate_drives(cfg, cfg.sim.duration if args.duration is not None else None,
-                               args.log)
+                               args.log, args.bind)
     from hilrig.timing.summary import format_summary
 
     from hilrig.drivers.endpoint import expand
@@ -259,13 +263,17 @@ def _emulate(args) -> int:
                          else "interrupted" if reason == "interrupted" else "ok")
 
 
-def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
+def _emulate_drives(cfg, duration: float | None, log_path: str | None,
+                    fault_endpoint: str | None) -> int:
     """Emulated drives on the wire the config's link uses (CAN bus or serial pty), for
-    ``duration`` s (None: until interrupted), the plant's telemetry to ``log_path``.
+    ``duration`` s (None: until interrupted), the plant's telemetry to ``log_path``, their
+    link faults served to `hil fault` on ``fault_endpoint`` (--bind; None: not served).
     The "emulating ..." line comes once the drives are up (booted, or the pty in place);
     Ctrl-C, even right after it, ends with 130 as ``hil run`` does."""
     import threading
     import types
+
+    from hilrig.drivers.endpoint import expand
 
     stop = threading.Event()
     kind = cfg.link.type
@@ -278,15 +286,17 @@ def _emulate_drives(cfg, duration: float | None, log_path: str | None) -> int:
         from hilrig.devices.roboclaw_drive import serve
 
         where = f"serial pty {cfg.link.serial.port}"
-    banner = f"emulating {cfg.plant.model} behind {kind} drives on {where}"
+    banner = f"emulating {cfg.plant.model} behind {kind} drives on {where}" + \
+        (f"; link faults (hil fault) on {expand(fault_endpoint)}" if fault_endpoint else "")
     ready = types.SimpleNamespace(set=lambda: print(banner, flush=True))
     reason = "interrupted"
     try:
         if kind == "canopen":
             reason = serve(cfg, stop_event=stop, ready=ready, duration=duration,
-                           log_path=log_path)
+                           log_path=log_path, fault_endpoint=fault_endpoint)
         else:
-            reason = serve(cfg, cfg.link.serial.port, stop, duration, log_path, ready)
+            reason = serve(cfg, cfg.link.serial.port, stop, duration, log_path, ready,
+                           fault_endpoint)
     except KeyboardInterrupt:
         stop.set()
     print(f"emulated drives stopped: {reason}")
@@ -355,7 +365,7 @@ class _ErrorsSaid(logging.Handler):
 def _sim(args) -> int:
     """hil sim: the rows go to --out even when the plant state became invalid (the
     SimulationError is raised after they are written: exit 1, cli.exits)."""
-    from hilrig.settings.config import load
+    from hilrig.settings.config import load, refuse_link_faults
 
     if (args.config is None) == (args.replay is None):
         raise ConfigError("hil sim: give a CONFIG, or --replay LOG (not both)")
@@ -373,6 +383,8 @@ def _sim(args) -> int:
         output_path("--log", args.log, (".mcap",))
     # a mistake in the config is one line before any kernel is imported
     cfg = load(args.config, overrides) if args.replay is None else None
+    if cfg is not None:
+        refuse_link_faults(cfg, "sim")
     import numpy as np
     from hilrig.analysis.plot import plot_run
     from hilrig.rt.sim import SimulationError, simulate

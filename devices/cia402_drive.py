@@ -92,6 +92,7 @@ import numpy as np
 from canopen.objectdictionary import SIGNED_TYPES
 from canopen.sdo import SdoAbortedError
 from hilrig.devices.canopen_node import ABORT_VALUE_RANGE, DriveNode
+from hilrig.devices.fault_server import FaultServer
 from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import cia402
@@ -262,6 +263,9 @@ class EmulatedDrives:
         self.plant = PlantLink(plant_from_config(cfg), self.h, METHODS[integrator],
                                correction_id(cfg))
         self.plant.open()                       # the drives' power stages decide the input
+        self.plant.brakes[:] = cfg.safety.brake     # holding brakes: _brakes
+        self.plant.brake_time = cfg.safety.brake_time
+        self.has_brakes = any(cfg.safety.brake)     # none: _step pays one attribute test
         self.schedule = fault_schedule(cfg)       # faults.jam, started at plant time t1
         n = self.plant.n_axes
         self.meas = Measurement(n)
@@ -410,13 +414,14 @@ class EmulatedDrives:
         """A link fault (``drop``, ``delay``, ``corrupt``, ``bus_off``, ``heartbeat_loss``,
         ``sync_loss``) on the drive of ``joint`` (1-based; 0: every drive) from the next
         plant step on, for ``duration`` s (inf: permanent); thread-safe. ConfigError (one
-        line) for a kind or parameter the drives lack."""
-        self.link_faults.inject(kind, params, duration, joint)
+        line) for a kind or parameter the drives lack. Returns its window
+        (devices.link_faults.Window)."""
+        return self.link_faults.inject(kind, params, duration, joint)
 
     def _link_fault_changes(self, t: float) -> None:
         """Start and end the link faults due at plant time ``t``: the drives' state
         (bus-off, heartbeat) and one line and one event (plant log) each."""
-        for change, window in self.link_faults.update(t):
+        for change, window in self.link_faults.update(t, self.syncs):
             start = change == "start"
             drives = self.axes if window.joint == 0 else [self.axes[window.joint - 1]]
             if window.kind == "bus_off":
@@ -431,6 +436,23 @@ class EmulatedDrives:
                 self.plant_log.event("link_fault" if start else "link_fault_clear", t=t,
                                      fault=window.kind, joint=window.joint, tick=self.syncs,
                                      live=window.live, t2=window.t2, **window.params)
+
+    def _brakes(self) -> None:
+        """Holding brakes (``safety.brake``; PlantLink.engage_brakes): a drive without power
+        (not OPERATION ENABLED nor QUICK STOP ACTIVE: switched off, disabled, faulted)
+        brakes its joint by the jam law; powered again, the brake lets go. One line and a
+        plant-log event (``brake``, ``brake_released``) per change."""
+        powered = np.array([d.state in (State.OPERATION_ENABLED, State.QUICK_STOP_ACTIVE)
+                            for d in self.axes])
+        t = self.plant.plant.t
+        for kind, changed in (("brake", self.plant.engage_brakes(~powered)),
+                              ("brake_released", self.plant.release_brakes(powered))):
+            if changed.any():
+                joints = [int(j) + 1 for j in np.flatnonzero(changed)]
+                log.warning("%s on joints %s at SYNC %d", "brakes engaged" if kind == "brake"
+                            else "brakes released", joints, self.syncs)
+                if self.plant_log is not None:
+                    self.plant_log.event(kind, t=t, joints=joints, tick=self.syncs)
 
     def _set_bus_off(self, drive: DriveAxis, off: bool) -> None:
         """Bus-off: the node first disturbs the bus with BUS_OFF_ERROR_FRAMES error frames
@@ -828,6 +850,8 @@ class EmulatedDrives:
             volts = self.r_a[j] * tau / self.k_m[j] + self.k_e[j] * self.ratio[j] * qd[j]
             self.u[j] = max(-self.supply, min(self.supply, volts))
         self._quick_stop()
+        if self.has_brakes:
+            self._brakes()
         p = self.plant.plant
         apply_schedule(p.params, p.jams, self.schedule, p.t, p.x, 1e-9 * self.h)
         if not self.link_faults.idle:
@@ -914,7 +938,8 @@ def supported_mode(mode: int) -> bool:
 
 
 def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Event | None = None,
-          ready=None, duration: float | None = None, log_path=None) -> str:
+          ready=None, duration: float | None = None, log_path=None,
+          fault_endpoint: str | None = None) -> str:
     """Run the emulated drives of ``cfg`` until ``stop_event`` is set (or forever).
 
     The entry point of ``hil emulate`` for ``link.type = "canopen"``. For the drives
@@ -928,6 +953,8 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
         ready: an optional Event, set once the drives have booted.
         duration: stop after this many seconds of wall-clock time (None: no limit).
         log_path: telemetry of the plant (.mcap), flushed on every way out.
+        fault_endpoint: where `hil fault` reaches the drives' link faults
+            (devices.fault_server; None: nowhere).
     Returns:
         why it stopped: "duration reached", "stopped" or "interrupted".
     Raises:
@@ -937,8 +964,11 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
     logging.getLogger("canopen").setLevel(logging.WARNING)   # not a line per SDO transfer
     drives = EmulatedDrives(cfg, bus_config, log_path)
     reason = "stopped"
+    faults = None
     try:
         drives.start()
+        if fault_endpoint is not None:
+            faults = FaultServer(drives, fault_endpoint)
         log.info("emulated CiA 402 drives %s on %s", drives.node_ids, drives.bus_config)
         if ready is not None:
             ready.set()
@@ -956,6 +986,8 @@ def serve(cfg: Config, bus_config: dict | None = None, stop_event: threading.Eve
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
+        if faults is not None:
+            faults.close()
         drives.stop(reason)
     if drives.log_loss is not None:
         raise TelemetryError(drives.log_loss)

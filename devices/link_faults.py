@@ -24,6 +24,7 @@ import queue
 from dataclasses import dataclass, field
 
 import numpy as np
+from hilrig.drivers.wire import LINK_CODE0
 from hilrig.errors import ConfigError
 from hilrig.schema import Config
 
@@ -50,6 +51,7 @@ class Window:
     params: dict
     live: bool = False
     started: bool = False
+    tick: int = -1               # the device's tick (step, SYNC) it started at, once started
     rng: np.random.Generator = field(default=None, repr=False)
 
     def hits(self) -> bool:
@@ -106,11 +108,9 @@ class LinkFaults:
         if None in params.values():
             missing = [p for p, v in params.items() if v is None]
             raise ConfigError(f"{name}: '{kind}' needs {missing[0]} (s)")
-        if not 0.0 <= params.get("probability", 1.0) <= 1.0:
-            raise ConfigError(f"{name}.probability: must be 0..1, got {params['probability']}")
-        if params.get("delay", 0.0) < 0.0 or not math.isfinite(params.get("delay", 0.0)):
-            raise ConfigError(f"{name}.delay: must be a finite number >= 0 s, got "
-                              f"{params['delay']}")
+        error = check_params(params)
+        if error is not None:
+            raise ConfigError(f"{name}.{error}")
         if not 0 <= joint <= self.n_joints:
             raise ConfigError(f"{name}.joint: must be 0 (every drive) or 1..{self.n_joints}, "
                               f"got {joint}")
@@ -123,17 +123,19 @@ class LinkFaults:
         return Window(kind, int(joint), float(t1), float(t1) + float(duration), params, live,
                       rng=np.random.default_rng(seed))
 
-    def inject(self, kind: str, params: dict, duration: float, joint: int = 0) -> None:
+    def inject(self, kind: str, params: dict, duration: float, joint: int = 0) -> Window:
         """A fault from now (the device's next tick) for ``duration`` s (inf: until
-        cleared); thread-safe. ConfigError (one line) for what this device cannot take."""
+        cleared); thread-safe. Returns its window (``started`` and ``tick`` set once the
+        device's tick took it). ConfigError (one line) for what this device cannot take."""
         window = self._window(kind, joint, 0.0, duration, dict(params), f"live fault {kind}",
                               live=True)
         self._injected.put(window)
         self.idle = False
+        return window
 
-    def update(self, t: float) -> list[tuple[str, Window]]:
-        """Start and end the windows due at plant time ``t`` (s); returns
-        [("start" | "end", window), ...] for the device to report."""
+    def update(self, t: float, tick: int = -1) -> list[tuple[str, Window]]:
+        """Start and end the windows due at plant time ``t`` (s), the device's ``tick``;
+        returns [("start" | "end", window), ...] for the device to report."""
         if self.idle:
             return []
         changes = []
@@ -147,6 +149,7 @@ class LinkFaults:
         t = t + self.eps
         for window in list(self.windows):
             if not window.started and t >= window.t1:
+                window.tick = tick
                 window.started = True
                 self.active_count += 1
                 changes.append(("start", window))
@@ -174,6 +177,60 @@ class LinkFaults:
         as bus-off or a stalled line, which hold for the whole window)."""
         return bool(self.active_count) and any(
             w.started and w.kind == kind and _covers(w, joints) for w in self.windows)
+
+
+def check_params(params: dict) -> str | None:
+    """Why a link fault's ``params`` (by name) cannot run, as ``key: why``, or None."""
+    if not 0.0 <= params.get("probability", 1.0) <= 1.0:
+        return f"probability: must be 0..1, got {params['probability']}"
+    if params.get("delay", 0.0) < 0.0 or not math.isfinite(params.get("delay", 0.0)):
+        return f"delay: must be a finite number >= 0 s, got {params['delay']}"
+    if params.get("seed", 0) != int(params.get("seed", 0)) or params.get("seed", 0) < 0:
+        return f"seed: must be a whole number >= 0, got {params['seed']}"
+    return None
+
+
+def parse_params(kind: str, pairs) -> dict:
+    """A live link fault's ``PARAM=VALUE`` words (``hil fault drop probability=0.5``) as
+    {name: float}; ValueError naming a bad one."""
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or name not in PARAMETERS[kind]:
+            raise ValueError(f"{kind}: unknown parameter {pair!r} (known: "
+                             f"{', '.join(PARAMETERS[kind]) or 'none'})")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"{kind}: {name} must be a number, got {value!r}") from None
+    error = check_params(out)
+    if error is not None:
+        raise ValueError(f"{kind}: {error}")
+    return out
+
+
+def link_kinds_mask(kinds) -> int:
+    """A FAULT_ACK's link kinds (drivers.wire): bit i set for the kind of code 30 + i."""
+    from hilrig.plant.faults import KINDS as ALL
+
+    return sum(1 << (ALL[kind].code - LINK_CODE0) for kind in kinds)
+
+
+def mask_kinds(mask: int) -> tuple:
+    """The link kinds of a FAULT_ACK's ``mask`` (link_kinds_mask's inverse)."""
+    from hilrig.plant.faults import NAMES
+
+    return tuple(NAMES[LINK_CODE0 + i] for i in range(len(PARAMETERS)) if int(mask) >> i & 1)
+
+
+DEVICES = {"zmq": "the ZeroMQ plant server (link.type zmq)",
+           "canopen": "the emulated CiA 402 drives (link.type canopen)",
+           "serial": "the emulated packet-serial drives (link.type serial)"}
+
+
+def devices_taking(kind: str) -> str:
+    """Which emulated devices take the link fault ``kind`` (for a refusal line)."""
+    return " and ".join(DEVICES[t] for t, kinds in KINDS.items() if kind in kinds)
 
 
 def _covers(window: Window, joints: tuple) -> bool:

@@ -78,6 +78,7 @@ from collections import deque
 from time import monotonic
 
 import numpy as np
+from hilrig.devices.fault_server import FaultServer
 from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import roboclaw_codec as rc
@@ -598,14 +599,15 @@ class RoboClawEmulator:
         """A link fault (``drop``, ``delay``, ``corrupt``, ``crc_error``, ``stall``) on
         the controller of ``joint`` (1-based; 0: every controller) from the next plant step
         on, for ``duration`` s (inf: permanent); thread-safe. ConfigError (one line) for a
-        kind or parameter this device lacks."""
-        self.link_faults.inject(kind, params, duration, joint)
+        kind or parameter this device lacks. Returns its window
+        (devices.link_faults.Window)."""
+        return self.link_faults.inject(kind, params, duration, joint)
 
     def _link_fault_changes(self) -> None:
         """Start and end the link faults due at the plant's time: one line and one event
         (in the plant log) each."""
         t = self.plant.plant.t
-        for change, window in self.link_faults.update(t):
+        for change, window in self.link_faults.update(t, self.stats["steps"]):
             what = "started" if change == "start" else "ended"
             log.warning("link fault %s %s at step %d (t = %.6f s)", window.describe(), what,
                         self.stats["steps"], t)
@@ -813,7 +815,7 @@ def _signed(value: int) -> int:
 
 
 def serve(cfg: Config, port: str | int, stop_event, duration: float | None = None,
-          log_path=None, ready=None) -> str:
+          log_path=None, ready=None, fault_endpoint: str | None = None) -> str:
     """Run the emulated drives in this thread until ``stop_event`` is set or for ``duration``
     s (for ``hil emulate``); returns why it stopped.
 
@@ -832,6 +834,8 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
         duration: wall-clock limit, s (None: none).
         log_path: telemetry of the plant (.mcap), flushed on every way out.
         ready: an optional Event, set once the pty is in place.
+        fault_endpoint: where `hil fault` reaches the drives' link faults
+            (devices.fault_server; None: nowhere).
     Raises TelemetryError naming the count if the plant log lost rows (after closing it).
     """
     if isinstance(port, int):
@@ -844,7 +848,10 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
         os.symlink(emulator.port, temporary)
         os.replace(temporary, link_path)
     reason = "stopped"
+    faults = None
     try:
+        if fault_endpoint is not None:
+            faults = FaultServer(emulator, fault_endpoint)
         apply_thread(cfg.emulator.cpu, cfg.emulator.fifo_priority)
         if ready is not None:
             ready.set()
@@ -853,6 +860,8 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
         reason = "interrupted"
     finally:
         restore_thread()
+        if faults is not None:
+            faults.close()
         if link_path is not None and os.path.islink(link_path) \
                 and os.readlink(link_path) == emulator.port:
             os.unlink(link_path)

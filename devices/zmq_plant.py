@@ -20,7 +20,10 @@ A STOP [category, stop time] from the controller (``hil estop --category 1|2`` t
 ``hil control``) is a controlled stop of IEC 60204-1 by the emulated drives
 (drivers.controlled_stop): the joints brought to rest within the stop time, then
 category 1 removes the power (zero input), category 2 holds them until BYE or a silent
-controller (its COMMANDs keep the session alive but move nothing).
+controller (its COMMANDs keep the session alive but move nothing). Whenever the power is
+removed (the safe state) the joints with a holding brake (``safety.brake``) stop by the
+jam law and stay blocked (PlantLink.engage_brakes; an event ``brake``) until a COMMAND
+powers the drives again.
 
 Link faults (devices.link_faults; ``[[faults.drop|delay|corrupt]]``, ``inject``) act on
 the STATEs: dropped, held back ``delay`` s of plant time (in order), or their header
@@ -57,12 +60,14 @@ from pathlib import Path
 import numpy as np
 import zmq
 import zmq.utils.monitor
-from hilrig.devices.link_faults import LinkFaults, corrupted
+from hilrig.devices.link_faults import PARAMETERS as LINK_PARAMETERS
+from hilrig.devices.link_faults import LinkFaults, corrupted, link_kinds_mask
 from hilrig.drivers.controlled_stop import ControlledStop
 from hilrig.devices.rejects import RejectLog
 from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import LinkError, Measurement
+from hilrig.errors import ConfigError
 from hilrig.drivers.wire import (
     ERROR_BUSY,
     ERROR_STATE,
@@ -70,6 +75,13 @@ from hilrig.drivers.wire import (
     ERROR_VALUE,
     FAULT_VALUES,
     HEADER,
+    LINK_CODE0,
+    REFUSED_CHAIN,
+    REFUSED_FULL,
+    REFUSED_JOINT,
+    REFUSED_KIND,
+    REFUSED_MOTOR,
+    REFUSED_PARAM,
     MAX_VALUES,
     MessageType,
     WireError,
@@ -81,10 +93,13 @@ from hilrig.plant.factory import fault_schedule, plant_model
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
 from hilrig.plant.faults import (
+    ACTUATOR,
     C_KIND,
     C_T1,
     CHANNEL_NAMES,
+    JAM,
     KINDS,
+    LINK,
     LIVE_ROWS,
     NAMES,
     add_row,
@@ -113,6 +128,14 @@ MAX_MESSAGES_PER_TICK = 256   # a flooding peer cannot starve the plant ...
 DRAIN_BUDGET = 0.25           # ... nor take more than this fraction of a period (free mode)
 RECEIVE_HWM = 100             # frames queued per peer; beyond, ZeroMQ stops reading it
 HELLO_KINDS = (MessageType.HELLO, MessageType.TAKEOVER)
+
+
+class _Refusal(ValueError):
+    """A FAULT this emulator cannot take: ``status`` a drivers.wire.FAULT_REFUSALS code."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status = status
 
 
 class Emulator:
@@ -295,13 +318,14 @@ class Emulator:
     def inject(self, kind: str, params: dict, duration: float) -> None:
         """A link fault (``drop``, ``delay``, ``corrupt``) on the STATEs from the next tick
         on, for ``duration`` s (inf: permanent); the start is logged with its tick.
-        Thread-safe; ConfigError (one line) for a kind or parameter this device lacks."""
-        self.link_faults.inject(kind, params, duration)
+        Thread-safe; ConfigError (one line) for a kind or parameter this device lacks.
+        Returns its window (devices.link_faults.Window)."""
+        return self.link_faults.inject(kind, params, duration)
 
     def _link_fault_changes(self) -> None:
         """Start and end the link faults due now: one line and one event each."""
         t = self.tick * self.h
-        for change, window in self.link_faults.update(t):
+        for change, window in self.link_faults.update(t, self.tick):
             what = "started" if change == "start" else "ended"
             log.warning("link fault %s %s at tick %d (t = %.6f s)", window.describe(), what,
                         self.tick, t)
@@ -439,39 +463,88 @@ class Emulator:
         if self.safe:
             self.safe = False
             self._event("commanded", tick=self.tick)
+            if self.link.braked.any():          # power back: the brakes let go
+                self.link.release_brakes()
+                self._event("brake_released", tick=self.tick)
         return True
 
     def _fault(self, peer: bytes, values: np.ndarray) -> None:
-        """A FAULT frame (drivers.wire): the fault becomes a row of the fault table, started
-        at this tick boundary (as rt.realtime takes a live fault), and is acknowledged with
-        the tick; what this plant cannot take is refused with its reason in the log."""
+        """A FAULT frame (drivers.wire): a plant fault becomes a row of the fault table, a
+        link fault (``drop``, ``delay``, ``corrupt``) a window of ``link_faults``, started
+        at this tick boundary (as rt.realtime takes a live fault) and acknowledged with the
+        tick; what this emulator cannot take is refused with a FAULT_ACK whose status is
+        the reason (drivers.wire.FAULT_REFUSALS) and one line in its log."""
         kind, joint = int(values[0]), int(values[1])
         try:
             code, joint, duration, channel, given = decode_fault(values)
             name = NAMES.get(code)
             if name is None:
-                raise ValueError(f"unknown fault kind {code}")
-            params = {p: v for p, v in zip(KINDS[name].params, given) if v is not None}
-            p = self.plant
-            row = live_row(name, joint, duration, params, CHANNEL_NAMES[channel], self.nact,
-                           p.jammable_joints > 0, self.cfg.plant.drive)
-            row[C_T1] = self.tick * self.h
-            if add_row(self.schedule, row) < 0:
-                raise ValueError(f"no room for another live fault ({LIVE_ROWS} taken)")
-            self._measure()          # started now (a jam of duration 0 zeroes the rate now)
-            log.info("fault %s on joint %d at tick %d (t = %.6f s)", name, joint, self.tick,
-                     self.tick * self.h)
-        except ValueError as exc:           # a WireError too
-            self._reject(peer, "fault refused", str(exc), ERROR_VALUE,
-                         (MessageType.FAULT_ACK, self._fault_ack(ERROR_VALUE, kind, joint)))
+                raise _Refusal(REFUSED_KIND, f"unknown fault kind {code}")
+            if KINDS[name].family == LINK:
+                self._link_fault(name, joint, duration, given)
+            else:
+                self._plant_fault(name, joint, duration, channel, given)
+        except _Refusal as exc:
+            self._reject(peer, "fault refused", str(exc), exc.status,
+                         (MessageType.FAULT_ACK, self._fault_ack(exc.status, kind, joint)))
+            return
+        except WireError as exc:
+            self._reject(peer, "fault refused", str(exc), exc.code,
+                         (MessageType.FAULT_ACK, self._fault_ack(exc.code, kind, joint)))
             return
         self._send(peer, MessageType.FAULT_ACK, self._fault_ack(0, kind, joint))
 
+    def _plant_fault(self, name: str, joint: int, duration: float, channel: int,
+                     given: list) -> None:
+        """A jam, actuator or sensor fault: a row of the fault table from this tick; its
+        event comes from the table (plant.faults.report_changes). _Refusal with the reason."""
+        p = self.plant
+        params = {k: v for k, v in zip(KINDS[name].params, given) if v is not None}
+        spec = KINDS[name]
+        if not 1 <= joint <= self.nact:
+            raise _Refusal(REFUSED_JOINT, f"joint must be 1..{self.nact}, got {joint}")
+        if spec.family in (ACTUATOR, JAM) and p.jammable_joints == 0:
+            raise _Refusal(REFUSED_CHAIN, f"{name}: this plant is not a chain")
+        if spec.motor and self.cfg.plant.drive == "torque":
+            raise _Refusal(REFUSED_MOTOR,
+                           f"{name} needs a motor model (plant.drive is torque)")
+        try:
+            row = live_row(name, joint, duration, params, CHANNEL_NAMES[channel], self.nact,
+                           p.jammable_joints > 0, self.cfg.plant.drive)
+        except ValueError as exc:
+            raise _Refusal(REFUSED_PARAM, str(exc)) from None
+        row[C_T1] = self.tick * self.h
+        if add_row(self.schedule, row) < 0:
+            raise _Refusal(REFUSED_FULL, f"no room for another live fault ({LIVE_ROWS} taken)")
+        self._measure()          # started now (a jam of duration 0 zeroes the rate now)
+        log.info("fault %s on joint %d at tick %d (t = %.6f s)", name, joint, self.tick,
+                 self.tick * self.h)
+
+    def _link_fault(self, name: str, joint: int, duration: float, given: list) -> None:
+        """A link fault from ``hil fault``: a window of ``link_faults`` started now, so
+        that its line and ``link_fault`` event carry this tick. The wire's parameters are
+        the kind's in devices.link_faults.PARAMETERS order. _Refusal with the reason."""
+        if name not in self.link_faults.kinds:
+            raise _Refusal(REFUSED_KIND, f"{name}: the ZeroMQ plant server takes "
+                                         f"{', '.join(self.link_faults.kinds)}")
+        params = {k: v for k, v in zip(LINK_PARAMETERS[name], given) if v is not None}
+        if joint != 0:
+            raise _Refusal(REFUSED_JOINT, f"{name}: the ZeroMQ plant has one link for every "
+                                          f"joint (joint 0), got joint {joint}")
+        try:
+            self.inject(name, params, duration)
+        except ConfigError as exc:
+            raise _Refusal(REFUSED_PARAM, str(exc)) from None
+        self._link_fault_changes()
+
     def _fault_ack(self, status: int, kind: int, joint: int) -> list:
         """A FAULT_ACK's values (drivers.wire): with the joints a jam or actuator fault may
-        name (0: this plant has none, a 3RRR), so that the tool can say why a joint was
-        refused."""
-        return [status, self.tick, self.tick * self.h, kind, joint, self.plant.jammable_joints]
+        name (0: this plant has none, a 3RRR; for a link kind 0: the one link) and the link
+        kinds this device takes, so that the tool can say why a fault was refused."""
+        joints = 0 if LINK_CODE0 <= kind < LINK_CODE0 + len(LINK_PARAMETERS) else \
+            self.plant.jammable_joints          # a link fault: one link, joint 0
+        return [status, self.tick, self.tick * self.h, kind, joint, joints,
+                link_kinds_mask(self.link_faults.kinds)]
 
     def _stop_step(self) -> None:
         """One step of a controlled stop: the stop servo's input; category 1 at rest:
@@ -509,6 +582,11 @@ class Emulator:
             self.safe = True
             log.warning("safe state (zero input): %s", why)
             self._event("safe_state", reason=why, tick=self.tick)
+            braked = self.link.engage_brakes()      # power removed: the holding brakes
+            if braked.any():
+                joints = [int(j) + 1 for j in np.flatnonzero(braked)]
+                log.warning("brakes engaged on joints %s at tick %d", joints, self.tick)
+                self._event("brake", joints=joints, tick=self.tick)
 
     def _drain(self, timing=None, budget_ns: int | None = None) -> None:
         """Handle the waiting messages: up to MAX_MESSAGES_PER_TICK, for at most

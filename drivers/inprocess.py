@@ -14,7 +14,8 @@ of drivers.controlled_stop acting on this plant, within ``emulator.supply_voltag
 Lifecycle (the base, drivers.link, keeps the order): ``configure`` makes the plant
 readable (and loads the current kernel ``read`` calls); ``activate`` lets ``write``
 step it. The plant does not advance before ``activate``: its clock is ``write``, which
-after ``safe_stop`` steps it under zero input.
+after ``safe_stop`` steps it under zero input, with the holding brakes of ``safety.brake``
+engaged (``engage_brakes``: the jam law of plant.jam).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from hilrig.drivers.link import Link, LinkError, Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import correction_id, plant_from_config
 from hilrig.plant.integrators import METHOD_RK4
-from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
+from hilrig.plant.jam import clear_jam, start_jam
+from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE, HEALTHY, JAM_PHASE
 from hilrig.plant.model import METHODS, Plant
 from hilrig.plant.motor import currents
 from hilrig.plant.packed import PackedStep
@@ -55,6 +57,9 @@ class PlantLink(Link):
         self._q, self._dq = plant.x[:self.n_axes], plant.x[plant.nq:plant.nq + self.n_axes]
         self.stopping: ControlledStop | None = None    # a controlled stop (categories 1, 2)
         self.drive_range = np.inf    # +-V or N m the stop servo may apply (from_config: the config's)
+        self.brakes = np.zeros(self.n_axes, dtype=bool)   # joints with a holding brake
+        self.brake_time = 0.1        # s, the brakes' jam-law deceleration phase
+        self.braked = np.zeros(self.n_axes, dtype=bool)   # the brakes holding now
 
     @classmethod
     def from_config(cls, cfg: Config) -> "PlantLink":
@@ -68,7 +73,32 @@ class PlantLink(Link):
                               f"(one of {sorted(METHODS)})")
         link = cls(plant, cfg.sim.dt, METHODS[integrator], correction)
         link.drive_range = cfg.emulator.drive_range(link.command_unit)
+        link.brakes[:] = cfg.safety.brake
+        link.brake_time = cfg.safety.brake_time
         return link
+
+    def engage_brakes(self, joints: np.ndarray | None = None) -> np.ndarray:
+        """Power removed (from ``joints``, a mask; None: all): every such joint with a
+        holding brake (``safety.brake``) that moves freely stops by the jam law (plant.jam,
+        as the fault ``brake``) over ``brake_time`` s and stays blocked; a joint already
+        jammed is left as it is. Returns the joints braked now (a mask)."""
+        p = self.plant
+        now = self.brakes & ~self.braked & (p.jams[:self.n_axes, JAM_PHASE] == HEALTHY)
+        if joints is not None:
+            now &= joints
+        for joint in np.flatnonzero(now):
+            start_jam(p.jams, p.x, p.nq, int(joint), p.t, self.brake_time)
+        self.braked |= now
+        return now
+
+    def release_brakes(self, joints: np.ndarray | None = None) -> np.ndarray:
+        """Power back (to ``joints``, a mask; None: all): the brakes this link engaged on
+        them let go. Returns the joints released (a mask)."""
+        which = self.braked.copy() if joints is None else self.braked & joints
+        for joint in np.flatnonzero(which):
+            clear_jam(self.plant.jams, int(joint))
+        self.braked &= ~which
+        return which
 
     def describe(self) -> str:
         return "in-process plant"
@@ -111,6 +141,8 @@ class PlantLink(Link):
         self.stopping = servo
 
     def _safe_stop(self) -> None:
-        """Zero the held command (zero volts: the motors brake through their back-EMF)."""
+        """Zero the held command (zero volts: the motors brake through their back-EMF) and
+        engage the holding brakes (``engage_brakes``)."""
         self.stopping = None
         self.held[:] = 0.0
+        self.engage_brakes()

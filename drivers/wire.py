@@ -20,7 +20,9 @@ import struct
 import numpy as np
 
 MAGIC = b"HILR"
-WIRE_VERSION = 2     # 2: the FAULT frame carries any fault kind (plant.faults.KINDS)
+# 2: the FAULT frame carries any fault kind (plant.faults.KINDS); 3: FAULT_ACK says why a
+# fault was refused (FAULT_REFUSALS) and which link kinds the device takes
+WIRE_VERSION = 3
 HEADER = struct.Struct("<4sHHQdI")
 MAX_VALUES = 1024
 
@@ -31,7 +33,7 @@ class MessageType(enum.IntEnum):
     COMMAND = 3     # controller -> emulator: u per axis (V or N m); seq = controller tick
     STATE = 4       # emulator -> controller: [t, pos (n), vel (n), current (n)]; seq = emulator tick
     FAULT = 5       # tool -> emulator: FAULT_VALUES values (encode_fault)
-    FAULT_ACK = 6   # emulator -> tool: [status (0 ok, else ERROR_*), tick, plant time (s), kind, joint, joints of the plant (0: none can jam)]
+    FAULT_ACK = 6   # emulator -> tool: FAULT_ACK_VALUES values: [status (0 ok, else a FAULT_REFUSALS code), tick, plant time (s), kind, joint, joints of the plant (0: none can jam), link kinds the device takes (bit i: kind code 30 + i)]
     BYE = 7         # controller -> emulator: the session ends; the plant goes to its safe state
     ERROR = 8       # emulator -> peer: [ERROR_* code] for a message it rejected
     ESTOP = 9       # tool -> controller (hil control --estop-endpoint): [] or [stop category 0, 1, 2 (IEC 60204-1)]; none: 0
@@ -46,6 +48,8 @@ class MessageType(enum.IntEnum):
 # parameter i given, else the kind's default), parameters 0..3 (the kind's, in order)]
 FAULT_VALUES = 9
 FAULT_PARAMS = 4
+FAULT_ACK_VALUES = 7
+LINK_CODE0 = 30      # kind code of the first link fault (bit 0 of a FAULT_ACK's link kinds)
 
 
 def encode_fault(code: int, joint: int, duration: float, channel: int, params) -> bytes:
@@ -82,6 +86,21 @@ ERROR_TEXT = {ERROR_MALFORMED: "malformed message", ERROR_VERSION: "wrong wire v
               ERROR_VALUE: "invalid value", ERROR_STATE: "not allowed in this state",
               ERROR_BUSY: "another controller commands this plant (take it over explicitly: "
                           "hil control --takeover, hilrig.connect(..., takeover=True))"}
+# why a FAULT was refused: a FAULT_ACK's status (besides ERROR_VALUE, a field out of range)
+REFUSED_KIND = 20       # this device does not take this kind (the ACK's last value: what it takes)
+REFUSED_JOINT = 21      # no such joint (the ACK's joints value: how many there are)
+REFUSED_CHAIN = 22      # a jam or actuator fault on a plant that is not a chain
+REFUSED_MOTOR = 23      # a winding or supply fault on a plant without a motor model
+REFUSED_PARAM = 24      # a parameter out of its range
+REFUSED_FULL = 25       # no room for another live fault
+FAULT_REFUSALS = {REFUSED_KIND: "the device does not take this kind",
+                  REFUSED_JOINT: "no such joint",
+                  REFUSED_CHAIN: "jams and actuator faults are modelled for chains only",
+                  REFUSED_MOTOR: "the fault needs a motor model (plant.drive voltage or "
+                                 "voltage_full)",
+                  REFUSED_PARAM: "a parameter out of its range",
+                  REFUSED_FULL: "no room for another live fault",
+                  ERROR_VALUE: "a FAULT field out of range"}
 
 
 class WireError(ValueError):

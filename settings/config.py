@@ -192,6 +192,19 @@ def refuse_offline_only(cfg: Config, command: str) -> None:
                               "emulator has its own noise and latency keys")
 
 
+def refuse_link_faults(cfg: Config, command: str) -> None:
+    """ConfigError naming the first [[faults.KIND]] table of a link kind (drop, delay, ...:
+    devices.link_faults) in ``cfg``, for ``hil COMMAND`` (run, sim), which has no emulated
+    device for it to act in: no table is ignored silently."""
+    from hilrig.plant.faults import KINDS, LINK
+
+    for kind in (name for name, spec in KINDS.items() if spec.family == LINK):
+        if getattr(cfg.faults, kind):
+            raise ConfigError(f"faults.{kind}: a link fault acts in the emulated devices of "
+                              f"`hil emulate` (under `hil control`); `hil {command}` has no "
+                              "link to fault: run the config with those, or remove the table")
+
+
 INDEXED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]")
 
 
@@ -377,6 +390,17 @@ def check_value(value: Any, spec: Key, name: str, sizes: dict) -> Any:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(f"{name}[{i}]: expected an integer, got {v!r}")
         return list(value)
+    if kind == "bools":
+        length = sizes.get(spec.length, spec.length)
+        if isinstance(value, bool) and spec.scalar_ok:
+            value = [value] * length
+        if not isinstance(value, list) or len(value) != length:
+            raise ConfigError(f"{name}: expected true, false or a list of {length} of them "
+                              f"(one per actuated joint), got {value!r}")
+        for i, v in enumerate(value):
+            if not isinstance(v, bool):
+                raise ConfigError(f"{name}[{i}]: expected true or false, got {v!r}")
+        return list(value)
     if kind == "bool":
         if not isinstance(value, bool):
             raise ConfigError(f"{name}: expected true or false, got {value!r}")
@@ -462,6 +486,14 @@ def _check_jams(cfg: dict, sizes: dict, listed: bool, spec: PlantModel) -> None:
     if cfg["faults"]["jam"] and not spec.jams:
         raise ConfigError(f"faults.jam: jams are modelled for chains (serial arms, a user's "
                           f"chain), not for plant.model = {cfg['plant']['model']!r}")
+    safety = cfg["safety"]
+    if any(safety["brake"]) and not spec.jams:
+        raise ConfigError(f"safety.brake: a brake stops its joint by the jam law, modelled "
+                          f"for chains (serial arms, a user's chain), not for plant.model = "
+                          f"{cfg['plant']['model']!r}")
+    error = jam_duration_error(safety["brake_time"])
+    if error is not None:
+        raise ConfigError(f"safety.brake_time: {error}")
 
 
 def _check_faults(cfg: dict, sizes: dict, spec: PlantModel) -> None:

@@ -18,6 +18,7 @@ from hilrig.drivers.wire import (
     ERROR_VERSION,
     HEADER,
     MAGIC,
+    REFUSED_JOINT,
     WIRE_VERSION,
     MessageType,
     decode,
@@ -142,11 +143,11 @@ def test_bad_messages_are_rejected_and_the_emulator_keeps_running(tmp_path):
         sock.send(frame)
         kind, _, _, values = _answer(sock)
         assert kind == MessageType.ERROR and int(values[0]) == code, name
-    # a well-formed fault the plant cannot take: a FAULT_ACK of status ERROR_VALUE that
-    # says how many joints it has (docs/WIRE.md)
+    # a well-formed fault the plant cannot take: a FAULT_ACK whose status is the reason
+    # (REFUSED_JOINT) and that says how many joints it has (docs/WIRE.md)
     sock.send(encode_fault(1, 7, 0.1, 0, [None] * 4))
     kind, _, _, values = _answer(sock)
-    assert kind == MessageType.FAULT_ACK and int(values[0]) == ERROR_VALUE
+    assert kind == MessageType.FAULT_ACK and int(values[0]) == REFUSED_JOINT
     assert int(values[4]) == 7 and int(values[5]) == 3
     sock.send(encode(MessageType.COMMAND, 1, 0.0, [0, 0, 0]))   # no HELLO yet
     assert _answer(sock)[0] == MessageType.ERROR

@@ -83,7 +83,8 @@ def test_hil_fault_into_hil_emulate_under_hil_control_is_acknowledged_and_logged
         bad = subprocess.run(hil("fault", "winding_short", "--joint", "1", "--connect", ep),
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert bad.returncode == 1 and bad.stderr.strip().splitlines() == [
-            "hil: emulator refused the fault: invalid value (see its log)"]
+            "hil: emulator refused the fault: winding_short: this plant has no motor model "
+            "(plant.drive is torque; the fault needs voltage or voltage_full)"]
         out, err = ctl.communicate(timeout=60)
         assert ctl.returncode == 0, err
     finally:
