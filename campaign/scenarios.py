@@ -39,6 +39,7 @@ from hilrig.settings.config import (
     complete,
     copied,
     frame_of,
+    refuse_link_faults,
     resolve,
 )
 from hilrig.schema import Config, Key, retyped, typed
@@ -120,9 +121,11 @@ class ScenarioConfigs:
         its ConfigError where it raises."""
         overrides = fault_overrides(self._faults, overrides)
         try:
-            return self._incremental(overrides)
+            cfg = self._incremental(overrides)
         except (_FromScratch, ConfigError):
-            return self._from_raw(overrides)
+            cfg = self._from_raw(overrides)
+        refuse_link_faults(cfg, "campaign")      # a link fault has no device in a campaign
+        return cfg
 
     def from_scratch(self, overrides: Iterable[tuple[str, Any]]) -> Config:
         """settings.config.resolve of the base with ``overrides`` applied."""

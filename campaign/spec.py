@@ -30,7 +30,8 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.settings import builtin_configs
 from hilrig.campaign.metrics import METRICS, MetricSettings, unavailable
-from hilrig.settings.config import apply_override, read_bounded, resolve, toml_value
+from hilrig.settings.config import (apply_override, read_bounded, refuse_link_faults, resolve,
+                                    toml_value)
 from hilrig.campaign.scenarios import FAULT, ScenarioConfigs, fault_overrides
 from hilrig.schema import Config
 
@@ -220,6 +221,7 @@ def _checked(path: Path, text: str, raw: dict) -> CampaignSpec:
             raise ConfigError(f"set: {exc}") from None
     try:
         base_cfg = resolve(base_raw)
+        refuse_link_faults(base_cfg, "campaign")
     except ConfigError as exc:
         raise ConfigError(f"the base config with [set]: {exc}") from None
     if faults:

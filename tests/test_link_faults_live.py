@@ -158,3 +158,26 @@ def test_hil_fault_reaches_the_emulated_cia402_drives(request, tmp_path):
     started = [(e["fault"], e["joint"], e["tick"], e["live"]) for e in events
                if e["kind"] == "link_fault"]
     assert started == [("heartbeat_loss", 2, ack.tick, True)]
+
+
+def test_a_campaign_refuses_a_link_fault_table_in_one_line(tmp_path):
+    """A campaign runs no emulated device: a link fault in its base or [set] is refused
+    before anything runs, and a fault.kind axis of a link kind refuses each scenario's
+    config, naming the kind."""
+    from hilrig.campaign.scenarios import ScenarioConfigs
+    from hilrig.campaign.spec import load_spec
+    from hilrig.errors import ConfigError
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[campaign]\nbase = "serial3_jam1"\nduration = 1.0\n\n'
+                    '[set]\nfaults.drop = {t1 = 0.5}\n\n'
+                    '[[axis]]\nkey = "controller.kp"\nvalues = [100.0, 200.0]\n')
+    with pytest.raises(ConfigError, match=r"spec\.toml: the base config with \[set\]: "
+                                          r"faults\.drop: a link fault acts in the emulated "
+                                          r"devices of `hil emulate` .*`hil campaign` has no "
+                                          r"link to fault"):
+        load_spec(spec)
+    configs = ScenarioConfigs({"plant": {"model": "serial_arm"}})
+    with pytest.raises(ConfigError, match=r"^faults\.delay: a link fault acts in the emulated "
+                                          r"devices"):
+        configs.config([("fault.kind", "delay"), ("fault.t1", 0.2), ("fault.delay", 0.01)])
