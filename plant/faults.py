@@ -425,7 +425,7 @@ def _actuators(p, jams, table):
             jams[j, A_VISCOUS] += table[r, C_P0]
 
 
-@inline_kernel   # inlined, as hold_previous and sense: a call costs more than its pass over a few rows
+@inline_kernel   # inlined: a call costs more than its pass over a few rows (bench_faults)
 def apply_faults(p, jams, table, t, x, tol):
     """At the tick boundary t (s): start every pending row whose t1 has come (within
     ``tol``) and whose condition holds, end every active row whose duration has passed
@@ -471,7 +471,7 @@ def gaussian(seed, k, j):
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-@inline_kernel
+@kernel
 def hold_previous(table, meas, nact):
     """Before the measure step: a dropout that has just started holds what the law saw
     last (``meas`` still holds it: drivers.link.Measurement's layout)."""
@@ -484,7 +484,7 @@ def hold_previous(table, meas, nact):
             table[r, C_HELD] = 1.0
 
 
-@inline_kernel
+@kernel
 def sense(table, t, k, meas, nact):
     """Corrupt what the law sees in ``meas`` (t, pos, vel, current: the true values on
     entry) by the active sensor rows at tick k, time t (s), in row order."""
