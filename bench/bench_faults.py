@@ -1,93 +1,239 @@
-"""Per-tick plant cost with no fault and with three active, side by side in one run.
+"""Per-tick plant cost with no fault and with three active, for two checkouts side by side.
 
-    python bench/bench_faults.py [--steps 20000] [--rounds 7]
+    python bench/bench_faults.py --path base=/tmp/base-path --path this=/work/wt/X-path \
+        [--plants serial3_free,ur5_pd,rrr3_pd] [--steps 20000] [--rounds 9] [--block 16]
 
-What a tick does to its plant (rt.tick.tick and the loops around it): the fault table at
-the boundary (plant.stepping.apply_schedule), the sensor pass over the measurement
-(plant.faults.hold_previous, sense), the plant step (plant.stepping.advance), in one
-compiled loop of ``--steps`` steps under a constant command. Per plant, rounds alternate
-between four tables: none (no rows), a real-time run's table without faults (64 spare
-rows: hil run's), and three active faults (effectiveness on joint 1, friction on joint 2,
-a sensor bias on joint 1's position). Printed: the median over rounds of ns per step.
-The 3-link arm's unrolled RK4 step does not model actuator faults, so while one is
-active its step takes the generic path; a 6-joint chain (the UR5) takes the generic path
-either way.
+Each ``--path`` is a PYTHONPATH under which ``import hilrig`` finds one checkout (default:
+this process's PYTHONPATH, labelled ``this``); a checkout from before the fault table
+(commit ddb5666: ``git archive ddb5666 | tar -x -C /tmp/base`` and a folder holding a
+symlink ``hilrig -> /tmp/base``) runs its "none" case only. One worker process per
+checkout (this file with ``--worker``) compiles its loops once; then round by round the
+checkouts run in turn, so both see the same host.
+
+What a tick does to its plant (rt.tick.tick and the loops around it), in one compiled loop
+of ``--steps`` steps under a constant command: the fault table at the boundary
+(plant.stepping.apply_schedule), the sensor passes while the table holds a fault
+(plant.faults.hold_previous, sense, behind rt.tick's one check), the measurement and
+the motor currents (plant.motor.currents), the plant step with the config's correction
+(plant.stepping.advance). Tables: none (no rows), spare rows (a real-time run's table
+without faults: 64 spare rows, hil run's), three active (effectiveness 0.7 on joint 1,
+viscous friction 0.5 N m s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains
+only: a 3RRR takes no actuator fault). The clock is read every ``--block`` steps.
+
+Printed per plant, checkout and table: the median over rounds of each round's median
+and p99 of the blocks' ns per step, and of its mean ns per step, with the change of
+the median against the first checkout's "none".
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
-import time
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
-from hilrig.jit.kernel import kernel
-from hilrig.plant.factory import plant_from_config
+from hilrig.plant.factory import correction_id, plant_from_config
 from hilrig.plant.family import for_plant
-from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_row, hold_previous, sense
 from hilrig.plant.model import METHODS
+from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule
 from hilrig.settings.config import load
+from hilrig.timing.clock import now_ns, timespec
+from numba import njit
+
+try:        # a checkout with the fault table
+    from hilrig.plant.faults import (
+        FAULT_COLUMNS,
+        LIVE_ROWS,
+        fault_row,
+        hold_previous,
+        holds_faults,
+        sense,
+    )
+except ImportError:     # the base: a jam schedule of 4 columns, no sensor faults
+    FAULT_COLUMNS = None
+
+CHAINS = ("serial3_free", "ur5_pd")     # the plants that take actuator faults
+
+# hilrig's kernel options, not cached: numba's own cache of a file outside hilrig's
+# packages would not see an edit of the plant code it inlines (jit.compilation)
+kernel = njit(nogil=True, error_model="numpy", _nrt=False)
+
+if FAULT_COLUMNS is not None:
+    @kernel
+    def steps(p, jams, x, u, work, stages, table, meas, h, n, method, correction, mech,
+              block, ts, out):
+        """n ticks' worth of plant work from t = 0, ns per step of each block of ``block``
+        steps into ``out``; False on an invalid state."""
+        nact = u.shape[0]
+        nq = x.shape[0] // 2
+        cur = meas[1 + 2 * nact:]
+        start = now_ns(ts)
+        for k in range(n):
+            t = k * h
+            apply_schedule(p, jams, table, t, x, 1e-9 * h)
+            faulty = holds_faults(table)                                 # as rt.tick.tick
+            if faulty:
+                hold_previous(table, meas, nact)
+            for j in range(nact):
+                meas[1 + j] = x[j]
+                meas[1 + nact + j] = x[nq + j]
+            if faulty:
+                currents(p, x, u, cur, jams)
+            else:
+                currents(p, x, u, cur)
+            if faulty:
+                sense(table, t, k, meas, nact)
+            if not advance(p, jams, t, x, u, h, method, correction, work, stages, mech):
+                return False
+            if (k + 1) % block == 0:
+                now = now_ns(ts)
+                out[k // block] = (now - start) / block
+                start = now
+        return True
+
+    def tables(plant: str) -> dict:
+        """The fault tables of the module docstring, by label."""
+        out = {"none": np.zeros((0, FAULT_COLUMNS)),
+               "spare rows": np.zeros((LIVE_ROWS, FAULT_COLUMNS))}
+        if plant in CHAINS:
+            out["three active"] = np.array([
+                fault_row("effectiveness", 0, 0.0, np.inf, {"factor": 0.7}),
+                fault_row("friction", 1, 0.0, np.inf, {"viscous": 0.5}),
+                fault_row("sensor_bias", 0, 0.0, np.inf, {"bias": 0.01})])
+        return out
+else:
+    @kernel
+    def steps(p, jams, x, u, work, stages, table, meas, h, n, method, correction, mech,
+              block, ts, out):
+        """The base's tick around its plant (no sensor faults, currents without jams)."""
+        nact = u.shape[0]
+        nq = x.shape[0] // 2
+        cur = meas[1 + 2 * nact:]
+        start = now_ns(ts)
+        for k in range(n):
+            t = k * h
+            apply_schedule(p, jams, table, t, x, 1e-9 * h)
+            for j in range(nact):
+                meas[1 + j] = x[j]
+                meas[1 + nact + j] = x[nq + j]
+            currents(p, x, u, cur)
+            if not advance(p, jams, t, x, u, h, method, correction, work, stages, mech):
+                return False
+            if (k + 1) % block == 0:
+                now = now_ns(ts)
+                out[k // block] = (now - start) / block
+                start = now
+        return True
+
+    def tables(plant: str) -> dict:
+        return {"none": np.zeros((0, 4))}
 
 
-@kernel
-def steps(p, jams, x, u, work, stages, table, meas, h, n, method, mech):
-    """n ticks' worth of plant work from t = 0; returns False on an invalid state."""
-    nact = u.shape[0]
-    nq = x.shape[0] // 2
-    for k in range(n):
-        t = k * h
-        apply_schedule(p, jams, table, t, x, 1e-9 * h)
-        hold_previous(table, meas, nact)
-        for j in range(nact):
-            meas[1 + j] = x[j]
-            meas[1 + nact + j] = x[nq + j]
-        sense(table, t, k, meas, nact)
-        if not advance(p, jams, t, x, u, h, method, 0, work, stages, mech):
-            return False
-    return True
+def worker() -> None:
+    """Serve requests on stdin, one JSON line each ({"plant", "table", "steps", "block"}
+    or {"plant"} for the list of tables), one JSON line of answer each."""
+    plants: dict = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        name = request["plant"]
+        if name not in plants:
+            cfg = load(name, [])
+            plant = plant_from_config(cfg)
+            method = METHODS[cfg.sim.integrator]
+            plants[name] = (cfg, plant, method, for_plant(plant, method), correction_id(cfg))
+        cfg, base, method, mech, correction = plants[name]
+        if "table" not in request:
+            print(json.dumps(list(tables(name))), flush=True)
+            continue
+        n, block = request["steps"], request["block"]
+        plant = base.copy()
+        table = tables(name)[request["table"]]
+        meas = np.zeros(1 + 3 * plant.nact)
+        out = np.zeros(n // block)
+        ok = steps(plant.params, plant.jams, plant.x, np.full(plant.nact, 0.5), plant.work,
+                   plant.stages, table, meas, cfg.sim.dt, n, method, correction, mech, block,
+                   timespec(), out)
+        print(json.dumps({"ok": bool(ok), "median": float(np.median(out)),
+                          "p99": float(np.percentile(out, 99)), "mean": float(out.mean())}),
+              flush=True)
 
 
-def tables() -> dict:
-    three = np.array([fault_row("effectiveness", 0, 0.0, np.inf, {"factor": 0.7}),
-                      fault_row("friction", 1, 0.0, np.inf, {"viscous": 0.5}),
-                      fault_row("sensor_bias", 0, 0.0, np.inf, {"bias": 0.01})])
-    return {"none": np.zeros((0, FAULT_COLUMNS)),
-            "spare rows": np.zeros((LIVE_ROWS, FAULT_COLUMNS)),
-            "three active": three}
+class Worker:
+    """A worker process under one PYTHONPATH; its stderr (compile lines) into a file."""
 
+    def __init__(self, pythonpath: str, log) -> None:
+        env = dict(os.environ, PYTHONPATH=pythonpath)
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, text=True)
 
-def bench(name: str, sets: list, n: int, rounds: int) -> None:
-    cfg = load(name, sets)
-    base = plant_from_config(cfg)
-    method = METHODS[cfg.sim.integrator]
-    mech = for_plant(base, method)
-    u = np.full(base.nact, 0.5)
-    times: dict = {label: [] for label in tables()}
-    for r in range(rounds + 1):                 # round 0 compiles and warms up
-        for label, table in tables().items():
-            plant = base.copy()
-            meas = np.zeros(1 + 3 * base.nact)
-            started = time.perf_counter_ns()
-            ok = steps(plant.params, plant.jams, plant.x, u, plant.work, plant.stages, table,
-                       meas, cfg.sim.dt, n, method, mech)
-            elapsed = time.perf_counter_ns() - started
-            assert ok, (name, label)
-            if r:
-                times[label].append(elapsed / n)
-    none = statistics.median(times["none"])
-    line = ", ".join(f"{label} {statistics.median(v):7.1f} ns "
-                     f"({100 * (statistics.median(v) / none - 1):+5.1f} %)"
-                     for label, v in times.items())
-    print(f"{name:14s} {line}")
+    def ask(self, request: dict):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker ended on {request} (see its log)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--path", action="append", help="LABEL=PYTHONPATH")
+    parser.add_argument("--plants", default="serial3_free,ur5_pd,rrr3_pd")
     parser.add_argument("--steps", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--block", type=int, default=16)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    bench("serial3_free", [], args.steps, args.rounds)
-    bench("ur5_pd", [], args.steps, args.rounds)
+    if args.worker:
+        worker()
+        return
+    paths = [p.split("=", 1) for p in (args.path or [f"this={os.environ['PYTHONPATH']}"])]
+    plants = args.plants.split(",")
+    results: dict = {}
+    with tempfile.TemporaryFile("w+") as log:
+        workers = {label: Worker(path, log) for label, path in paths}
+        try:
+            kinds = {(plant, label): w.ask({"plant": plant})
+                     for plant in plants for label, w in workers.items()}
+            for r in range(args.rounds + 1):          # round 0 compiles and warms up
+                for plant in plants:
+                    for label, w in workers.items():
+                        for table in kinds[plant, label]:
+                            answer = w.ask({"plant": plant, "table": table,
+                                            "steps": args.steps, "block": args.block})
+                            assert answer["ok"], (plant, label, table)
+                            if r:
+                                results.setdefault((plant, label, table), []).append(answer)
+                print(f"round {r}/{args.rounds} done", file=sys.stderr)
+        except Exception:
+            log.seek(0)
+            sys.stderr.write(log.read()[-4000:])
+            raise
+        finally:
+            for w in workers.values():
+                w.close()
+    print(f"ns per plant step: median over {args.rounds} rounds of each round's median, p99 "
+          f"and mean over blocks of {args.block} steps")
+    first = paths[0][0]
+    for plant in plants:
+        ref = statistics.median(a["median"] for a in results[plant, first, "none"])
+        for (name, label, table), answers in results.items():
+            if name != plant:
+                continue
+            med = statistics.median(a["median"] for a in answers)
+            p99 = statistics.median(a["p99"] for a in answers)
+            mean = statistics.median(a["mean"] for a in answers)
+            print(f"  {plant:<13} {label:<6} {table:<13} median {med:7.1f}  p99 {p99:7.1f}  "
+                  f"mean {mean:7.1f}  ({100 * (med / ref - 1):+5.1f} % vs {first} none)")
 
 
 if __name__ == "__main__":

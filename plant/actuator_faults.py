@@ -88,7 +88,7 @@ def drive_output(jams, j, qd, force, bias, dcurrent, full):
     bias[j] += jams[j, A_VISCOUS] * qd
 
 
-@kernel
+@inline_kernel   # inlined, as drive3_faulty: as called kernels they cost ~60 ns a step
 def _drive1(p, jams, j, u):
     """Damping (N m s/rad) and force (N m) of coordinate j's faulty drive for the held
     input u, in the fused form (plant.motor.drive3): the same torque as apply_drive with
@@ -106,7 +106,7 @@ def _drive1(p, jams, j, u):
     return friction + gain * emf, gain * (per_volt * drive_input(jams, j, u)) + offset
 
 
-@kernel
+@inline_kernel
 def drive3_faulty(p, u, jams, inertia):
     """plant.motor.drive3 with actuator faults: ((J1, J2, J3), (D1, D2, D3), (F1, F2, F3)),
     ``inertia`` the drives' reflected inertias (a fault leaves the rotor on its joint).

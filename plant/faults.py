@@ -17,7 +17,8 @@ arithmetic; every loop over the rows stops at the first spare one.
 rows and ends the expired ones; actuator faults then set the coordinates' ``A_*``
 columns of ``jams`` (plant.actuator_faults), a brake or jam starts the jam law
 (plant.jam). ``sense`` corrupts what the law is about to see (rt.tick's measure step).
-An empty table costs nothing: the loops over its rows run zero times.
+A table without faults costs one check a tick (``holds_faults``: the loops call
+no fault pass while its first row is spare).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import math
 import typing
 
 import numpy as np
-from hilrig.jit.kernel import kernel
+from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.actuator_faults import healthy_actuators
 from hilrig.plant.jam import clear_jam, start_jam
 from hilrig.plant.layout import (
@@ -351,6 +352,14 @@ def check_row(kind: str, params: dict) -> str | None:
 
 # -- the kernels -----------------------------------------------------------------------
 
+@inline_kernel
+def holds_faults(table):
+    """True while the fault table has a fault row (its first row is not spare): the one
+    check a tick makes before any fault pass (apply_faults, the sensor passes, the faulty
+    drive's currents), so that a run without faults calls none of them."""
+    return table.shape[0] > 0 and table[0, C_KIND] != 0.0
+
+
 @kernel
 def _condition(row, x, nq):
     """True when the row has no condition, or its joint's signal lies in (above, below)."""
@@ -416,7 +425,7 @@ def _actuators(p, jams, table):
             jams[j, A_VISCOUS] += table[r, C_P0]
 
 
-@kernel
+@inline_kernel   # inlined: a call costs more than its pass over a few rows (bench_faults)
 def apply_faults(p, jams, table, t, x, tol):
     """At the tick boundary t (s): start every pending row whose t1 has come (within
     ``tol``) and whose condition holds, end every active row whose duration has passed

@@ -48,6 +48,7 @@ from hilrig.plant.faults import (
     S_OVER,
     S_PENDING,
     add_row,
+    holds_faults,
 )
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.motor import currents
@@ -362,7 +363,8 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
         # before the tick: a finished correction, faults due now, live changes
         if use_worker:
             _apply_correction(worker.handoff, worker.snap, worker.delta, x)
-        _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
+        if holds_faults(schedule):
+            _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
         _serve_request(p, jams, x, schedule, sup.request, mail, events, k, t, tol)
         if live is not None:
             apply_pending(live, ctrl.params, ctrl.limits, k, t)

@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import C_KIND, hold_previous, sense
+from hilrig.plant.faults import hold_previous, holds_faults, sense
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -156,6 +156,16 @@ def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
 
 
 @inline_kernel
+def _currents(p, x, held, cur, jams, faulty):
+    """The motor currents under ``held`` into ``cur`` (plant.motor.currents), a faulty
+    winding's (``jams``) only while the fault table has a fault (``faulty``)."""
+    if faulty:
+        currents(p, x, held, cur, jams)
+    else:
+        currents(p, x, held, cur)
+
+
+@inline_kernel
 def record_state(rec, k, t, x, meas):
     """Row k of ``rec`` (Records): t, the state x (its first rec.x.shape[1] entries) and
     what the law saw (the positions and rates of ``meas``)."""
@@ -198,8 +208,8 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     pos = meas[1:1 + nact]
     vel = meas[1 + nact:1 + 2 * nact]
     cur = meas[1 + 2 * nact:1 + 3 * nact]
-    # read (the sensor faults' calls only while the table has a fault: plant.faults)
-    faulty = faults.shape[0] > 0 and faults[0, C_KIND] != 0.0
+    # read (the fault passes only while the table has a fault: plant.faults.holds_faults)
+    faulty = holds_faults(faults)
     if faulty:
         hold_previous(faults, meas, nact)
     meas[0] = t
@@ -211,7 +221,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
             for j in range(nact):
                 pos[j] += imperfect.noise[k, j]
                 vel[j] += imperfect.noise[k, nact + j]
-    currents(p, x, held, cur, plant.jams)
+    _currents(p, x, held, cur, plant.jams, faulty)
     if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
     if faulty:
@@ -237,7 +247,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
         t_control = now_ns(ts)
     # record: the state before the step, the command over it
     if ring is not None:
-        currents(p, x, held, cur, plant.jams)
+        _currents(p, x, held, cur, plant.jams, faulty)
         fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, meas)
     if rec is not None:
         record_state(rec, k, t, x, meas)
