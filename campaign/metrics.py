@@ -173,9 +173,13 @@ def detection_metrics(detected: float, onset: float, watched: bool = True) -> di
 
 def arrays_detection(arrays: dict, cfg: Config) -> dict:
     """detection_metrics of an offline run's arrays (rt.sim.simulate: ``fault_events``,
-    ``fault_detected``) under ``cfg``'s law."""
-    events = arrays["fault_events"]
-    starts = events[events[:, 0] != K_CLEAR, 3]         # a live clear starts no fault
+    ``fault_detected``) under ``cfg``'s law (a model's own offline run, plant.offline, has
+    no fault table: no fault started)."""
+    if cfg.controller.detection_slot is None:
+        return dict.fromkeys(DETECTION_METRICS, np.nan)
+    events = arrays.get("fault_events")
+    starts = np.zeros(0) if events is None else \
+        events[events[:, 0] != K_CLEAR, 3]               # a live clear starts no fault
     detected = arrays.get("fault_detected", np.zeros((0, 3)))
     return detection_metrics(detected[0, 1] if len(detected) else np.nan,
                              starts.min() if len(starts) else np.nan,
