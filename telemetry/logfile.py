@@ -87,13 +87,18 @@ def run_arrays(path) -> tuple[dict, list]:
 
     Every tick group becomes an array of the same name; ``meta`` is the config as
     JSON (as ``hil sim`` writes it) and ``jam_events`` the rows [joint, t1, t2] of
-    the log's ``jam`` events.
+    the log's ``jam`` events, ``fault_events`` its faults (``fault_events``) and
+    ``fault_detected`` the row [tick, t (s), code] of the law's first detected fault (its
+    ``fault_detected`` event; no row: none).
     """
     arrays, events, meta, _ = read_log(path)
     jams = [[e["joint"], e["t1"], e["t2"]] for e in events if e["kind"] == "jam"]
+    detected = [[e["tick"], e["t"], e["code"]] for e in events
+                if e["kind"] == "fault_detected"][:1]
     return {**arrays, "meta": np.array(to_json(meta)),
             "jam_events": np.array(jams, dtype=float).reshape(-1, 3),
-            "fault_events": fault_events(events)}, events
+            "fault_events": fault_events(events),
+            "fault_detected": np.array(detected, dtype=float).reshape(-1, 3)}, events
 
 
 def fault_events(events: list) -> np.ndarray:
