@@ -67,7 +67,11 @@ log = logging.getLogger("hil.live")
 
 _NUM = {"type": "number"}
 _INT = {"type": "integer"}
-_ARR = {"type": "array", "items": {"type": ["number", "null"]}}
+# items of one type: Foxglove Studio 1.x and Lichtblick refuse a channel whose schema has a
+# type union such as ["number", "null"] ("Unsupported type ... for array item"), and plot
+# none of it; a value that is not finite is sent as null all the same (JSON has no NaN)
+_ARR = {"type": "array", "items": {"type": "number"},
+        "description": "null where a value is not finite"}
 
 
 def _schema(title: str, **fields) -> dict:

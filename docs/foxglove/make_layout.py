@@ -1,11 +1,19 @@
-"""Write hilrig-layout.json, the Foxglove layout of ``hil run --live`` (run it after
-changing the live channels: ``python docs/foxglove/make_layout.py``).
+"""Write hilrig-layout.json, the Foxglove layout of ``hil run --live``, and
+hilrig-layout-studio1.json, the same layout in the format of Foxglove Studio 1.x and
+Lichtblick (run it after changing the live channels: ``python docs/foxglove/make_layout.py``).
 
 Built with the Foxglove SDK's layout types (foxglove.layouts): the robot in a 3D panel
 (the frames and the scene of telemetry.scene, in the fixed frame ``world``), the plots,
 the live parameters and the events. The plots read the channels of hilrig.live.foxglove
 (CHANNELS); tests/test_live.py checks that every path of the layout names a channel and a
-field the live view publishes, and that the 3D panel shows the scene.
+field the live view publishes, and that the 3D panel shows the scene;
+tests/test_live_viewer.py opens the Studio 1.x layout in Foxglove Studio 1.48.
+
+Foxglove Studio 1.x and Lichtblick import a layout of another shape than the SDK's (which
+current Foxglove reads): ``configById`` (a panel's id, ``Type!suffix``, to its config, the
+title as ``foxglovePanelTitle``) and ``layout``, a tree of splits in two (``first``,
+``second``, ``direction``, ``splitPercentage``); the 3D panel's type is ``3D`` there. The
+panels' configs have the same keys in both (``studio_layout``).
 """
 import json
 from pathlib import Path
@@ -54,7 +62,43 @@ def layout() -> fl.Layout:
     return fl.Layout(content=split("row", robot, plots, side, proportions=[2, 2, 1]))
 
 
-if __name__ == "__main__":
-    out = Path(__file__).with_name("hilrig-layout.json")
-    out.write_text(json.dumps(json.loads(layout().to_json()), indent=1) + "\n")
+STUDIO_PANEL_TYPE = {"ThreeDee": "3D"}   # the SDK's panel type -> Studio 1.x's, where they differ
+
+
+def studio_layout(sdk_layout: dict) -> dict:
+    """The SDK's layout (its JSON, as written to hilrig-layout.json) in Foxglove Studio
+    1.x's and Lichtblick's format: a split of n items becomes n - 1 splits in two, each
+    taking its first item's share of what is left (``splitPercentage``, in %)."""
+    config_by_id: dict[str, dict] = {}
+
+    def convert(node: dict):
+        if node["type"] == "panel":
+            kind = STUDIO_PANEL_TYPE.get(node["panelType"], node["panelType"])
+            panel_id = f"{kind}!hil{len(config_by_id)}"
+            config_by_id[panel_id] = {**node.get("config", {}),
+                                      "foxglovePanelTitle": node.get("title", kind)}
+            return panel_id
+        items = [(item["proportion"], convert(item["content"])) for item in node["items"]]
+        tree = items[-1][1]
+        rest = items[-1][0]
+        for proportion, first in reversed(items[:-1]):
+            rest += proportion
+            tree = {"first": first, "second": tree, "direction": node["direction"],
+                    "splitPercentage": 100.0 * proportion / rest}
+        return tree
+
+    tree = convert(sdk_layout["content"])
+    return {"configById": config_by_id, "globalVariables": {}, "userNodes": {},
+            "playbackConfig": {"speed": 1.0}, "layout": tree}
+
+
+def write(name: str, doc: dict) -> None:
+    out = Path(__file__).with_name(name)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    sdk = json.loads(layout().to_json())
+    write("hilrig-layout.json", sdk)
+    write("hilrig-layout-studio1.json", studio_layout(sdk))
