@@ -18,7 +18,6 @@ from hilrig.plant.integrators import is_fused_rrr3, step
 from hilrig.plant.faults import apply_faults, holds_faults
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_CHAIN, MODEL_RRR3, MODEL_SERIAL_ARM
-from hilrig.plant.motor import currents
 
 CORRECTION_NONE = 0
 CORRECTION_POST_ADJUST = 1
@@ -136,10 +135,10 @@ def row_metrics(p, q, scratch, out):
 
 
 @kernel
-def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work, mech=None):
-    """Currents and diagnostics of recorded rows, computed after a run (off the stepping path)."""
+def diagnose_rows(p, rec_x, rec_diag, work, mech=None):
+    """The model's diagnostics of recorded rows, computed after a run (off the stepping
+    path; the currents are recorded by the tick: rt.tick.Records)."""
     for k in range(rec_x.shape[0]):
-        currents(p, rec_x[k], rec_u[k], rec_i[k])
         diagnostics(p, rec_x[k], rec_diag[k], work, mech)
 
 
