@@ -38,19 +38,21 @@ def correct(p, x, correction, work):
 @inline_kernel   # inlined, as is plant.integrators.step: see there
 def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     """One plant step from t with u held over h, then the constraint correction
-    (the 3RRR's RK4 step and projection fused in one call where it can: no jams
-    on a 3RRR, so nothing of plant.integrators.step's jam handling is skipped).
+    (the 3RRR's RK4 step and projection fused in one call where it can, its actuator
+    faults included: no jams on a 3RRR, so nothing of plant.integrators.step's jam
+    handling is skipped).
 
     Returns False (x then holds the invalid state) if the state became invalid:
     NaN or a singular mass matrix. ``mech``: what the kernel is compiled for
     (plant.family: None, a built-in family, a user's chain's mechanism).
     ``method = METHOD_CONTACT``: the flexible chain on the ground (plant.flex_chain.tick:
-    RK4 substeps with contact state, no jams, no correction).
+    RK4 substeps with contact state, its actuator faults, no jams, no correction).
     """
     if method == METHOD_CONTACT:
-        return compiled(mech, FAMILY_CONTACT, contact_step, False, p, t, x, u, h, work)
+        return compiled(mech, FAMILY_CONTACT, contact_step, False, p, jams, t, x, u, h, work)
     if correction == CORRECTION_PROJECTION and is_fused_rrr3(p, method) \
-            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, h, work, 1.0) > 0.0:
+            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, h, work, 1.0,
+                         jams) > 0.0:
         health = 3.0   # the rank of S, as plant.integrators.step reports it
     else:
         health = step(p, jams, t, x, u, h, work, stages, method, mech)
