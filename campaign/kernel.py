@@ -125,7 +125,7 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
     """Run scenario s of the stacked inputs (Group.run) as rt.lockstep.run runs it from
     t = 0 for n_steps steps, measure its rows as campaign.metrics.measure does, and
     write out[s] (R_* entries: with the first detection's and the first fault's times, s).
-    rec_t, rec_x, rec_u, rec_seen: the rows every run records into;
+    rec_t, rec_x, rec_u, rec_seen: the rows every run records into (no currents);
     meas, held: a measurement buffer and the held command (reset per scenario); healthy
     (nact) and scratch (3 x 6): measure_rows' scratch; ts: timing.clock's."""
     nact = held.shape[0]
@@ -143,7 +143,7 @@ def run_scenarios(law, mech, method, correction, n_steps, params, jams, law_para
                             LawArrays(law_params[s], law_state[s], limits[s], detection[s]),
                             TickIO(meas, held, held),
                             Stepping(settings[s, 0], method, correction), schedule[s], 0.0,
-                            n_steps, Records(rec_t, rec_x, rec_u, rec_seen),
+                            n_steps, Records(rec_t, rec_x, rec_u, rec_seen, rec_seen[:0]),
                             Imperfections(noise[s], pending[s]), mech)
         stepped = now_ns(ts)
         for j in range(nact):

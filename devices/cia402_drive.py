@@ -67,9 +67,10 @@ bus). Each start and end is one line and an event in the plant log.
 Quick stop (IEC 60204-1 controlled stops): with the quick stop option code 0x605A = 2
 (the default: slow down on the quick stop ramp, then SWITCH ON DISABLED) or 6 (... and
 stay in QUICK STOP ACTIVE, holding), a drive in QUICK STOP ACTIVE brings its joint to rest
-within ``safety.stop_time`` (the stop servo of drivers.controlled_stop; a real drive's
-ramp is its quick stop deceleration 0x6085, which is not emulated); other codes brake
-at 0 V or 0 N m.
+on its quick stop deceleration 0x6085 (increments/s^2, which the master writes before
+the stop: drivers.canopen_link), and at 0 (its power-up value) within
+``safety.stop_time`` (the stop servo of drivers.controlled_stop); other codes brake at
+0 V or 0 N m.
 
 Not emulated: SYNC counters, RTR PDOs, quick stop option codes other than 2 and 6, node
 guarding, LSS.
@@ -872,8 +873,9 @@ class EmulatedDrives:
     def _quick_stop(self) -> None:
         """Drives in QUICK STOP ACTIVE whose option code 0x605A is 2 (slow down on the quick
         stop ramp, then SWITCH ON DISABLED) or 6 (... and stay in QUICK STOP ACTIVE,
-        holding) decelerate to rest within ``stop_time`` (drivers.controlled_stop sets
-        their inputs), then 2 disables the drive; other codes brake at 0 V / 0 N m."""
+        holding) decelerate to rest on their quick stop deceleration 0x6085 (0, the
+        power-up value: within ``stop_time``; drivers.controlled_stop sets their inputs),
+        then 2 disables the drive; other codes brake at 0 V / 0 N m."""
         servo, stopping = self.stop_servo, self._stopping
         if not servo.active and all(drive.state != State.QUICK_STOP_ACTIVE
                                     for drive in self.axes):
@@ -885,9 +887,11 @@ class EmulatedDrives:
             servo.stop()
             return
         if not servo.active:
-            servo.start(2, self.stop_time, stopping)
+            servo.start(2, self.stop_time, stopping, [
+                drive.node.sdo[cia402.QUICK_STOP_DECELERATION].raw / self.counts_per_rad[j]
+                for j, drive in enumerate(self.axes)])
         servo.joints[:] = stopping
-        if servo.elapsed >= self.stop_time - 1e-9:
+        if servo.elapsed >= servo.stop_time - 1e-9:
             for j, drive in enumerate(self.axes):
                 if stopping[j] and drive.node.sdo[cia402.QUICK_STOP_OPTION].raw == 2:
                     drive.state = State.SWITCH_ON_DISABLED     # at rest: power removed

@@ -699,8 +699,11 @@ class RoboClawEmulator:
             accel, speeds = (values[0], values[1:]) if code >= 38 else (0, values)
             channels = (1, 2) if code in (37, 40) else ((code - 34) if code < 38 else (code - 37),)
             for channel, speed in zip(channels, speeds):
-                controller.select(channel, controller.velocity[channel - 1])
-                controller.velocity[channel - 1].command(speed, accel)
+                loop, j = controller.velocity[channel - 1], both[channel - 1]
+                if not loop.active and j is not None:    # into speed mode: a ramp starts
+                    loop.setpoint = float(self._speed[j])   # at the motor's speed
+                controller.select(channel, loop)
+                loop.command(speed, accel)
             self._commanded = self._commanded or self._measured
         elif code in POSITION_COMMANDS:
             moves = (values[0:4], values[4:8]) if code == 67 else (values[0:4],)

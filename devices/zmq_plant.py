@@ -93,11 +93,9 @@ from hilrig.plant.factory import fault_schedule, plant_model
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE
 from hilrig.plant.motor import currents
 from hilrig.plant.faults import (
-    ACTUATOR,
     C_KIND,
     C_T1,
     CHANNEL_NAMES,
-    JAM,
     KINDS,
     LINK,
     LIVE_ROWS,
@@ -105,6 +103,7 @@ from hilrig.plant.faults import (
     add_row,
     hold_previous,
     live_row,
+    plant_refusal,
     report_changes,
     sense,
 )
@@ -503,14 +502,16 @@ class Emulator:
         spec = KINDS[name]
         if not 1 <= joint <= self.nact:
             raise _Refusal(REFUSED_JOINT, f"joint must be 1..{self.nact}, got {joint}")
-        if spec.family in (ACTUATOR, JAM) and p.jammable_joints == 0:
-            raise _Refusal(REFUSED_CHAIN, f"{name}: this plant is not a chain")
+        actuators = plant_model(self.cfg.plant.model).takes_actuator_faults()
+        refusal = plant_refusal(name, p.jammable_joints > 0, actuators)
+        if refusal is not None:
+            raise _Refusal(REFUSED_CHAIN, refusal)
         if spec.motor and self.cfg.plant.drive == "torque":
             raise _Refusal(REFUSED_MOTOR,
                            f"{name} needs a motor model (plant.drive is torque)")
         try:
             row = live_row(name, joint, duration, params, CHANNEL_NAMES[channel], self.nact,
-                           p.jammable_joints > 0, self.cfg.plant.drive)
+                           p.jammable_joints > 0, actuators, self.cfg.plant.drive)
         except ValueError as exc:
             raise _Refusal(REFUSED_PARAM, str(exc)) from None
         row[C_T1] = self.tick * self.h

@@ -47,6 +47,11 @@ KEYS = {   # CiA 402 drives in cyclic synchronous torque mode (docs/CANOPEN.md)
     "sdo_timeout": Key("float", 0.3, positive=True, doc="SDO response timeout, s"),
     "boot_timeout": Key("float", 2.0, positive=True,
                         doc="wait for boot-up, and for each state change when enabling, s"),
+    "quick_stop_deceleration": Key(
+        "floats", None, length="nact", scalar_ok=True, positive=True,
+        doc="quick stop deceleration 0x6085 written to each drive before a controlled stop "
+            "(hil estop --category 1|2), rad/s^2 at the joint; unset: each joint's rate at "
+            "the stop / (0.7 safety.stop_time), at rest within the stop time"),
 }
 
 

@@ -37,9 +37,9 @@ Documented reactions (each names the axis, its node-id and the cause):
 - ``safe_stop``: quick stop, then disable voltage, on every drive (RPDO + SYNC
   each, no waiting); later ``write`` calls send nothing, ``read`` raises LinkError
   (the base, drivers.link, keeps the lifecycle). That is stop category 0.
-- ``controlled_stop`` (IEC 60204-1 categories 1, 2): the quick stop option code 0x605A
-  (2 or 6) over SDO, then quick stop in every RPDO; ``read`` accepts QUICK STOP ACTIVE
-  (and, category 1, SWITCH ON DISABLED at the end of the ramp).
+- ``controlled_stop`` (IEC 60204-1 categories 1, 2): the quick stop deceleration 0x6085
+  and option code 0x605A (2 or 6) over SDO, then quick stop in every RPDO; ``read``
+  accepts QUICK STOP ACTIVE (and, category 1, SWITCH ON DISABLED at the end of the ramp).
 
 Threads: the bus' reader (python-can's notifier, which hands the TPDOs to ``read``), the
 controller's heartbeat sender and, on ``hilrig_zmq``, the bus' ZeroMQ I/O thread run at
@@ -60,6 +60,7 @@ import numpy as np
 from canopen.sdo.exceptions import SdoAbortedError, SdoCommunicationError
 from hilrig.drivers import cia402
 from hilrig.drivers.cia402 import State
+from hilrig.drivers.controlled_stop import RAMP
 from hilrig.drivers.link import DriveFault, Link, LinkError, LinkState, LinkTimeout, Measurement
 from hilrig.plant.factory import motor_params
 from hilrig.schema import Config
@@ -106,6 +107,9 @@ class CanopenLink(Link):
         sdo_timeout: SDO response timeout, s.
         boot_timeout: wait for boot-up, and for each state change when enabling, s.
         fifo_priority: SCHED_FIFO priority of the link's threads (the loop's; 0: normal).
+        quick_stop_deceleration: per axis, rad/s^2 at the joint, the quick stop
+            deceleration 0x6085 a controlled stop writes; None: from each joint's rate at
+            the stop (``quick_stop_decelerations``).
     """
 
     command_unit = "N m"
@@ -114,7 +118,8 @@ class CanopenLink(Link):
                  rated_torque, rated_current, max_torque: int = 5000, master_id: int = 127,
                  heartbeat_period: float = 0.1, heartbeat_timeout: float = 0.3,
                  tpdo_timeout: float | None = None, max_missed: int = 3,
-                 sdo_timeout: float = 0.3, boot_timeout: float = 2.0, fifo_priority: int = 0):
+                 sdo_timeout: float = 0.3, boot_timeout: float = 2.0, fifo_priority: int = 0,
+                 quick_stop_deceleration=None):
         self.bus_config = dict(bus_config)
         self.fifo_priority = int(fifo_priority)
         if self.bus_config.get("interface") == "hilrig_zmq":
@@ -136,6 +141,8 @@ class CanopenLink(Link):
         self.max_missed = int(max_missed)
         self.sdo_timeout = float(sdo_timeout)
         self.boot_timeout = float(boot_timeout)
+        self.quick_stop_deceleration = None if quick_stop_deceleration is None else \
+            np.broadcast_to(np.asarray(quick_stop_deceleration, dtype=float), n).copy()
         self.network: canopen.Network | None = None
         self.nodes: list[canopen.RemoteNode] = []
         self.syncs = 0
@@ -170,7 +177,7 @@ class CanopenLink(Link):
                    c.counts_per_rev, c.rated_torque, c.rated_current, c.max_torque,
                    c.master_id, c.heartbeat_period, c.heartbeat_timeout,
                    c.tpdo_timeout, c.max_missed, c.sdo_timeout, c.boot_timeout,
-                   cfg.loop.fifo_priority)
+                   cfg.loop.fifo_priority, c.quick_stop_deceleration)
 
     def describe(self) -> str:
         bus = self.bus_config
@@ -509,15 +516,29 @@ class CanopenLink(Link):
 
     # -- stopping -------------------------------------------------------------------------
     def _controlled_stop(self, category: int, stop_time: float) -> None:
-        """IEC 60204-1 category 1 or 2 in the drives: the quick stop option code 0x605A
-        over SDO (2: slow down on the quick stop ramp, then SWITCH ON DISABLED; 6: ... and
-        stay in QUICK STOP ACTIVE, holding), then quick stop on every RPDO from now on.
-        The ramp is the drive's (its quick stop deceleration 0x6085; the emulated drives
-        take ``safety.stop_time``, which ``stop_time`` is)."""
+        """IEC 60204-1 category 1 or 2 in the drives: over SDO the quick stop deceleration
+        0x6085 (``quick_stop_decelerations``: the ramp the drive slows down on) and the
+        quick stop option code 0x605A (2: slow down on the quick stop ramp, then SWITCH ON
+        DISABLED; 6: ... and stay in QUICK STOP ACTIVE, holding), then quick stop on every
+        RPDO from now on."""
+        decelerations = self.quick_stop_decelerations(stop_time)
         for axis in range(self.n_axes):
+            self._sdo_write(axis, cia402.QUICK_STOP_DECELERATION, 0, decelerations[axis])
             self._sdo_write(axis, cia402.QUICK_STOP_OPTION, 0, 2 if category == 1 else 6)
         self.stopping = category
         self._send_words(cia402.CW_QUICK_STOP, sync=False)
+
+    def quick_stop_decelerations(self, stop_time: float) -> list[int]:
+        """The quick stop deceleration 0x6085 of each drive, increments/s^2 (at least 1):
+        ``quick_stop_deceleration`` (rad/s^2 at the joint) in the drive's units, or, unset,
+        the deceleration that brings the drive from its last measured rate to rest in
+        RAMP x ``stop_time`` s (drivers.controlled_stop: the rest of the stop time lets
+        it settle), so that the joints are at rest within ``stop_time``."""
+        if self.quick_stop_deceleration is not None:
+            wanted = self.quick_stop_deceleration * self.counts_per_rad
+        else:
+            wanted = np.abs(self._staging[1]) / (RAMP * stop_time)
+        return [max(1, min(int(round(d)), 0xFFFFFFFF)) for d in wanted]
 
     def _send_words(self, word: int, sync: bool) -> None:
         """RPDO1 with ``word`` and target torque 0 to every drive (and a SYNC)."""

@@ -248,6 +248,7 @@ def describe_error(code: int) -> str:
 ERROR_HISTORY = 0x1003           # pre-defined error field: sub0 count, sub1 newest
 DEVICE_NAME, HARDWARE_VERSION, SOFTWARE_VERSION = 0x1008, 0x1009, 0x100A
 QUICK_STOP_OPTION = 0x605A       # I16
+QUICK_STOP_DECELERATION = 0x6085  # U32, increments/s^2 (0: the emulated drive's own ramp)
 MAX_CURRENT = 0x6073             # U16, per-mille of the rated current
 ERROR_HISTORY_DEPTH = 8
 DEVICE_NAME_TEXT = "hilrig emulated CiA 402 drive"
@@ -334,6 +335,7 @@ def object_dictionary(node_id: int, rated_torque_mnm: int = 1000, rated_current_
             (CONTROLWORD, "Controlword", U16, "rw", 0),
             (STATUSWORD, "Statusword", U16, "ro", 0),
             (QUICK_STOP_OPTION, "Quick stop option code", I16, "rw", 2),
+            (QUICK_STOP_DECELERATION, "Quick stop deceleration", U32, "rw", 0),
             (ABORT_CONNECTION, "Abort connection option code", I16, "rw", 1),
             (MODES_OF_OPERATION, "Modes of operation", I8, "rw", 0),
             (MODES_DISPLAY, "Modes of operation display", I8, "ro", 0),

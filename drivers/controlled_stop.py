@@ -14,7 +14,10 @@ with the reference decelerating uniformly from the joints' rates at the stop, qd
 rest at RAMP x stop_time = T_r: qd_ref = qd0 (1 - s / T_r), a_ref = -qd0 / T_r for
 s < T_r, then qd_ref = a_ref = 0 (the hold), and q_ref its integral step by step as the
 plant integrates a constant acceleration (the trapezoid), from q0. The rest of the stop
-time lets the servo settle, so the joints are at rest when the stop time is over. Inputs
+time lets the servo settle, so the joints are at rest when the stop time is over.
+A joint given a deceleration d (rad/s^2: a CiA 402 drive's quick stop deceleration
+0x6085) ramps down on it instead, T_r = |qd0| / d, and its stop takes T_r / RAMP (at
+least MIN_STOP_STEPS steps: the servo's bandwidth w h stays below 0.15), w its own. Inputs
 are clamped to the drives' range (``limit``): a drive too weak for the ramp stops later,
 as a real one does. The plant's own physics (gravity, coupling, back-EMF, friction, the
 motor model) is in a0 and B, so the joints stop and hold without droop; inputs are the
@@ -32,6 +35,7 @@ from hilrig.plant.packed import PackedStep
 STIFFNESS = 15.0     # w = STIFFNESS / stop_time, rad/s: the servo's bandwidth
 RAMP = 0.7           # the reference is at rest after this fraction of the stop time
 PROBE = 1.0          # the unit input of a probe step (V or N m)
+MIN_STOP_STEPS = 100  # the shortest stop of a joint given its deceleration, in steps
 
 
 class ControlledStop:
@@ -56,11 +60,14 @@ class ControlledStop:
         self.elapsed = 0.0           # s since the stop began
         self.joints = np.ones(n, dtype=bool)    # the stopping joints
         self.q_ref, self.qd0 = np.zeros(n), np.zeros(n)
+        self.ramp, self.length = np.zeros(n), np.zeros(n)   # T_r and the stop's time, s
         self.a0, self.b = np.zeros(n), np.zeros((n, n))
 
-    def start(self, category: int, stop_time: float, joints=None) -> None:
+    def start(self, category: int, stop_time: float, joints=None, deceleration=None) -> None:
         """Begin a controlled stop of ``category`` (1 or 2) over ``stop_time`` s, of
-        ``joints`` (a boolean mask; all by default), from the plant's present state."""
+        ``joints`` (a boolean mask; all by default), from the plant's present state;
+        ``deceleration``: per joint, rad/s^2, the ramp of a joint where it is > 0 (module
+        docstring), the stop then lasting ``stop_time`` = the longest joint's."""
         if category not in (1, 2):
             raise ValueError(f"a controlled stop is category 1 or 2, got {category}")
         if not stop_time > 0.0:
@@ -69,6 +76,13 @@ class ControlledStop:
         self.joints[:] = True if joints is None else joints
         x = self.plant.x
         self.q_ref[:], self.qd0[:] = x[:self.n], x[self.nq:self.nq + self.n]
+        self.ramp[:], self.length[:] = RAMP * self.stop_time, self.stop_time
+        if deceleration is not None:
+            d = np.broadcast_to(np.asarray(deceleration, dtype=float), self.n)
+            given = d > 0.0
+            self.ramp[given] = np.abs(self.qd0[given]) / d[given]
+            self.length[given] = np.maximum(self.ramp[given] / RAMP, MIN_STOP_STEPS * self.h)
+            self.stop_time = float(self.length[self.joints].max(initial=0.0))
         self.active = True
 
     @property
@@ -83,10 +97,10 @@ class ControlledStop:
     def command(self, u: np.ndarray) -> None:
         """Set the stopping joints' inputs in ``u`` (the others stay as given) for the
         coming step, and advance the stop's clock by one step."""
-        s, ramp = self.elapsed, RAMP * self.stop_time
-        w = STIFFNESS / self.stop_time
-        qd_ref = self.qd0 * max(0.0, 1.0 - s / ramp)
-        qd_next = self.qd0 * max(0.0, 1.0 - (s + self.h) / ramp)
+        s, ramp = self.elapsed, np.maximum(self.ramp, 1e-300)
+        w = STIFFNESS / self.length
+        qd_ref = self.qd0 * np.maximum(0.0, 1.0 - s / ramp)
+        qd_next = self.qd0 * np.maximum(0.0, 1.0 - (s + self.h) / ramp)
         a_ref = (qd_next - qd_ref) / self.h
         x = self.plant.x
         q, qd = x[:self.n], x[self.nq:self.nq + self.n]

@@ -52,6 +52,9 @@ Reactions (documented, tested):
 - the port failing (peer gone, device unplugged): LinkError.
 ``safe_stop`` sends zero duty to every motor; from then on ``write`` sends zero
 duty whatever it is given (the drives stay fed, the command is blocked).
+``controlled_stop`` (IEC 60204-1 categories 1, 2): each motor's velocity PID ramps it to
+rest, SpeedAccelM1/M2 (38/39: speed 0 at a deceleration, counts/s^2), and holds speed 0;
+``write`` repeats that from then on (``_controlled_stop``).
 
 Lifecycle (the base, drivers.link, keeps the order): ``configure`` opens the
 port, checks every controller answers (main battery), sets its serial timeout
@@ -72,6 +75,7 @@ from time import perf_counter
 import numpy as np
 import serial
 from hilrig.drivers import roboclaw_codec as rc
+from hilrig.drivers.controlled_stop import RAMP
 from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
 from hilrig.schema import Config
 
@@ -173,6 +177,7 @@ class SerialLink(Link):
         self._fd = -1
         self._dirty = False
         self._t0 = self._last_fresh = self._last_ack = 0.0
+        self._stop_accel: list[int] | None = None   # a controlled stop's, counts/s^2
 
     @classmethod
     def from_config(cls, cfg: Config) -> "SerialLink":
@@ -238,7 +243,11 @@ class SerialLink(Link):
         return True
 
     def _write(self, command: np.ndarray) -> None:
-        """Send one duty per motor for ``command`` (V per joint)."""
+        """Send one duty per motor for ``command`` (V per joint); during a controlled stop,
+        its ramp to rest again (``command`` is not used)."""
+        if self._stop_accel is not None:
+            self._send_duties(None)
+            return
         duty = [0] * self.n_axes
         for j in range(self.n_axes):
             u = float(command[j])
@@ -252,14 +261,17 @@ class SerialLink(Link):
         """Zero duty to every motor, whatever the command (the drives stay fed)."""
         self._send_duties([0] * self.n_axes)
 
-    def _send_duties(self, duty: list) -> None:
-        """One duty (or speed) exchange per controller within ``budget``; LinkTimeout when
-        none was acknowledged for ``lost_after`` s."""
+    def _send_duties(self, duty: list | None) -> None:
+        """One duty (or speed) exchange per controller within ``budget`` (``duty`` None:
+        the controlled stop's, ``_send_stop``); LinkTimeout when none was acknowledged for
+        ``lost_after`` s."""
         deadline = perf_counter() + self.budget
         failed = None
         for address, row in self.controllers:
             try:
-                if self.command_mode == "speed":
+                if duty is None:
+                    self._send_stop(address, row, deadline)
+                elif self.command_mode == "speed":
                     self._send_speed(address, row, duty, deadline)
                 else:
                     self._send_duty(address, row, duty, deadline)
@@ -278,11 +290,42 @@ class SerialLink(Link):
                               f"(link.timeout = {self.lost_after} s); last error: "
                               f"{self.last_error}")
 
+    def _controlled_stop(self, category: int, stop_time: float) -> None:
+        """IEC 60204-1 category 1 or 2 in the drives: each motor's velocity PID ramps its
+        speed from the last one measured to 0 in RAMP x ``stop_time`` (drivers.controlled_stop:
+        the rest of the stop time lets it settle) and then holds speed 0, power kept
+        (category 1: the caller's ``safe_stop`` removes it after ``stop_time``). The
+        velocity PID must be tuned, QPPS > 0 (cmds 55/56, read here unless
+        link.serial.command = "speed" has), else LinkError: the caller stops with category 0."""
+        for address, row in self.controllers:
+            for channel, j in row:
+                if self.qpps[j] > 0.0:
+                    continue
+                pid = (rc.READ_M1_VELOCITY_PID, rc.READ_M2_VELOCITY_PID)[channel - 1]
+                *_, qpps = self.exchange(address, pid)
+                if qpps <= 0:
+                    raise LinkError(f"RoboClaw at 0x{address:02X} M{channel}: its velocity PID "
+                                    "is not tuned (QPPS 0), so it cannot ramp to rest")
+                self.qpps[j] = qpps
+        rate = np.abs(self._vel) / self.rad_per_count                     # counts/s
+        self._stop_accel = [max(1, round(r / (RAMP * stop_time))) for r in rate]
+        self._send_duties(None)
+
+    def _send_stop(self, address: int, row, deadline: float) -> None:
+        """SpeedAccelM1/M2 to each motor of a controller: speed 0 at the controlled stop's
+        deceleration (``_stop_accel``)."""
+        for channel, j in row:
+            command = (rc.SPEED_ACCEL_M1, rc.SPEED_ACCEL_M2)[channel - 1]
+            self._exchange(address, command,
+                           rc.encode_request(address, command, self._stop_accel[j], 0),
+                           deadline, self.timeout, self.retries + 1)
+
     def _safe_stop(self) -> None:
         """Zero every motor's duty (later writes send zero duty: ``_write_stopped``).
 
         Each controller gets ``(retries + 1) * timeout`` s for its zero-duty exchange.
         """
+        self._stop_accel = None
         zero = [0] * self.n_axes
         for address, row in self.controllers:
             try:

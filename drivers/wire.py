@@ -89,13 +89,13 @@ ERROR_TEXT = {ERROR_MALFORMED: "malformed message", ERROR_VERSION: "wrong wire v
 # why a FAULT was refused: a FAULT_ACK's status (besides ERROR_VALUE, a field out of range)
 REFUSED_KIND = 20       # this device does not take this kind (the ACK's last value: what it takes)
 REFUSED_JOINT = 21      # no such joint (the ACK's joints value: how many there are)
-REFUSED_CHAIN = 22      # a jam or actuator fault on a plant that is not a chain
+REFUSED_CHAIN = 22      # a jam or actuator fault the plant does not model (plant.faults.plant_refusal)
 REFUSED_MOTOR = 23      # a winding or supply fault on a plant without a motor model
 REFUSED_PARAM = 24      # a parameter out of its range
 REFUSED_FULL = 25       # no room for another live fault
 FAULT_REFUSALS = {REFUSED_KIND: "the device does not take this kind",
                   REFUSED_JOINT: "no such joint",
-                  REFUSED_CHAIN: "jams and actuator faults are modelled for chains only",
+                  REFUSED_CHAIN: "the plant does not model this jam or actuator fault",
                   REFUSED_MOTOR: "the fault needs a motor model (plant.drive voltage or "
                                  "voltage_full)",
                   REFUSED_PARAM: "a parameter out of its range",

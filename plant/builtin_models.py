@@ -177,6 +177,7 @@ SERIAL_ARM = PlantModel("serial_arm", SERIAL_ARM_KEYS, _arm_sizes,
                         provides=frozenset({"planar_arm_regressor"}))
 RRR3 = PlantModel("rrr3", RRR3_KEYS, lambda plant: (6, 3),
                   lambda cfg: built_plant(cfg, rrr3_params(cfg)), default_drive="voltage",
+                  actuator_faults=True,
                   diagnostics=RRR3_DIAGNOSTICS, coordinates=lambda nq: RRR3_COORDINATES,
                   metrics=RRR3_METRICS,
                   correction=lambda cfg: CORRECTIONS[cfg.plant.correction], stiff_step=False,

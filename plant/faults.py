@@ -284,13 +284,26 @@ def parse_params(kind: str, pairs) -> dict:
     return out
 
 
+def plant_refusal(kind: str, jams: bool, actuators: bool) -> str | None:
+    """Why a plant cannot take a fault of ``kind``, or None: a jam or brake where it has
+    no jams (``jams`` False: the jam law is modelled for chains), another actuator fault
+    where it takes none (``actuators``: plant.interface.PlantModel.actuator_faults)."""
+    spec = KINDS[kind]
+    if (spec.family == JAM or kind == "brake") and not jams:
+        return (f"{kind}: jams and brakes follow the jam law, modelled for chains only "
+                "(serial arms, a user's chain)")
+    if spec.family == ACTUATOR and not actuators:
+        return f"{kind}: actuator faults are not modelled for this plant"
+    return None
+
+
 def live_row(kind: str, joint: int, duration: float, params: dict, channel: str,
-             nact: int, chains: bool, drive: str) -> np.ndarray:
+             nact: int, jams: bool, actuators: bool, drive: str) -> np.ndarray:
     """The row of a live fault (``hil fault KIND``) on ``joint`` (1-based) for ``duration``
     s (inf: until cleared; a jam's: its jamming dt), or ValueError naming why this plant
-    cannot take it: an unknown or link kind, a joint out of 1..nact, an actuator fault on
-    a plant that is not a chain (``chains`` False: a 3RRR), a winding or supply fault on a
-    torque drive, a bad parameter. Its t1 is set when the loop takes it."""
+    cannot take it: an unknown or link kind, a joint out of 1..nact, a fault the plant
+    does not model (``plant_refusal``: ``jams``, ``actuators``), a winding or supply fault
+    on a torque drive, a bad parameter. Its t1 is set when the loop takes it."""
     spec = KINDS.get(kind)
     if spec is None:
         raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(KINDS)})")
@@ -299,9 +312,9 @@ def live_row(kind: str, joint: int, duration: float, params: dict, channel: str,
                          "plant")
     if not 1 <= joint <= nact:
         raise ValueError(f"joint must be 1..{nact}, got {joint}")
-    if spec.family in (ACTUATOR, JAM) and not chains:
-        raise ValueError(f"{kind}: actuator faults and jams are modelled for chains only "
-                         "(serial arms, a user's chain)")
+    refusal = plant_refusal(kind, jams, actuators)
+    if refusal is not None:
+        raise ValueError(refusal)
     if spec.motor and drive == "torque":
         raise ValueError(f"{kind} needs a motor model (plant.drive voltage or voltage_full)")
     if channel not in CHANNELS:

@@ -129,7 +129,7 @@ def split_step(p, jams, t, x, u, h, work, stages, method, mech=None):
         if fused_arm3:
             sub = compiled(mech, MODEL_SERIAL_ARM, rk4_arm3, -1.0, p, jams, x, u, tn - ts)
         elif fused_rrr3 and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, tn - ts,
-                                     work, 0.0) > 0.0:
+                                     work, 0.0, jams) > 0.0:
             sub = 3.0   # the rank of S, as rrr3.constrained_accel reports it
         elif method == METHOD_ROSENBROCK:   # serial arms and chains (plant.rosenbrock)
             sub = compiled(mech, CHAINS, rosenbrock.ros2, -1.0, p, jams, x, u, tn - ts, work,

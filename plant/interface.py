@@ -112,6 +112,10 @@ class PlantModel:
     - limits(cfg): the actuated joints' own (effort N m, velocity rad/s, lower, upper rad),
       each (nact,), inf where none (a URDF's <limit>): the defaults of the unset
       ``safety.*`` limits (controllers.limits, plant.factory.joint_limits); None: none.
+    - actuator_faults: whether the actuator faults of ``[[faults.KIND]]`` (plant.faults:
+      free_swing ... friction, but the brake, which follows the jam law and so needs
+      ``jams``) act on its actuated joints, the first nact coordinates
+      (plant.actuator_faults); None: as ``jams``.
     """
 
     name: str
@@ -135,6 +139,11 @@ class PlantModel:
     friction: bool = False
     friction_defaults: Callable[[Config], tuple] | None = None
     limits: Callable[[Config], tuple] | None = None
+    actuator_faults: bool | None = None
+
+    def takes_actuator_faults(self) -> bool:
+        """Whether actuator faults act on its actuated joints (``actuator_faults``)."""
+        return self.jams if self.actuator_faults is None else self.actuator_faults
 
     def diagnostic_names(self) -> tuple[str, ...]:
         """The names of its diagnostic columns."""

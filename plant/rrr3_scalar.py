@@ -67,13 +67,14 @@ def _inverse_mass(p, inertia):
 
 
 @kernel
-def _step_constants(p, u):
+def _step_constants(p, u, jams):
     """What an RK4 step holds constant for input u: shape, M_s^-1, damping D_s
     (mechanism plus drives, N m s/rad, N s/m), drive force (N m, first three
-    coordinates) and the Baumgarte gains (2 delta omega_0 in 1/s, omega_0^2 in 1/s^2;
-    zero when stabilisation is off)."""
+    coordinates; with ``jams``, the actuated joints' actuator faults:
+    plant.actuator_faults) and the Baumgarte gains (2 delta omega_0 in 1/s,
+    omega_0^2 in 1/s^2; zero when stabilisation is off)."""
     o = int(p[H_BODY])
-    inertia, damping, force = drive3(p, u)
+    inertia, damping, force = drive3(p, u, jams)
     d = o + R_DAMP
     damp = (p[d] + damping[0], p[d + 1] + damping[1], p[d + 2] + damping[2],
             p[d + 3], p[d + 4], p[d + 5])
@@ -201,9 +202,10 @@ def _accel(const, trig, xc, yc, qd):
 
 
 @fused_kernel
-def rk4(p, x, u, h, work, projected):
+def rk4(p, x, u, h, work, projected, jams=None):
     """Advance x = [q, qd] of the 3RRR by h (s) with input u (N m or V) held: the RK4
-    step of plant.integrators over rrr3.constrained_accel; if ``projected`` (1.0; 0.0:
+    step of plant.integrators over rrr3.constrained_accel (with ``jams``, the plant's
+    rows, its actuator faults: the drive of plant.motor.apply_drive); if ``projected`` (1.0; 0.0:
     not), then the projection (``project``), started from the sines and cosines of the
     new angles moved from the step's own (plant.trig) instead of calling sin and cos
     again. ``work``: a plant's work array (``project``'s fallback). Returns the
@@ -211,7 +213,7 @@ def rk4(p, x, u, h, work, projected):
 
     ``projected`` is a float: numba compiles a kernel once for each literal int or bool
     its callers pass (True and False: twice, 7 s each), a float is never a literal."""
-    const = _step_constants(p, u)
+    const = _step_constants(p, u, jams)
     q = (x[0], x[1], x[2], x[3], x[4], x[5])
     w = (x[6], x[7], x[8], x[9], x[10], x[11])
     trig = _trig(q[0], q[1], q[2], q[5])

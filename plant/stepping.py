@@ -18,7 +18,6 @@ from hilrig.plant.integrators import is_fused_rrr3, step
 from hilrig.plant.faults import apply_faults, holds_faults
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_CHAIN, MODEL_RRR3, MODEL_SERIAL_ARM
-from hilrig.plant.motor import currents
 
 CORRECTION_NONE = 0
 CORRECTION_POST_ADJUST = 1
@@ -39,19 +38,21 @@ def correct(p, x, correction, work):
 @inline_kernel   # inlined, as is plant.integrators.step: see there
 def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
     """One plant step from t with u held over h, then the constraint correction
-    (the 3RRR's RK4 step and projection fused in one call where it can: no jams
-    on a 3RRR, so nothing of plant.integrators.step's jam handling is skipped).
+    (the 3RRR's RK4 step and projection fused in one call where it can, its actuator
+    faults included: no jams on a 3RRR, so nothing of plant.integrators.step's jam
+    handling is skipped).
 
     Returns False (x then holds the invalid state) if the state became invalid:
     NaN or a singular mass matrix. ``mech``: what the kernel is compiled for
     (plant.family: None, a built-in family, a user's chain's mechanism).
     ``method = METHOD_CONTACT``: the flexible chain on the ground (plant.flex_chain.tick:
-    RK4 substeps with contact state, no jams, no correction).
+    RK4 substeps with contact state, its actuator faults, no jams, no correction).
     """
     if method == METHOD_CONTACT:
-        return compiled(mech, FAMILY_CONTACT, contact_step, False, p, t, x, u, h, work)
+        return compiled(mech, FAMILY_CONTACT, contact_step, False, p, jams, t, x, u, h, work)
     if correction == CORRECTION_PROJECTION and is_fused_rrr3(p, method) \
-            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, h, work, 1.0) > 0.0:
+            and compiled(mech, MODEL_RRR3, rrr3_scalar.rk4, -1.0, p, x, u, h, work, 1.0,
+                         jams) > 0.0:
         health = 3.0   # the rank of S, as plant.integrators.step reports it
     else:
         health = step(p, jams, t, x, u, h, work, stages, method, mech)
@@ -136,10 +137,10 @@ def row_metrics(p, q, scratch, out):
 
 
 @kernel
-def diagnose_rows(p, rec_x, rec_u, rec_i, rec_diag, work, mech=None):
-    """Currents and diagnostics of recorded rows, computed after a run (off the stepping path)."""
+def diagnose_rows(p, rec_x, rec_diag, work, mech=None):
+    """The model's diagnostics of recorded rows, computed after a run (off the stepping
+    path; the currents are recorded by the tick: rt.tick.Records)."""
     for k in range(rec_x.shape[0]):
-        currents(p, rec_x[k], rec_u[k], rec_i[k])
         diagnostics(p, rec_x[k], rec_diag[k], work, mech)
 
 

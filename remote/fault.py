@@ -132,8 +132,9 @@ def _refusal(answer: MessageType, values, kind: str, joint: int, params: dict) -
             return f"{kind}: joint {joint}: these drives are 1..{joints} (0: every drive)"
         return f"joint {joint}: this plant has {joints} joints (1..{joints})"
     if status == REFUSED_CHAIN:
-        return (f"{kind}: this plant has no joint that can take it (jams and actuator faults "
-                "are modelled for chains only)")
+        return (f"{kind}: this plant has no joint that can take it (jams and brakes are "
+                "modelled for chains only, the other actuator faults for chains, the 3RRR and "
+                "the flexible chain)")
     if status == REFUSED_MOTOR:
         return (f"{kind}: this plant has no motor model (plant.drive is torque; the fault "
                 "needs voltage or voltage_full)")

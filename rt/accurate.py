@@ -27,7 +27,8 @@ from scipy.integrate import solve_ivp
 def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_steps: int,
         rtol: float, atol: float, method: str, rec: dict, continuous: bool = False,
         max_command=None) -> int:
-    """Fill the record arrays ``rec`` (t, x, u) like rt.lockstep.run; returns rows written.
+    """Fill the record arrays ``rec`` (t, x, u and, if it has rows, i: the currents under
+    u, a faulty winding's) like rt.lockstep.run; returns rows written.
 
     ``max_command``: |u| per axis at most this (controllers.limits; no slew limit here)."""
     p, jams, x = plant.params, plant.jams, plant.x.copy()
@@ -41,10 +42,10 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
 
     def control(t, state, out):
         """The law on what a tick measures: t, the actuated joints and the motor
-        currents under the command held so far (as rt.lockstep.run)."""
+        currents under the command held so far, a faulty winding's (as rt.lockstep.run)."""
         meas.pos[:] = state[:nact]
         meas.vel[:] = state[nq:nq + nact]
-        currents(p, state, u, meas.current)
+        currents(p, state, u, meas.current, jams)
         c(t, meas.pos, meas.vel, meas.current, out)
         if max_command is not None:
             np.clip(out, -max_command, max_command, out=out)
@@ -66,6 +67,8 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
             control(k * h, state, rec["u"][k])
         else:
             rec["u"][k] = u
+        if len(rec["i"]):
+            currents(p, state, rec["u"][k], rec["i"][k], jams)
 
     def events_now(t, state):
         finish_jams(jams, state, nq, t, tol)

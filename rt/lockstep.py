@@ -1,8 +1,9 @@
 """Controller and plant in lockstep, compiled as one numba kernel.
 
 ``run`` does per step what a real-time tick does (rt.tick.tick: measure, control, limit,
-step, correct) after the faults due now, and records t, x and u of every row;
-plant.stepping.diagnose_rows derives currents and diagnostics from the records
+step, correct) after the faults due now, and records t, x, u, what the law saw and the
+motor currents (a faulty winding's, as ``hil run`` logs them) of every row;
+plant.stepping.diagnose_rows derives the model's diagnostics from the records
 afterwards. This is the offline ``hil sim`` path and the campaigns' (campaign.kernel):
 both cross the Python/numba boundary once per run, not once per step.
 
@@ -12,8 +13,18 @@ one computed d rows earlier (zeros in the first d rows); there are n_steps + 1 r
 starting at t = t0.
 """
 from hilrig.jit.kernel import kernel
+from hilrig.plant.faults import holds_faults
 from hilrig.plant.stepping import apply_schedule
-from hilrig.rt.tick import T_BAD_COMMAND, T_JOINT_LIMIT, T_OK, TickIO, law_of, record_state, tick
+from hilrig.rt.tick import (
+    T_BAD_COMMAND,
+    T_JOINT_LIMIT,
+    T_OK,
+    TickIO,
+    law_of,
+    record_currents,
+    record_state,
+    tick,
+)
 
 __all__ = ["law_of", "run"]
 
@@ -26,7 +37,7 @@ def run(law, plant, ctrl, io, stepping, schedule, t0, n_steps, rec, imperfect, m
     state, the command limits of controllers.limits.command_limits), ``io`` (TickIO: the
     measurement buffer and the held command, zeros at the start; its ``u`` is not used:
     tick k computes its command into ``rec.u[k]``), ``stepping`` (Stepping), ``rec``
-    (Records: n_steps + 1 rows of t, x, u), ``imperfect`` (Imperfections: measurement
+    (Records: n_steps + 1 rows of t, x, u, seen and i), ``imperfect`` (Imperfections: measurement
     noise, command latency). ``law``: a compiled law, or None for the built-in
     (rt.tick.law_of); ``schedule``: the fault table (plant.faults); ``mech``: what the plant code is
     compiled for (plant.family).
@@ -49,6 +60,7 @@ def run(law, plant, ctrl, io, stepping, schedule, t0, n_steps, rec, imperfect, m
                     t, k, k == n_steps, None, rec, imperfect, None, None, 0, mech)
         if done == T_BAD_COMMAND or done == T_JOINT_LIMIT:   # a non-finite command or a
             record_state(rec, k, t, plant.x, io.meas)         # joint out of its limits
+            record_currents(plant, io.held, rec, k, holds_faults(schedule))
             return k + 1
         if done != T_OK:
             return k + 1

@@ -409,7 +409,7 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
                 break
             t = k * h
             _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
-            currents(p, x, held, cur)
+            currents(p, x, held, cur, jams)     # a faulty winding's, as a tick's row
             fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, io.meas)
             ok = advance(p, jams, t, x, held, h, stepping.method, stepping.correction,
                          plant.work, plant.stages, mech)

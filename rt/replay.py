@@ -170,10 +170,11 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
                       schedule.copy(), Records(np.zeros(n_steps + 1),
                                                np.zeros((n_steps + 1, nx)),
                                                np.zeros((n_steps + 1, nact)),
-                                               np.zeros((n_steps + 1, 2 * nact)))))
+                                               np.zeros((n_steps + 1, 2 * nact)),
+                                               np.zeros((n_steps + 1, nact)))))
     out.startup_seconds = time.perf_counter() - started
     live = (plant_arrays(plant), LawArrays(c.params, c.state, limits, c.detection), io(), schedule,
-            Records(rec["t"], rec["x"], rec["u"], rec["seen"]))
+            Records(rec["t"], rec["x"], rec["u"], rec["seen"], rec["i"]))
     k, chunk, rows = 0, 1000, None
     started = time.perf_counter()
     while rows is None:
@@ -189,8 +190,8 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
             done = min(k if rows is None else rows, n_steps + 1)
             progress(done / (n_steps + 1), (done - 1) * h)
     out.stepping_seconds = time.perf_counter() - started
-    stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows], rec["i"][:rows],
-                           rec["diag"][:rows], plant.work, for_plant(plant))
+    stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["diag"][:rows], plant.work,
+                           for_plant(plant))
     out.arrays = _named(cfg, plant, rec, rows, schedule)
     out.arrays["param_ticks"] = ticks
     out.arrays["fault_detected"] = first_detection(c.detection)

@@ -266,7 +266,9 @@ class Session:
         fault's ``channel``. ValueError naming why this plant cannot take it."""
         p = self.plant
         self.request[:] = live_row(kind, joint, duration, params or {}, channel, p.nact,
-                                   p.jammable_joints > 0, self.cfg.plant.drive)
+                                   p.jammable_joints > 0,
+                                   plant_model(self.cfg.plant.model).takes_actuator_faults(),
+                                   self.cfg.plant.drive)
         self.request_seq += 1
         self.mail[rtk.M_REQ_SEQ] = self.request_seq
 

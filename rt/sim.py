@@ -110,7 +110,7 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
     plant, controller, schedule, h, n_steps = \
         run.plant, run.controller, run.schedule, run.h, run.n_steps
     nx, nact = len(plant.x), plant.nact
-    rec = records(n_steps + 1, nx, nact)
+    rec = records(n_steps + 1, nx, nact, currents=not minimal)
     out = SimRun()
     if sim.integrator == "accurate":
         started = time.perf_counter()
@@ -129,12 +129,11 @@ def simulate(cfg: Config, minimal: bool = False, plant_cfg: Config | None = None
         meas = Measurement(nact)
         started = time.perf_counter()
         rows = _lockstep(run, plant, c.state, c.detection, run.schedule, n_steps,
-                         Records(rec["t"], rec["x"], rec["u"], rec["seen"]), run.noise,
+                         Records(rec["t"], rec["x"], rec["u"], rec["seen"], rec["i"]), run.noise,
                          run.pending, meas)
         out.stepping_seconds = time.perf_counter() - started
     if not minimal:
-        stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["u"][:rows],
-                               rec["i"][:rows], rec["diag"][:rows], plant.work,
+        stepping.diagnose_rows(plant.params, rec["x"][:rows], rec["diag"][:rows], plant.work,
                                for_plant(plant))
     out.arrays = _named(cfg, plant, rec, rows, schedule, minimal)
     out.arrays["fault_detected"] = first_detection(controller.detection)
@@ -175,7 +174,7 @@ def _warm_up(run: OfflineRun) -> None:
     _lockstep(run, plant.copy(), run.controller.state.copy(), run.controller.detection.copy(),
               run.schedule.copy(), 1,
               Records(np.zeros(2), np.zeros((2, nx)), np.zeros((2, nact)),
-                      np.zeros((2, 2 * nact))),
+                      np.zeros((2, 2 * nact)), np.zeros((2, nact))),
               np.zeros((0, 2 * nact)), np.zeros((0, nact)))
 
 
@@ -207,11 +206,12 @@ def measurement_noise(sim, n_steps: int, nact: int) -> np.ndarray:
     return noise
 
 
-def records(rows: int, nx: int, nact: int) -> dict:
-    """The arrays an offline run fills (rt.tick.Records' t, x, u and seen; the currents i
-    and the diagnostics diag derived afterwards), ``rows`` rows each."""
+def records(rows: int, nx: int, nact: int, currents: bool = True) -> dict:
+    """The arrays an offline run fills (rt.tick.Records' t, x, u, seen and the currents i,
+    which without ``currents`` has no rows and is not recorded; the diagnostics diag
+    derived afterwards), ``rows`` rows each."""
     return {"t": np.zeros(rows), "x": np.zeros((rows, nx)), "u": np.zeros((rows, nact)),
-            "seen": np.zeros((rows, 2 * nact)), "i": np.zeros((rows, nact)),
+            "seen": np.zeros((rows, 2 * nact)), "i": np.zeros((rows if currents else 0, nact)),
             "diag": np.zeros((rows, 3))}
 
 

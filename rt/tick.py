@@ -87,12 +87,15 @@ class RingArrays(NamedTuple):
 
 class Records(NamedTuple):
     """The rows an offline loop keeps: ``t`` (s), ``x`` (the state before the step),
-    ``u`` (the command applied over the step) and ``seen`` (what the law saw: nact
-    positions, then nact rates, sensor faults included), one row per tick."""
+    ``u`` (the command applied over the step), ``seen`` (what the law saw: nact
+    positions, then nact rates, sensor faults included) and ``i`` (the motor currents
+    under u, A: a faulty winding's, as a real-time tick's telemetry row has them; no
+    rows: not recorded), one row per tick."""
     t: np.ndarray
     x: np.ndarray
     u: np.ndarray
     seen: np.ndarray
+    i: np.ndarray
 
 
 class Imperfections(NamedTuple):
@@ -163,6 +166,14 @@ def _currents(p, x, held, cur, jams, faulty):
         currents(p, x, held, cur, jams)
     else:
         currents(p, x, held, cur)
+
+
+@inline_kernel
+def record_currents(plant, held, rec, k, faulty):
+    """Row k of ``rec.i`` (if it has rows): the motor currents under ``held``, a faulty
+    winding's while the fault table has a fault (``faulty``), as the telemetry row's."""
+    if rec.i.shape[0] > 0:
+        _currents(plant.p, plant.x, held, rec.i[k], plant.jams, faulty)
 
 
 @inline_kernel
@@ -251,6 +262,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
         fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, meas)
     if rec is not None:
         record_state(rec, k, t, x, meas)
+        record_currents(plant, held, rec, k, faulty)
     # write: the plant steps under the command
     ok = True
     if not last:

@@ -514,10 +514,13 @@ def _check_faults(cfg: dict, sizes: dict, spec: PlantModel) -> None:
             if (fault["mean_on"] is None) != (fault["mean_off"] is None):
                 raise ConfigError(f"{name}: an intermittent fault needs both mean_on and "
                                   "mean_off (s)")
-            if family.family == ACTUATOR and not spec.jams:
-                raise ConfigError(f"{name}: actuator faults are modelled for chains (serial "
-                                  f"arms, a user's chain), not for plant.model = "
-                                  f"{cfg['plant']['model']!r}")
+            if kind == "brake" and not spec.jams:
+                raise ConfigError(f"{name}: a brake stops its joint by the jam law, modelled "
+                                  f"for chains (serial arms, a user's chain), not for "
+                                  f"plant.model = {cfg['plant']['model']!r}")
+            if family.family == ACTUATOR and not spec.takes_actuator_faults():
+                raise ConfigError(f"{name}: actuator faults are not modelled for plant.model "
+                                  f"= {cfg['plant']['model']!r}")
             if family.motor and cfg["plant"]["drive"] == "torque":
                 raise ConfigError(f"{name}: needs a motor model (plant.drive = 'voltage' or "
                                   "'voltage_full'), not a torque drive")

@@ -162,6 +162,57 @@ def test_controlled_stops_of_the_zeromq_emulator_under_hil_control(tmp_path, cat
 
 
 @pytest.mark.parametrize("category", [1, 2])
+def test_controlled_stops_of_the_emulated_packet_serial_drives(category):
+    """SerialLink.controlled_stop: SpeedAccelM1/M2 to speed 0 at the deceleration that ramps
+    each motor from its speed to rest in 0.7 stop_time: the drives' speed set-points reach 0
+    then, and their velocity PIDs (stepped at rig_serial's 10 ms, so lagging by about
+    0.1 s) bring the joints to rest and hold them with power kept; category 1 then ends
+    with safe_stop (zero duty: power removed), as the loop does after the stop time."""
+    cfg = config("rig_serial", "emulator.mode=lockstep", "link.serial.timeout=0.5",
+                 "link.serial.budget=2.0", "link.timeout=5.0", f"safety.stop_time={STOP_TIME}")
+    with RoboClawEmulator(cfg) as emu:
+        cfg = replaced(cfg, "link.serial", port=emu.port)
+        link = SerialLink.from_config(cfg)
+        link.configure()
+        link.activate()
+        law = controller_from_config(cfg, link.command_unit)
+        meas, u = Measurement(3), np.zeros(3)
+        for _ in range(200):                     # toward the target: moving
+            assert link.read(meas)
+            law(meas.t, meas.pos, meas.vel, meas.current, u)
+            link.write(u)
+        moving = meas.vel.copy()
+        accel = np.abs(meas.vel) / link.rad_per_count / (0.7 * STOP_TIME)
+        link.controlled_stop(category, STOP_TIME)
+        assert link._stop_accel == [max(1, round(a)) for a in accel]
+        loops = [emu.controllers[a].velocity[c - 1] for a, c in cfg.link.serial.axes]
+        q, qd, setpoints = [], [], []
+        for _ in range(int(round(1.5 / cfg.sim.dt))):   # one plant step per tick
+            assert link.read(meas)
+            link.write(u)                        # not used: the drives stop themselves
+            q.append(meas.pos.copy())
+            qd.append(meas.vel.copy())
+            setpoints.append([loop.setpoint for loop in loops])
+        if category == 1:
+            link.safe_stop()
+        duties = [emu.controllers[a].duty[c - 1] for a, c in cfg.link.serial.axes]
+        link.close()
+    q, qd, setpoints = np.array(q), np.array(qd), np.array(setpoints)
+    assert np.abs(moving).max() > 0.1
+    ramp = int(np.ceil(0.7 * STOP_TIME / cfg.sim.dt))
+    assert np.all(setpoints[ramp:] == 0.0)                  # the drives' ramps are over
+    assert np.all(np.abs(setpoints[ramp // 2]) > 0.2 * np.abs(moving / link.rad_per_count))
+    rest = int(round(1.0 / cfg.sim.dt))
+    # at rest and held: the PIDs hunt by a few counts/s (3.1e-4 rad/s each at joint 1)
+    assert np.abs(qd[rest:]).max() < 1e-2 < 0.1 * np.abs(moving).max()
+    assert np.ptp(q[rest:], axis=0).max() < 2e-3
+    if category == 1:
+        assert duties == [0, 0, 0]                         # power removed
+    else:
+        assert any(duties)                                 # the PIDs hold against gravity
+
+
+@pytest.mark.parametrize("category", [1, 2])
 def test_controlled_stops_of_the_emulated_cia402_drives(request, category):
     """CanopenLink.controlled_stop: 0x605A = 2 (category 1) or 6 (2) and quick stop; the
     emulated drives ramp the joints to rest within the stop time, then 1 disables the
@@ -200,20 +251,22 @@ def test_controlled_stops_of_the_emulated_cia402_drives(request, category):
 
 
 def test_a_link_without_a_controlled_stop_stops_at_once_saying_why(tmp_path):
-    """The packet-serial link has no controlled stop: a category 1 e-stop is refused by the
-    link and the loop stops with category 0, the reason naming both."""
+    """A packet-serial drive whose velocity PID is not tuned (QPPS 0) cannot ramp to rest:
+    a category 1 e-stop is refused by the link and the loop stops with category 0, the
+    reason naming both."""
     cfg = config("rig_serial", "emulator.mode=lockstep", "link.serial.timeout=0.5",
                  "link.serial.budget=2.0", "link.timeout=5.0", "safety.watchdog_ticks=1000",
                  "loop.overrun='catch_up'")
     with RoboClawEmulator(cfg) as emu:
+        emu.controllers[0x80].velocity[0].qpps = 0            # the drive as shipped: untuned
         cfg = replaced(cfg, "link.serial", port=emu.port)
         estop = f"ipc:///tmp/hil-estop-{uuid.uuid4().hex[:8]}"
         hook = _EStopAt(estop, 50, 1)
         result = LinkLoop(cfg, SerialLink.from_config(cfg), tmp_path / "ctl.mcap", estop,
                           hooks=[hook]).run()
     assert result.status == "interrupted"
-    assert result.reason == ("e-stop from the CLI (hil estop): category 1 refused (serial link "
-                             f"{emu.port}: no controlled stop (stop category 1) on this link): "
-                             "category 0, power removed at once")
+    assert result.reason == ("e-stop from the CLI (hil estop): category 1 refused (RoboClaw at "
+                             "0x80 M1: its velocity PID is not tuned (QPPS 0), so it cannot ramp "
+                             "to rest): category 0, power removed at once")
     arrays = read_complete(tmp_path / "ctl.mcap")[0]
     assert arrays["tick"][-1] == hook.tick - 1            # no tick from the e-stop on

@@ -190,4 +190,4 @@ def _frames(cfg: Config):
 
 
 FLEX_CHAIN = PlantModel("flex_chain", FLEX_CHAIN_KEYS, _sizes, _build, tick=_tick,
-                        offline=_offline, frames=_frames)
+                        offline=_offline, frames=_frames, actuator_faults=True)

@@ -16,7 +16,7 @@ Arrays, besides those of every run (``t``, ``q``, ``qd``, ``u``, ``jam_events`` 
 ``sim.integrator = "accurate"``: rows every sim.dt from the event-located run;
 ``"rk4"``: one row per tick of sim.dt (RK4 substeps inside). The joint torques are the
 constant ``input.torque`` (the paper's drop has none); a controller in the loop is not
-run on this plant.
+run on this plant, nor are faults (refused: ``hil run --fast`` steps the chain with them).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from hilrig.plant.flex_chain import integrators as ci
 from hilrig.plant.flex_chain import chain as fc
 from hilrig.plant.flex_chain.contact import contact_force
 from hilrig.plant.flex_chain.model import chain_params
+from hilrig.plant.faults import TABLE_KINDS
 from hilrig.plant.offline import SimRun, SimulationError
 from hilrig.schema import Config
 
@@ -43,6 +44,11 @@ def simulate(cfg: Config):
                           "(input.torque, N m), not a controller in the loop")
     if cfg.plant.drive != "torque":
         raise ConfigError(f"plant.drive: {cfg.plant.model} is torque-driven (joint torques, N m)")
+    faulted = [kind for kind in TABLE_KINDS if getattr(cfg.faults, kind)]
+    if faulted:
+        raise ConfigError(f"faults.{faulted[0]}: {cfg.plant.model} under hil sim runs its own "
+                          "integrators under constant input.torque, without faults; `hil run "
+                          "--fast` steps it with them")
     torque = np.zeros(n - 1) if cfg.input.torque is None else np.array(cfg.input.torque)
     p = chain.block()
     z0, zd0 = np.array(cfg.plant.q0), np.array(cfg.plant.qd0)

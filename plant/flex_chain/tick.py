@@ -29,7 +29,7 @@ from hilrig.plant.flex_chain.contact import WORK_TERMS, state_size
 from hilrig.plant.flex_chain.integrators import advance_fixed
 from hilrig.plant.flex_chain.chain import P_N, n_coordinates, scratch_size
 from hilrig.jit.kernel import kernel
-from hilrig.plant.layout import H_BODY
+from hilrig.plant.layout import A_GAIN, A_OFFSET, A_ON, A_VISCOUS, H_BODY
 
 METHOD_CONTACT = 3      # beside plant.integrators' METHOD_RK4, METHOD_EULER, METHOD_ROSENBROCK
 
@@ -59,9 +59,14 @@ def energy_books(params: np.ndarray) -> np.ndarray:
 
 
 @kernel
-def contact_step(p, t, x, u, h, work):
+def contact_step(p, jams, t, x, u, h, work):
     """One tick of h from t (s) of the chain on the ground under the joint torques u
-    (N m, held); x = [z, zd] in and out. Returns False if the state became invalid."""
+    (N m, held); x = [z, zd] in and out. Returns False if the state became invalid.
+
+    The joints' actuator faults (``jams``' A_* columns, plant.actuator_faults: the chain
+    on the ground is torque-driven) change the torques held over the tick, in row nz + 1
+    of ``work``: tau_j = A_GAIN u_j + A_OFFSET - A_VISCOUS qd_j, qd_j the joint's rate at
+    the tick's start (raised friction held over the tick, as the torques are)."""
     body = int(p[H_BODY])
     chain = p[body:]
     n = int(chain[P_N])
@@ -86,9 +91,14 @@ def contact_step(p, t, x, u, h, work):
     rhs = work[nz, :nz]
     kst = work[nz + 2:nz + 7, :ny]
     events = work[nz + 7:nz + 7, :3]        # no room: the loop logs states, not events
+    tau = work[nz + 1, :u.shape[0]]
+    for j in range(u.shape[0]):
+        tau[j] = u[j]
+        if jams[j, A_ON] != 0.0:
+            tau[j] = tau[j] * jams[j, A_GAIN] + jams[j, A_OFFSET] - jams[j, A_VISCOUS] * x[nz + j]
     for a in range(2 * nz):
         y[a] = x[a]
-    ok = advance_fixed(chain, y, modes, vminus, u, t, h, h_fine, h_coarse, kst, mass, rhs, s,
+    ok = advance_fixed(chain, y, modes, vminus, tau, t, h, h_fine, h_coarse, kst, mass, rhs, s,
                        pt, force, events, counters)
     for a in range(2 * nz):
         x[a] = y[a]
