@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import http.server
 import importlib.util
 import io
