@@ -136,3 +136,106 @@ def _body_regressor(w, v, dw, dv) -> np.ndarray:
         inertia[i, j] = inertia[j, i] = 1.0
         out[:, :3, 4 + col] = dw @ inertia + _cross(w, w @ inertia)
     return out
+
+
+class UrdfRegressor:
+    """The URDF arm's rigid-body parameters as ``hil identify`` and ``hil excite`` fit them
+    (plant.interface: PlantModel.regressor; identify.regressor describes the protocol).
+    Two names, each a block of columns of Y:
+
+    - ``plant.payload``: a payload fixed to tip_link (``plant.payload``), its ten
+      parameters in the last body's frame (the last body's columns); CONFIG's payload, or
+      none, is the prior. Written back as ``plant.payload`` (mass, centre of mass and
+      inertia in tip_link's frame).
+    - ``plant.inertial``: every body's ten parameters (10 n columns), the URDF's links
+      (without the payload) as the prior. Reported only: they are the URDF's, which a
+      config does not override (the fitted config is refused with one line).
+
+    ``n`` joints, ``ratio`` the gear ratios (None: a torque drive), ``keys``: the [plant]
+    keys that must agree between the logs and CONFIG (the same chain).
+    """
+
+    names = {"plant.payload": "the payload at tip_link: m kg, m c kg m, I kg m^2 about the "
+                              "last body's origin, in its frame",
+             "plant.inertial": "every body's m kg, m c kg m, I kg m^2 about its joint's "
+                               "origin, in its frame (the URDF's links)"}
+    default = ("plant.payload",)
+    keys = ("urdf", "base_link", "tip_link")
+
+    def __init__(self, cfg):
+        from hilrig.plant.urdf import model, parse
+        p = cfg.plant
+        self.chain = parse.load(p.urdf, p.base_link, p.tip_link)
+        model.chain(p)                                    # the payload checked
+        self.gravity = np.asarray(p.gravity, float)
+        self.n = self.chain.n
+        self.ratio = None if p.drive == "torque" else np.asarray(p.motor.gear_ratio, float)
+
+    def width(self, name: str) -> int:
+        """Columns of ``name``."""
+        return PER_BODY * (self.n if name == "plant.inertial" else 1)
+
+    def columns(self, names: list[str], q, qd, qdd) -> dict:
+        """{name: its columns (n N rows, joint by joint; width(name) columns)} at the
+        samples q, qd, qdd (N x n)."""
+        Y = regressor(self.chain, self.gravity, q, qd, qdd)        # N x n x 10 n
+        rows = Y.transpose(1, 0, 2).reshape(self.n * len(q), -1)
+        return {name: rows if name == "plant.inertial" else rows[:, -PER_BODY:]
+                for name in names}
+
+    def values(self, cfg) -> dict:
+        """A config's value of each name (CONFIG's: the prior); its chain is this one."""
+        return {"plant.inertial": standard(self.chain),
+                "plant.payload": self._payload_parameters(cfg.plant.payload)}
+
+    def column_names(self, name: str) -> list[str]:
+        """A label per column: ``plant.payload.m``, ``plant.inertial[k].I_xx``, ..."""
+        if name == "plant.payload":
+            return [f"plant.payload.{p}" for p in PARAMETERS]
+        return [f"plant.inertial[{k + 1}].{p}" for k in range(self.n) for p in PARAMETERS]
+
+    @staticmethod
+    def unit(label: str) -> str | None:
+        """The unit of a column's label, None when the label is not one of this regressor's."""
+        if not label.startswith(("plant.payload.", "plant.inertial[")):
+            return None
+        what = label.split(".")[-1]
+        return "kg" if what == "m" else "kg m" if what.startswith("mc") else "kg m^2"
+
+    def write(self, plant: dict, values: dict, cfg=None) -> None:
+        """Put the fitted ``values`` ({name: standard values}) into CONFIG's raw [plant] table.
+        ConfigError (one line) for values a config cannot take (plant.inertial) or that are
+        not physical (a payload's mass or inertia)."""
+        from hilrig.errors import ConfigError
+        if "plant.inertial" in values:
+            raise ConfigError("plant.inertial: the fitted link parameters are reported, not "
+                              "written: a config does not override the URDF's links (fit "
+                              "plant.payload for a config, or edit the URDF)")
+        if "plant.payload" not in values:
+            return
+        m, centre, at_centre = inertial(values["plant.payload"])
+        rot, shift = self.chain.tip_frame[:3, :3], self.chain.tip_frame[:3, 3]
+        local = rot.T @ at_centre @ rot
+        if not m > 0.0:
+            raise ConfigError(f"the fit is not physical: plant.payload's mass would be {m:.4g} kg "
+                              "(fit other parameters, or excite the arm more)")
+        if np.linalg.eigvalsh(local).min() < -1e-9 * max(1.0, np.abs(local).max()):
+            raise ConfigError("the fit is not physical: plant.payload's inertia about its centre "
+                              "of mass would not be positive semi-definite (fit fewer of its "
+                              "parameters, or excite the arm more)")
+        plant["payload"] = [m, *(rot.T @ (centre - shift)).tolist(), local[0, 0], local[1, 1],
+                            local[2, 2], local[0, 1], local[0, 2], local[1, 2]]
+
+    def _payload_parameters(self, payload) -> np.ndarray:
+        """A [plant] payload's ten parameters in the last body's frame (zeros: none)."""
+        if payload is None or len(payload) == 0 or float(payload[0]) == 0.0:
+            return np.zeros(PER_BODY)
+        values = [float(v) for v in payload]
+        rot, shift = self.chain.tip_frame[:3, :3], self.chain.tip_frame[:3, 3]
+        local = np.zeros((3, 3))
+        if len(values) == 10:
+            ixx, iyy, izz, ixy, ixz, iyz = values[4:]
+            local = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        m, c = values[0], rot @ np.array(values[1:4]) + shift
+        at_origin = rot @ local @ rot.T + m * (c @ c * np.eye(3) - np.outer(c, c))
+        return np.concatenate([[m], m * c, [at_origin[i, j] for i, j in _INERTIA_ENTRIES]])
