@@ -499,8 +499,11 @@ def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
         jac = -np.stack([h, x[0] * samples.hump(x[1], j, derivative=True)[rows]], axis=1)
         dof = max(len(r) - 2, 1)
         cov = correlated * float(fun @ fun) / dof * np.linalg.pinv(jac.T @ jac)
-        if at_bound or not math.sqrt(cov[1, 1]) < x[1]:
-            why = ("not identifiable (the hump is not resolved by these logs: v_s "
+        resolved = x[0] > 0.0 and np.linalg.matrix_rank(jac) == 2    # a hump that acts
+        if at_bound or not resolved or not math.sqrt(cov[1, 1]) < x[1]:
+            why = ("not identifiable (no hump above the Coulomb level in these logs)"
+                   if not resolved else
+                   "not identifiable (the hump is not resolved by these logs: v_s "
                    f"{x[1]:.3g} +- {math.sqrt(cov[1, 1]):.2g} rad/s"
                    + (f", at the bound of {VS_MIN:g} to {SLOW_RATE:g} rad/s)" if at_bound
                       else ")"))
