@@ -107,16 +107,16 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
         a, b, offset = unpack(x)
         return columns(arm, names, *trajectory(a, b, frequency, offset, t))[:, base]
 
-    def condition(x):
-        Y = regressor_at(x)
+    def condition(x, Y=None):
+        Y = regressor_at(x) if Y is None else Y
         sv = np.linalg.svd(Y / np.maximum(np.linalg.norm(Y, axis=0), 1e-12), compute_uv=False)
         return sv[0] / max(sv[-1], 1e-12)
 
     def cost(x):
         """log cond - log of the weakest direction's torque (RMS, N m, at CONFIG's values)."""
-        Y = regressor_at(x)
+        Y = regressor_at(x)      # once: a URDF arm's regressor is the cost's dearest part
         weakest = np.linalg.svd(Y * prior, compute_uv=False)[-1] / math.sqrt(len(Y))
-        return math.log(condition(x)) - math.log(max(weakest, 1e-12))
+        return math.log(condition(x, Y)) - math.log(max(weakest, 1e-12))
 
     def limits(x):
         a, b, offset = unpack(x)

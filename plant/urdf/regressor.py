@@ -223,8 +223,9 @@ class UrdfRegressor:
             raise ConfigError("the fit is not physical: plant.payload's inertia about its centre "
                               "of mass would not be positive semi-definite (fit fewer of its "
                               "parameters, or excite the arm more)")
-        plant["payload"] = [m, *(rot.T @ (centre - shift)).tolist(), local[0, 0], local[1, 1],
-                            local[2, 2], local[0, 1], local[0, 2], local[1, 2]]
+        plant["payload"] = [float(v) for v in (m, *(rot.T @ (centre - shift)), local[0, 0],
+                                               local[1, 1], local[2, 2], local[0, 1],
+                                               local[0, 2], local[1, 2])]
 
     def _payload_parameters(self, payload) -> np.ndarray:
         """A [plant] payload's ten parameters in the last body's frame (zeros: none)."""
