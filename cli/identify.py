@@ -1,5 +1,5 @@
-"""``hil excite`` (an exciting trajectory for identification) and ``hil identify`` (the
-serial arm's parameters fitted to logs, and ``--validate``: how well a plant predicts a
+"""``hil excite`` (an exciting trajectory for identification) and ``hil identify`` (an
+arm's parameters fitted to logs: the planar serial arm, a URDF arm; and ``--validate``: how well a plant predicts a
 log); hilrig.identify does the work (docs/IDENTIFY.md).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ UNFITTED = re.compile(r"^# unfitted: (.+)$", re.MULTILINE)
 def register(commands) -> None:
     commands.add("excite", "an exciting trajectory for identification: a Fourier reference "
                            "whose regressor is well conditioned", _declare_excite)
-    commands.add("identify", "fit the serial arm's parameters to logs (--validate: predict "
+    commands.add("identify", "fit an arm's parameters to logs (--validate: predict "
                              "a log with a fitted config)", _declare_identify)
 
 

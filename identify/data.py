@@ -109,15 +109,20 @@ class Samples:
                          for k in ("q", "qd", "qdd", "u", "held", "sign")), cur,
                        tuple(r for p in parts for r in p.rates))
 
-    def hump(self, stribeck_velocity: float, joint: int) -> np.ndarray:
+    def hump(self, stribeck_velocity: float, joint: int,
+             derivative: bool = False) -> np.ndarray:
         """The Stribeck hump's column of ``joint`` (N): exp(-(qd / v_s)^2) sign(qd) of the
         filtered rate at every row of the logs, filtered like the commands (as the
         Coulomb column ``sign``), at the samples' rows; v_s = ``stribeck_velocity``,
-        rad/s."""
+        rad/s. ``derivative``: its derivative with respect to v_s instead (s/rad; the
+        filter is linear), 2 qd^2 / v_s^3 times the hump before the filter."""
         out = []
         for qd, keep, (b, a) in self.rates:
             v = qd[:, joint]
-            column = np.exp(-(v / stribeck_velocity) ** 2) * np.sign(v)
+            ratio2 = (v / stribeck_velocity) ** 2
+            column = np.exp(-ratio2) * np.sign(v)
+            if derivative:
+                column *= 2.0 * ratio2 / stribeck_velocity
             # padded edges, not Gustafsson's (ten times faster; the edges are dropped)
             out.append(scipy.signal.filtfilt(b, a, column)[keep])
         return np.concatenate(out)
@@ -205,8 +210,14 @@ def default_cutoff(logs: list[Log]) -> float:
 
 def filtered(log: Log, cutoff: float, dense: bool = False) -> Samples:
     """The log's samples, filtered, differentiated, trimmed and decimated (module
-    docstring; ``dense``: every row, not decimated), each command acting ``log.delay``
-    ticks after its row. ConfigError when the cut-off is not below half the sampling rate
+    docstring; ``dense``: every row, not decimated): one of ``filtered_both``'s."""
+    return filtered_both(log, cutoff)[1 if dense else 0]
+
+
+def filtered_both(log: Log, cutoff: float) -> tuple[Samples, Samples]:
+    """The log's samples filtered, differentiated and trimmed (module docstring), each
+    command acting ``log.delay`` ticks after its row: (decimated, every row), from one
+    pass of the filter. ConfigError when the cut-off is not below half the sampling rate
     or the log is too short for the filter."""
     dt = log.dt
     nyquist = 0.5 / dt
@@ -225,21 +236,26 @@ def filtered(log: Log, cutoff: float, dense: bool = False) -> Samples:
     q = smooth(log.q)
     qd = np.gradient(q, dt, axis=0)
     qdd = np.gradient(qd, dt, axis=0)
-    step = 1 if dense else max(1, int(0.5 / (cutoff * dt)))
-    keep = np.arange(edge, len(q) - edge, step)
+    step = max(1, int(0.5 / (cutoff * dt)))
+    every = np.arange(edge, len(q) - edge)
     if log.missing is not None and log.missing.any():
         guard = int(round(GAP_GUARD / (cutoff * dt)))
         near = np.convolve(log.missing, np.ones(2 * guard + 1), mode="same") > 0
-        keep = keep[~near[keep]]
-    if len(keep) == 0:
+        every = every[~near[every]]
+    if len(every) == 0:
         raise ConfigError(f"{log.path}: no rows left to fit (too short, or too many "
                           "ticks missing)")
     delay = log.delay
     u = log.u if delay == 0 else np.concatenate([np.repeat(log.u[:1], delay, 0),
                                                  log.u[:-delay]])
-    cur = None if log.i is None else smooth(log.i)[keep]
-    return Samples(q[keep], qd[keep], qdd[keep], smooth(at_sample(u))[keep],
-                   smooth(u)[keep], smooth(np.sign(qd))[keep], cur, ((qd, keep, (b, a)),))
+    signals = (q, qd, qdd, smooth(at_sample(u)), smooth(u), smooth(np.sign(qd)),
+               None if log.i is None else smooth(log.i))
+
+    def samples(keep):
+        return Samples(*(None if x is None else x[keep] for x in signals),
+                       ((qd, keep, (b, a)),))
+    decimated = every[(every - edge) % step == 0]
+    return samples(decimated), samples(every)
 
 
 def at_sample(x: np.ndarray) -> np.ndarray:

@@ -29,12 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 from hilrig.errors import ConfigError
-from hilrig.identify.fit import _arm, parse_names
+from hilrig.identify.fit import parse_names, regressor_of
 from hilrig.identify.regressor import (
-    LINEAR,
-    PREFERENCE,
     base_parameters,
     columns,
+    preference,
     standard_values,
 )
 from hilrig.schema import Config
@@ -78,7 +77,7 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
     controller.reference = "fourier" and its keys, and sim.duration (rounded to whole
     steps of sim.dt). ConfigError (one line) for a config whose controller follows no
     reference or whose plant hil identify does not fit."""
-    arm = _arm(cfg)
+    arm = regressor_of(cfg)
     if cfg.controller.type not in ("pd", "feedforward"):
         raise ConfigError(f"controller.type = {cfg.controller.type!r}: an exciting trajectory "
                           "is a reference; hil excite needs controller.type 'pd' or "
@@ -90,8 +89,7 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
             raise ConfigError(f"{name} {value}: must be > 0")
     n, L = arm.n, harmonics
     q0 = np.asarray(cfg.plant.q0[:n], float)
-    names = [name for name in PREFERENCE
-             if name in parse_names(None, cfg, currents=False) and name in LINEAR]
+    names = [name for name in preference(arm) if name in parse_names(None, cfg, currents=False)]
     base = base_parameters(arm, names).base
     t = np.arange(SAMPLES_PER_HARMONIC * L) / (SAMPLES_PER_HARMONIC * L * frequency)
     order = np.arange(1, L + 1)
@@ -101,7 +99,7 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
         a, b = x[:n * L].reshape(n, L), x[n * L:].reshape(n, L)
         return a, b, q0 + (b / (w * order)).sum(axis=1)
 
-    values = standard_values(cfg.plant, cfg.friction)
+    values = standard_values(arm, cfg)
     prior = np.abs(base_parameters(arm, names).beta(np.concatenate([values[k] for k in names])))
     prior = np.where(prior > 1e-12, prior, 1.0)
 
@@ -109,16 +107,16 @@ def excite(cfg: Config, raw: dict, harmonics: int = 5, frequency: float = 0.1,
         a, b, offset = unpack(x)
         return columns(arm, names, *trajectory(a, b, frequency, offset, t))[:, base]
 
-    def condition(x):
-        Y = regressor_at(x)
+    def condition(x, Y=None):
+        Y = regressor_at(x) if Y is None else Y
         sv = np.linalg.svd(Y / np.maximum(np.linalg.norm(Y, axis=0), 1e-12), compute_uv=False)
         return sv[0] / max(sv[-1], 1e-12)
 
     def cost(x):
         """log cond - log of the weakest direction's torque (RMS, N m, at CONFIG's values)."""
-        Y = regressor_at(x)
+        Y = regressor_at(x)      # once: a URDF arm's regressor is the cost's dearest part
         weakest = np.linalg.svd(Y * prior, compute_uv=False)[-1] / math.sqrt(len(Y))
-        return math.log(condition(x)) - math.log(max(weakest, 1e-12))
+        return math.log(condition(x, Y)) - math.log(max(weakest, 1e-12))
 
     def limits(x):
         a, b, offset = unpack(x)

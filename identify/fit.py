@@ -44,19 +44,19 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 from hilrig.errors import ConfigError
-from hilrig.identify import regressor
-from hilrig.identify.data import Log, Samples, default_cutoff, filtered, read
+from hilrig.identify.data import Log, Samples, default_cutoff, filtered_both, read
 from hilrig.identify.regressor import (
+    COMMON,
     FRICTION_KEYS,
-    LINEAR,
     MOTOR_KEYS,
-    PREFERENCE,
     Arm,
     BaseParameters,
     base_parameters,
     column_names,
     columns,
+    preference,
     standard_values,
+    width,
 )
 from hilrig.plant.factory import plant_model
 from hilrig.schema import Config
@@ -72,7 +72,10 @@ KT = "motor.kt"              # the torque constant K_m (config key plant.motor.t
 ALIASES = {"motor.torque_constant": KT}
 STRIBECK_KEYS = ("friction.static", "friction.stribeck_velocity")   # fitted together
 SLOW_RATE = 0.3       # rad/s: the Stribeck fit's rows are slower than this
+VS_GRID = 12          # points of the Stribeck fit's first scan of v_s (log-spaced)
 STUCK_RATE = 0.01     # rad/s: slower than this a joint may be stuck: in no fit
+VS_MIN = 0.5 * STUCK_RATE   # rad/s: the least Stribeck velocity fitted (SLOW_RATE the
+                            # largest): a narrower hump lies in the rows left out
 MIN_SLOW_ROWS = 20    # rows per joint between STUCK_RATE and SLOW_RATE the hump needs
 HUMP_WIDTH = 3.0      # with the hump, the linear fit leaves out the rows slower than this
                       # many Stribeck velocities (exp(-9): the hump is gone)
@@ -92,7 +95,7 @@ class Fit:
     """What ``identify`` found.
 
     ``cutoff``: the position filter's, Hz; ``names``: the linear columns fitted (regressor
-    names, in PREFERENCE order) and ``bp`` their base parameters; ``labels`` one per base
+    names, in the order of identify.regressor.preference) and ``bp`` their base parameters; ``labels`` one per base
     parameter (its column and the dependent columns folded into it); ``beta``/``std`` its
     value and standard deviation (NaN where ``identifiable`` is False); ``electrical``:
     name[j] -> (value, std); ``torque_constant``: motor.kt[j] -> (value, std), or the
@@ -125,7 +128,7 @@ class Fit:
 
     def base_of(self, cfg: Config) -> np.ndarray:
         """The base parameters another config's plant has (e.g. the true one of a test)."""
-        values = standard_values(cfg.plant, cfg.friction)
+        values = standard_values(self.arm, cfg)
         return self.bp.beta(np.concatenate([values[n] for n in self.names]))
 
     def report(self) -> str:
@@ -136,7 +139,7 @@ class Fit:
                  "base parameters (linear least squares; value +- standard deviation):"]
         width = max(len(label) for label in self.labels) if self.labels else 0
         for label, value, std, ok in zip(self.labels, self.beta, self.std, self.identifiable):
-            unit = UNITS[label.split("[")[0]]
+            unit = self.arm.unit(label) or UNITS[label.split("[")[0]]
             lines.append(f"  {label:<{width}}  " + (f"{value:.6g} +- {std:.2g} {unit}" if ok
                                                      else "not identifiable (not excited by "
                                                           "these logs: the regressor's rank)"))
@@ -176,9 +179,10 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
     inertia and motor friction and, with currents, R and K_e. ConfigError (one line) for
     a name that does not exist or cannot be fitted here."""
     voltage = cfg.plant.drive != "torque"
+    arm = regressor_of(cfg)
+    values = standard_values(arm, cfg)
     if text is None:
-        values = standard_values(cfg.plant, cfg.friction)
-        names = ["plant.inertia", "plant.com", "plant.mass", "plant.damping"]
+        names = list(arm.default)
         if voltage:
             names += list(MOTOR_KEYS) + (list(ELECTRICAL) if currents else [])
         names += [key for key in FRICTION_KEYS if np.any(values[key])]
@@ -192,15 +196,15 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
         name = name.removeprefix("plant.") if name.startswith("plant.motor.") else name
         if name:
             names.append(ALIASES.get(name, name))
-    known = list(LINEAR) + list(ELECTRICAL) + [KT] + list(STRIBECK_KEYS)
+    known = list(preference(arm)) + list(ELECTRICAL) + [KT] + list(STRIBECK_KEYS)
     for name in names:
         if name in STRIBECK_KEYS and "friction.coulomb" not in names and not np.any(
-                standard_values(cfg.plant, cfg.friction)["friction.coulomb"]):
+                values["friction.coulomb"]):
             raise ConfigError(f"--fit {name}: the Stribeck hump rises above the Coulomb "
                               "level; fit friction.coulomb with it (or set it in CONFIG)")
         if name not in known:
-            raise ConfigError(f"--fit {name}: not a parameter hil identify fits; it fits "
-                              f"{', '.join(known)}")
+            raise ConfigError(f"--fit {name}: not a parameter hil identify fits on "
+                              f"plant.model = {cfg.plant.model!r}; it fits {', '.join(known)}")
         if name in MOTOR_KEYS + tuple(ELECTRICAL) + (KT,) and not voltage:
             raise ConfigError(f"--fit {name}: the plant is torque-driven (plant.drive = "
                               "'torque'): it has no motors")
@@ -213,28 +217,38 @@ def parse_names(text: str | None, cfg: Config, currents: bool) -> list[str]:
     return names
 
 
-def _arm(cfg: Config) -> Arm:
-    if "planar_arm_regressor" not in plant_model(cfg.plant.model).provides:
-        raise ConfigError(f"plant.model = {cfg.plant.model!r}: hil identify fits a planar "
-                          "serial arm (paper 000's arm); a URDF arm's regressor is not there "
-                          "yet")
-    ratio = None if cfg.plant.drive == "torque" else np.asarray(cfg.plant.motor.gear_ratio)
-    return Arm(np.asarray(cfg.plant.length, float), float(cfg.plant.gravity), ratio)
+def regressor_of(cfg: Config):
+    """The arm regressor of CONFIG's plant (identify.regressor.Arm's protocol): the plant
+    trait ``regressor`` of its PlantModel, or, for a plant that provides
+    "planar_arm_regressor", identify.regressor.Arm. ConfigError (one line) for a plant
+    with neither."""
+    model = plant_model(cfg.plant.model)
+    if model.regressor is not None:
+        return model.regressor(cfg)
+    if "planar_arm_regressor" in model.provides:
+        return Arm.of(cfg)
+    raise ConfigError(f"plant.model = {cfg.plant.model!r}: hil identify fits an arm whose "
+                      "torques are linear in its parameters (a planar serial arm, a URDF "
+                      "arm); this plant has no regressor")
 
 
-def check_same_plant(logs: list[Log], cfg: Config) -> None:
+def check_same_plant(logs: list[Log], cfg: Config, arm) -> None:
     """ConfigError (one line) unless every log ran the plant CONFIG describes: the same
-    model, drive, link lengths and gear ratios."""
+    model, drive, gear ratios and the arm's own keys (``arm.keys``: the serial arm's
+    lengths, a URDF arm's file and chain)."""
+    what = ("plant.model", "plant.drive", "plant.motor.gear_ratio") + tuple(
+        f"plant.{key}" for key in arm.keys)
+
     def plant_of(c: Config) -> tuple:
         p = c.plant
-        return (p.model, p.drive, tuple(getattr(p, "length", ())),
-                tuple(p.motor.gear_ratio) if p.drive != "torque" else ())
+        own = tuple(getattr(p, key, None) for key in arm.keys)
+        return (p.model, p.drive, tuple(p.motor.gear_ratio) if p.drive != "torque" else ()) \
+            + tuple(tuple(v) if isinstance(v, (list, tuple)) else v for v in own)
     want = plant_of(cfg)
     for log in logs:
         got = plant_of(log.cfg)
         if got != want:
-            what = ("plant.model", "plant.drive", "plant.length", "plant.motor.gear_ratio")
-            k = next(i for i in range(4) if got[i] != want[i])
+            k = next(i for i in range(len(what)) if got[i] != want[i])
             raise ConfigError(f"{log.path}: logs of different plants: {what[k]} is "
                               f"{got[k]!r} there, {want[k]!r} in the config")
 
@@ -286,7 +300,7 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
     position filter's, Hz (None: identify.data.default_cutoff); ``raw``: CONFIG as
     written (raw_of), which the fitted config copies."""
     logs = [read(p) for p in paths]
-    check_same_plant(logs, cfg)
+    check_same_plant(logs, cfg, regressor_of(cfg))
     units = {log.unit for log in logs}
     if len(units) > 1:
         raise ConfigError(f"{logs[-1].path}: its commands are in {logs[-1].unit}, "
@@ -303,9 +317,10 @@ def identify(paths: list, cfg: Config, fit: str | None = None, cutoff: float | N
 def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
               raw: dict | None) -> Fit:
     """``identify`` on the logs read, with the cut-off chosen."""
-    arm = _arm(cfg)
+    arm = regressor_of(cfg)
     unit, delay = logs[0].unit, logs[0].delay
-    samples = Samples.stack([filtered(log, cutoff) for log in logs])
+    both = [filtered_both(log, cutoff) for log in logs]
+    samples = Samples.stack([decimated for decimated, _ in both])
     currents = samples.i is not None and cfg.plant.drive != "torque" and unit == "V"
     torque_mode = unit == "N m" and cfg.plant.drive != "torque"
     names = parse_names(fit, cfg, currents or (torque_mode and fit is not None))
@@ -322,9 +337,9 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
         electrical = {k: v for k, v in electrical.items() if k.split("[")[0] in names}
         R = R if "motor.resistance" in names else np.asarray(m.resistance, float)
         Ke = Ke if "motor.back_emf_constant" in names else np.asarray(m.back_emf_constant, float)
-    values = standard_values(cfg.plant, cfg.friction)
-    free = [n for n in PREFERENCE if n in names]
-    held = [n for n in PREFERENCE if n not in names and _acts(n, cfg)]
+    values = standard_values(arm, cfg)
+    free = [n for n in preference(arm) if n in names]
+    held = [n for n in preference(arm) if n not in names and _acts(n, cfg)]
 
     def targets(s: Samples) -> tuple[np.ndarray, np.ndarray]:
         """The drive torques (N x n, N m) and, joint by joint, what is left of them
@@ -344,12 +359,16 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
     prior = np.concatenate([values[n] for n in free]) if free else np.zeros(0)
     bp = base_parameters(arm, free)
     found: dict = {}
+    Y_base = columns(arm, free, q, qd, qdd, sign)[:, bp.base]
+    if hump:      # every row (the hump is narrow): its torques and columns, once
+        dense = Samples.stack([every for _, every in both])
+        torque, left = targets(dense)
+        model = columns(arm, free, dense.q, dense.qd, dense.qdd, dense.sign)[:, bp.base]
     for _ in range(2 if hump else 1):     # with the hump: again, clear of the fitted one
         rate = np.maximum(REVERSAL_RATE, HUMP_WIDTH * vs) if hump else REVERSAL_RATE
         keep = _away_from_reversals(samples, rate) if coulomb else np.ones(len(y), bool)
         joint = every[keep]
-        Y_all = columns(arm, free, q, qd, qdd, sign)[:, bp.base]
-        y_all = y
+        Y_all, y_all = Y_base, y
         beta0 = bp.beta(prior)
         norm = float(np.linalg.norm(y[keep]))
         kt, fixed = {}, False
@@ -364,14 +383,11 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
                 beta0 = np.concatenate([beta0, km0])
         beta, std, ok, rms = _linear(Y_all[keep], y_all[keep], beta0, joint, arm.n, norm)
         if hump:      # on every row: the hump is narrow
-            dense = Samples.stack([filtered(log, cutoff, dense=True) for log in logs])
-            torque, left = targets(dense)
-            if KT in names and fixed:      # the drive torques at the fitted K_m
-                left = left + (torque * (beta[len(bp.base):] / km0 - 1.0)).T.ravel()
-            model = columns(arm, free, dense.q, dense.qd, dense.qdd, dense.sign)[:, bp.base]
-            residual = (left - model @ beta[:len(bp.base)]).reshape(arm.n, -1).T
+            fitted_left = left + (torque * (beta[len(bp.base):] / km0 - 1.0)).T.ravel() \
+                if KT in names and fixed else left      # the drive torques at the fitted K_m
+            residual = (fitted_left - model @ beta[:len(bp.base)]).reshape(arm.n, -1).T
             found, hump_values = _stribeck(dense, residual, cfg, _coulomb(
-                free, bp, beta, std, ok, values["friction.coulomb"], arm.n),
+                arm, free, bp, beta, std, ok, values["friction.coulomb"]),
                 len(dense.q) / len(samples.q), found)
             vs = hump_values["friction.stribeck_velocity"]
     if KT in names:
@@ -385,7 +401,7 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
                  "of the K_m show; hold a link parameter at a known value, or take K_m "
                  "from the data sheet)") + f"; held at {m.torque_constant[j]:.6g}")
         beta, std, ok = beta[:len(bp.base)], std[:len(bp.base)], ok[:len(bp.base)]
-    labels, dependent_labels = _labels(bp, column_names(free, arm.n), prior)
+    labels, dependent_labels = _labels(bp, column_names(arm, free), prior)
     pi = bp.standard(beta, prior)
     result = Fit(cutoff, free, bp, labels, np.where(ok, beta, np.nan),
                  np.where(ok, std, np.nan), ok, electrical, rms, current_rms, pi, prior, arm,
@@ -400,7 +416,7 @@ def _identify(logs: list[Log], cfg: Config, fit: str | None, cutoff: float,
     if found:
         constants.update(hump_values)
     try:
-        result.raw = fitted_raw(cfg, raw or {}, free, pi, arm.n, constants)
+        result.raw = fitted_raw(cfg, raw or {}, arm, free, pi, constants)
     except ConfigError as exc:     # reported when a config is asked for (hil identify --out)
         result.unphysical = str(exc)
     return result
@@ -412,12 +428,13 @@ def _away_from_reversals(samples: Samples, rate) -> np.ndarray:
     return (np.abs(samples.qd) >= rate).T.ravel()
 
 
-def _coulomb(free: list, bp: BaseParameters, beta: np.ndarray, std: np.ndarray,
-             ok: np.ndarray, held: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _coulomb(arm, free: list, bp: BaseParameters, beta: np.ndarray, std: np.ndarray,
+             ok: np.ndarray, held: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each joint's Coulomb level and its standard deviation (N m): the linear fit's where
     it is an identifiable base parameter, else CONFIG's (``held``) with none."""
+    n = arm.n
     level, spread = held.astype(float).copy(), np.zeros(n)
-    cols = column_names(free, n)
+    cols = column_names(arm, free)
     for j in range(n):
         name = f"friction.coulomb[{j + 1}]"
         if name in cols and cols.index(name) in bp.base:
@@ -456,23 +473,44 @@ def _stribeck(samples: Samples, residual: np.ndarray, cfg: Config,
             continue
         r = residual[rows, j]
 
-        def model(x, j=j, rows=rows, r=r):
-            return r - x[0] * samples.hump(x[1], j)[rows]
-        start = [max(static0[j] - level[j], 0.5 * level[j], 1e-3), min(vs0[j], SLOW_RATE / 3)]
-        if before and not isinstance(before.get(f"friction.static[{j + 1}]"), (str, type(None))):
-            start = [max(before[f"friction.static[{j + 1}]"][0] - level[j], 1e-3),
-                     before[f"friction.stribeck_velocity[{j + 1}]"][0]]
-        sol = scipy.optimize.least_squares(model, start, x_scale="jac", xtol=1e-6, ftol=1e-6,
-                                           bounds=([0.0, 1e-4], [np.inf, SLOW_RATE]))
+        def projected(log_vs, j=j, rows=rows, r=r):
+            """The hump's height at v_s = exp(log_vs) by linear least squares (>= 0) and
+            the squared residual left (variable projection: the height eliminated)."""
+            h = samples.hump(math.exp(log_vs), j)[rows]
+            height = max(float(h @ r) / max(float(h @ h), 1e-300), 0.0)
+            left = r - height * h
+            return float(left @ left), height
+        before_vs = before.get(f"friction.stribeck_velocity[{j + 1}]") if before else None
+        start = before_vs[0] if isinstance(before_vs, tuple) else min(vs0[j], SLOW_RATE / 3)
+        # a coarse scan of log v_s over its bounds and the start, then Brent's method on
+        # the bracket around the best
+        grid = np.union1d(np.linspace(math.log(VS_MIN), math.log(SLOW_RATE), VS_GRID),
+                          [math.log(start)])
+        costs = [projected(g)[0] for g in grid]
+        best = int(np.argmin(costs))
+        sol = scipy.optimize.minimize_scalar(
+            lambda g: projected(g)[0], method="bounded",
+            bounds=(grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]),
+            options={"xatol": 1e-4})
+        x = np.array([projected(sol.x)[1], math.exp(sol.x)])
+        at_bound = min(abs(sol.x - grid[0]), abs(sol.x - grid[-1])) < 1e-3
+        h = samples.hump(x[1], j)[rows]
+        fun = r - x[0] * h
+        jac = -np.stack([h, x[0] * samples.hump(x[1], j, derivative=True)[rows]], axis=1)
         dof = max(len(r) - 2, 1)
-        cov = correlated * float(sol.fun @ sol.fun) / dof * np.linalg.pinv(sol.jac.T @ sol.jac)
-        if not math.sqrt(cov[1, 1]) < sol.x[1]:
-            why = ("not identifiable (the hump is not resolved by these logs: v_s "
-                   f"{sol.x[1]:.3g} +- {math.sqrt(cov[1, 1]):.2g} rad/s)")
+        cov = correlated * float(fun @ fun) / dof * np.linalg.pinv(jac.T @ jac)
+        resolved = x[0] > 0.0 and np.linalg.matrix_rank(jac) == 2    # a hump that acts
+        if at_bound or not resolved or not math.sqrt(cov[1, 1]) < x[1]:
+            why = ("not identifiable (no hump above the Coulomb level in these logs)"
+                   if not resolved else
+                   "not identifiable (the hump is not resolved by these logs: v_s "
+                   f"{x[1]:.3g} +- {math.sqrt(cov[1, 1]):.2g} rad/s"
+                   + (f", at the bound of {VS_MIN:g} to {SLOW_RATE:g} rad/s)" if at_bound
+                      else ")"))
             out[f"friction.static[{j + 1}]"] = f"{why}; held at {static0[j]:.6g}"
             out[f"friction.stribeck_velocity[{j + 1}]"] = f"{why}; held at {vs0[j]:.6g}"
             continue
-        static[j], vs[j] = level[j] + sol.x[0], sol.x[1]
+        static[j], vs[j] = level[j] + x[0], x[1]
         out[f"friction.static[{j + 1}]"] = (static[j], math.sqrt(cov[0, 0] + level_std[j] ** 2))
         out[f"friction.stribeck_velocity[{j + 1}]"] = (vs[j], math.sqrt(cov[1, 1]))
     values = {"friction.static": np.maximum(static, level),
@@ -538,31 +576,21 @@ def _labels(bp: BaseParameters, cols: list[str], prior: np.ndarray) -> tuple[lis
     return labels, dependent
 
 
-def fitted_raw(cfg: Config, raw: dict, names: list, pi: np.ndarray, n: int,
+def fitted_raw(cfg: Config, raw: dict, arm, names: list, pi: np.ndarray,
                electrical: dict) -> dict:
-    """CONFIG's ``raw`` TOML with the fitted values (module docstring, 4). ConfigError when
-    the fitted link parameters are not physical (J_C or a mass not positive, a negative
-    com)."""
+    """CONFIG's ``raw`` TOML with the fitted values (module docstring, 4): the arm's own
+    through ``arm.write``, the motors' and the joints' friction as their keys. ConfigError
+    when the fitted values are not physical or not a config's (arm.write)."""
     raw = copy.deepcopy(raw) or {"plant": {"model": cfg.plant.model}}
     plant = raw.setdefault("plant", {})
-    values = standard_values(cfg.plant, cfg.friction)
-    for k, name in enumerate(names):
-        values[name] = pi[k * n:(k + 1) * n]
-    if any(name in names for name in regressor.RIGID_KEYS):
-        m, h, inertia = values["plant.mass"], values["plant.com"], values["plant.inertia"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            com, jc = h / m, inertia - h * h / m
-        for what, value, bad in (("plant.mass", m, m <= 0), ("plant.com", com, com < 0),
-                                 ("plant.inertia", jc, ~(jc > 0))):
-            if bad.any():
-                j = int(np.argmax(bad))
-                raise ConfigError(f"the fit is not physical: {what}[{j + 1}] would be "
-                                  f"{value[j]:.4g} (fit other parameters, or excite the arm "
-                                  "more)")
-        plant.update(mass=m.tolist(), com=com.tolist(), inertia=jc.tolist())
-    if "plant.damping" in names:
-        plant["damping"] = np.maximum(values["plant.damping"], 0.0).tolist()
+    values, at = {}, 0
     for name in names:
+        values[name] = pi[at:at + width(arm, name)]
+        at += width(arm, name)
+    arm.write(plant, {name: v for name, v in values.items() if name in arm.names}, cfg)
+    for name in names:
+        if name not in COMMON:
+            continue
         table, key = name.split(".")
         if table == "motor":
             plant.setdefault("motor", {})[key] = values[name].tolist()

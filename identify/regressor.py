@@ -24,7 +24,7 @@ Rows are stacked joint by joint (all samples of joint 1, then joint 2, ...). Not
 standard parameters act on the torques independently (m_1 not at all; m_j of the outer
 links only through the sums M_j): the *base parameters* are found as Gautier's, by QR
 with column pivoting of the regressor at random states (its rank), the independent
-columns taken in the order of PREFERENCE, the others expressed through them
+columns taken in the order of ``preference``, the others expressed through them
 (``BaseParameters``).
 """
 from __future__ import annotations
@@ -33,20 +33,25 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from hilrig.errors import ConfigError
+from hilrig.plant.factory import plant_model
+from hilrig.schema import Config
 
 # What each fitted name means: the config key, and the column's kind (regressor columns).
-LINEAR = {
+# The serial arm's own (Arm.names), then those of the drives and joints of any arm (COMMON).
+ARM_NAMES = {
     "plant.inertia": "I_j = J_Cj + m_j a_j^2, kg m^2 (about the joint)",
     "plant.com": "h_j = m_j a_j, kg m (first moment)",
     "plant.mass": "m_j, kg",
     "plant.damping": "b_j, N m s/rad (joint viscous)",
+}
+COMMON = {
     "motor.rotor_inertia": "J_m, kg m^2 (column r^2 qdd)",
     "motor.viscous_friction": "D_m, N m s/rad on the motor shaft (column r^2 qd)",
     "friction.viscous": "N m s/rad, joint side",
     "friction.coulomb": "N m, joint side (column sign qd)",
 }
-# Among columns that act alike, the first in this order is kept as a base parameter.
-PREFERENCE = tuple(LINEAR)
+LINEAR = {**ARM_NAMES, **COMMON}
 MOTOR_KEYS = ("motor.rotor_inertia", "motor.viscous_friction")
 FRICTION_KEYS = ("friction.viscous", "friction.coulomb")
 RIGID_KEYS = ("plant.inertia", "plant.com", "plant.mass")
@@ -54,34 +59,123 @@ RIGID_KEYS = ("plant.inertia", "plant.com", "plant.mass")
 
 @dataclass(frozen=True)
 class Arm:
-    """What the regressor needs of an arm: lengths L (m), gravity g (m/s^2), gear ratios r
-    (None: a torque drive)."""
+    """The planar serial arm's regressor (the plant trait "planar_arm_regressor"): lengths L
+    (m), gravity g (m/s^2), gear ratios r (None: a torque drive).
+
+    It is one of the arm regressors identify/ fits through one protocol (the other: a
+    PlantModel's ``regressor``, e.g. plant.urdf.regressor.UrdfRegressor): ``n``, ``ratio``,
+    ``names`` (its own linear parameters, in the order they are kept as base parameters),
+    ``default`` (those fitted by default), ``keys`` (the [plant] keys the logs and CONFIG
+    must share), ``width(name)``, ``columns(names, q, qd, qdd)`` ({name: n N x width}),
+    ``values(cfg)`` (a config's values of its names), ``column_names(name)``, ``unit(label)`` and ``write(plant,
+    values, cfg)`` (the fitted values into CONFIG's raw [plant] table)."""
 
     length: np.ndarray
     gravity: float
     ratio: np.ndarray | None = None
 
+    names = ARM_NAMES
+    default = tuple(ARM_NAMES)
+    keys = ("length",)
+
+    @staticmethod
+    def of(cfg: Config) -> "Arm":
+        """The arm of a resolved config."""
+        ratio = None if cfg.plant.drive == "torque" else np.asarray(cfg.plant.motor.gear_ratio)
+        return Arm(np.asarray(cfg.plant.length, float), float(cfg.plant.gravity), ratio)
+
     @property
     def n(self) -> int:
         return len(self.length)
 
+    def width(self, name: str) -> int:
+        return self.n
 
-def standard_values(plant, friction) -> dict:
-    """The standard parameter values of a config's [plant] and [friction] tables, one
-    array per LINEAR name (kg, kg m, kg m^2, N m s/rad, N m); an unset friction key is 0
-    (the serial arm has no other default)."""
-    m = np.asarray(plant.mass, float)
-    a = np.asarray(plant.com, float)
-    values = {"plant.mass": m, "plant.com": m * a,
-              "plant.inertia": np.asarray(plant.inertia, float) + m * a * a,
-              "plant.damping": np.asarray(plant.damping, float),
-              "motor.rotor_inertia": np.asarray(plant.motor.rotor_inertia, float),
-              "motor.viscous_friction": np.asarray(plant.motor.viscous_friction, float)}
-    for key in FRICTION_KEYS:
-        value = getattr(friction, key.split(".")[1])
-        values[key] = np.zeros(len(m)) if value is None else \
-            np.broadcast_to(np.asarray(value, float), (len(m),)).copy()
+    def columns(self, names: list[str], q, qd, qdd) -> dict:
+        out = {}
+        if any(name in RIGID_KEYS for name in names):
+            rigid = _mu_gc_columns(self, q, qd, qdd) @ _mu_gc_map(self)
+            for name in RIGID_KEYS:
+                at = {"plant.mass": 0, "plant.com": 1, "plant.inertia": 2}[name] * self.n
+                out[name] = rigid[:, at:at + self.n]
+        if "plant.damping" in names:
+            out["plant.damping"] = _diagonal(qd, np.ones(self.n))
+        return out
+
+    @staticmethod
+    def values(cfg: Config) -> dict:
+        p = cfg.plant
+        m, a = np.asarray(p.mass, float), np.asarray(p.com, float)
+        return {"plant.mass": m, "plant.com": m * a,
+                "plant.inertia": np.asarray(p.inertia, float) + m * a * a,
+                "plant.damping": np.asarray(p.damping, float)}
+
+    def column_names(self, name: str) -> list[str]:
+        return [f"{name}[{j + 1}]" for j in range(self.n)]
+
+    @staticmethod
+    def unit(label: str) -> str | None:
+        return None      # identify.fit's UNITS names them
+
+    def write(self, plant: dict, values: dict, cfg: Config) -> None:
+        """The fitted (m, h, I) as plant.mass, com = h/m and inertia J_C = I - h^2/m (those
+        not fitted CONFIG's), the damping (at least 0). ConfigError when they are not
+        physical (J_C or a mass not positive, a negative com)."""
+        if any(name in values for name in RIGID_KEYS):
+            full = {**self.values(cfg), **values}
+            m, h, inertia = full["plant.mass"], full["plant.com"], full["plant.inertia"]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                com, jc = h / m, inertia - h * h / m
+            for what, value, bad in (("plant.mass", m, m <= 0), ("plant.com", com, com < 0),
+                                     ("plant.inertia", jc, ~(jc > 0))):
+                if bad.any():
+                    j = int(np.argmax(bad))
+                    raise ConfigError(f"the fit is not physical: {what}[{j + 1}] would be "
+                                      f"{value[j]:.4g} (fit other parameters, or excite the "
+                                      "arm more)")
+            plant.update(mass=m.tolist(), com=com.tolist(), inertia=jc.tolist())
+        if "plant.damping" in values:
+            plant["damping"] = np.maximum(values["plant.damping"], 0.0).tolist()
+
+
+def preference(arm) -> tuple:
+    """The linear names of ``arm`` in the order columns that act alike are kept as base
+    parameters: its own, then the drives' and joints' (COMMON)."""
+    return tuple(arm.names) + tuple(COMMON)
+
+
+def width(arm, name: str) -> int:
+    """Columns of ``name``: the arm's own width, n for the COMMON names."""
+    return arm.width(name) if name in arm.names else arm.n
+
+
+def standard_values(arm, cfg: Config) -> dict:
+    """The standard parameter values of CONFIG, one array per name of ``preference(arm)``
+    (kg, kg m, kg m^2, N m s/rad, N m): the arm's own, the motors' and the joints'
+    friction ([friction], unset keys from the plant's friction_defaults or 0)."""
+    values = dict(arm.values(cfg))
+    n = arm.n
+    motor = cfg.plant.motor if cfg.plant.drive != "torque" else None
+    for key in MOTOR_KEYS:
+        values[key] = np.zeros(n) if motor is None else \
+            np.broadcast_to(np.asarray(getattr(motor, key.split(".")[1]), float), (n,)).copy()
+    model = plant_model(cfg.plant.model)
+    defaults = model.friction_defaults(cfg) if model.friction_defaults is not None \
+        else (np.zeros(n), np.zeros(n))
+    for key, default in zip(FRICTION_KEYS, defaults):
+        value = getattr(cfg.friction, key.split(".")[1])
+        values[key] = np.asarray(default, float).copy() if value is None else \
+            np.broadcast_to(np.asarray(value, float), (n,)).copy()
     return values
+
+
+def _diagonal(signal: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """One column per joint j holding scale_j signal[:, j] in joint j's rows."""
+    n, N = signal.shape[1], len(signal)
+    block = np.zeros((n * N, n))
+    for j in range(n):
+        block[j * N:(j + 1) * N, j] = scale[j] * signal[:, j]
+    return block
 
 
 def _mu_gc_map(arm: Arm) -> np.ndarray:
@@ -122,34 +216,30 @@ def _mu_gc_columns(arm: Arm, q, qd, qdd) -> np.ndarray:
     return relative.transpose(2, 1, 0).reshape(n * N, -1)
 
 
-def columns(arm: Arm, names: list[str], q, qd, qdd, sign=None) -> np.ndarray:
-    """The regressor (n*N rows, joint by joint; one column per name and joint, name-major)
-    of the LINEAR ``names`` at the samples q, qd, qdd (N x n each); ``sign`` (N x n): the
+def columns(arm, names: list[str], q, qd, qdd, sign=None) -> np.ndarray:
+    """The regressor (n*N rows, joint by joint; the columns of each name in turn) of the
+    linear ``names`` at the samples q, qd, qdd (N x n each); ``sign`` (N x n): the
     Coulomb column's signal, by default sign(qd)."""
-    n, N = arm.n, len(q)
+    own = arm.columns([name for name in names if name in arm.names], q, qd, qdd)
     out = []
-    rigid = None
     for name in names:
-        if name in RIGID_KEYS:
-            if rigid is None:
-                rigid = _mu_gc_columns(arm, q, qd, qdd) @ _mu_gc_map(arm)
-            at = {"plant.mass": 0, "plant.com": 1, "plant.inertia": 2}[name] * n
-            out.append(rigid[:, at:at + n])
+        if name in own:
+            out.append(own[name])
             continue
-        r2 = np.ones(n) if arm.ratio is None or name not in MOTOR_KEYS else arm.ratio ** 2
-        signal = {"plant.damping": qd, "motor.rotor_inertia": qdd,
-                  "motor.viscous_friction": qd, "friction.viscous": qd,
+        r2 = np.ones(arm.n) if arm.ratio is None or name not in MOTOR_KEYS else arm.ratio ** 2
+        signal = {"motor.rotor_inertia": qdd, "motor.viscous_friction": qd,
+                  "friction.viscous": qd,
                   "friction.coulomb": np.sign(qd) if sign is None else sign}[name]
-        block = np.zeros((n * N, n))
-        for j in range(n):
-            block[j * N:(j + 1) * N, j] = r2[j] * signal[:, j]
-        out.append(block)
-    return np.concatenate(out, axis=1) if out else np.zeros((n * N, 0))
+        out.append(_diagonal(signal, r2))
+    return np.concatenate(out, axis=1) if out else np.zeros((arm.n * len(q), 0))
 
 
-def column_names(names: list[str], n: int) -> list[str]:
-    """``name[j]`` (1-based joints) for every column of ``columns(arm, names, ...)``."""
-    return [f"{name}[{j + 1}]" for name in names for j in range(n)]
+def column_names(arm, names: list[str]) -> list[str]:
+    """A label for every column of ``columns(arm, names, ...)``: ``name[j]`` (1-based
+    joints), or the arm's own labels."""
+    return [label for name in names for label in (
+        arm.column_names(name) if name in arm.names
+        else [f"{name}[{j + 1}]" for j in range(arm.n)])]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from hilrig.identify.data import LINK_DELAY, read
-from hilrig.identify.fit import check_same_plant
+from hilrig.identify.fit import check_same_plant, regressor_of
 from hilrig.schema import Config
 
 
@@ -43,7 +43,7 @@ def predict(log_path: str, plants: dict[str, Config]) -> tuple[object, list[Pred
     log = read(log_path)
     out = []
     for label, cfg in plants.items():
-        check_same_plant([log], cfg)
+        check_same_plant([log], cfg, regressor_of(cfg))
         nq = len(cfg.plant.q0)
         q0 = tuple(float(v) for v in log.q[0]) + tuple(cfg.plant.q0[log.q.shape[1]:])
         plant_cfg = cfg.replace(plant=dataclasses.replace(cfg.plant, q0=q0, qd0=(0.0,) * nq))

@@ -92,7 +92,12 @@ class PlantModel:
     - provides: what controllers and tools may rely on (``"beam_feedforward"``: paper
       002's flexible inverse model; ``"planar_arm_regressor"``: a planar serial arm whose
       ``plant.length``, ``mass``, ``com``, ``inertia``, ``damping`` and ``gravity`` keys
-      are paper 000's, linear in (m, h, I) per link: ``hil identify`` fits it).
+      are paper 000's, linear in (m, h, I) per link: ``hil identify`` fits it with
+      identify.regressor.Arm).
+    - regressor(cfg): its rigid-body regressor for ``hil identify`` and ``hil excite`` (the
+      protocol of identify.regressor.Arm: the joint torques linear in named parameters,
+      their CONFIG values and how the fitted ones are written back;
+      plant.urdf.regressor.UrdfRegressor), or None.
     - model_block(cfg): its rigid-body model for controllers (plant.model_kernels: the
       computed-torque feed-forward, a user's law with ``controller.with_model``), or None.
     - analyses: ``hil analyze`` commands of its own, name -> function(cfg) -> dict.
@@ -132,6 +137,7 @@ class PlantModel:
     offline: Callable[[Config], Any] | None = None
     stiff_step: bool = True
     provides: frozenset = frozenset()
+    regressor: Callable[[Config], Any] | None = None
     analyses: dict = field(default_factory=dict)
     dissipation: tuple | None = None
     model_block: Callable[[Config], np.ndarray] | None = None

@@ -13,6 +13,7 @@ from hilrig.plant.interface import PlantModel, compile_mechanism
 from hilrig.plant.model import Plant
 from hilrig.plant.model_kernels import KIND_URDF
 from hilrig.plant.urdf import dynamics, frames, parse
+from hilrig.plant.urdf.regressor import UrdfRegressor
 from hilrig.schema import Config, Key
 
 KEYS = {
@@ -105,4 +106,4 @@ def limits(cfg: Config) -> tuple:
 
 URDF = PlantModel("urdf", KEYS, sizes, build, jams=True, dissipation=(), friction=True,
                   friction_defaults=friction_defaults, limits=limits, model_block=model_block,
-                  frames=lambda cfg: frames.skeleton(chain(cfg.plant)))
+                  frames=lambda cfg: frames.skeleton(chain(cfg.plant)), regressor=UrdfRegressor)
