@@ -92,7 +92,7 @@ def _closed_log(folder: Path, reason: str, stuck: int = STUCK_TICK):
     ``reason``."""
     arrays, events, _, summary = read_complete(folder / "ctl.mcap")
     assert arrays["tick"][0] == 0 and arrays["tick"][-1] == stuck - 1
-    assert summary["reason"] == reason and summary["status"] == "error"
+    assert summary["reason"] == reason
     assert events[-1]["kind"] == "stop" and events[-1]["reason"] == reason
     return arrays
 
@@ -202,11 +202,14 @@ def test_hil_run_ends_a_law_that_never_returns_in_one_line(tmp_path):
     folder = user_folder(tmp_path)
     done = subprocess.run(hil("run", "run.toml", "--log", "ctl.mcap", "--no-plot"), cwd=folder,
                           capture_output=True, text=True, timeout=900)
-    reason = ("controller law did not return within 250 ms at tick 100 (in its rehearsal, "
-              "loop.rehearse); run stopped")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert [line for line in stderr_lines(done.stderr) if "SCHED_FIFO" not in line] == \
-        [f"hil: {reason}"]
+    lines = [line for line in stderr_lines(done.stderr) if "SCHED_FIFO" not in line]
+    # in the rehearsal before the deadline (loop.rehearse), unless the tick was too late
+    # for one
+    assert len(lines) == 1 and re.fullmatch(
+        r"hil: controller law did not return within 250 ms at tick 100"
+        r"( \(in its rehearsal, loop\.rehearse\))?; run stopped", lines[0]), done.stderr
+    reason = lines[0][len("hil: "):]
     assert f"ended: {reason}" in done.stdout
     _closed_log(folder, reason)
     # without the rehearsal: inside the tick's own call of the law
@@ -225,9 +228,11 @@ def test_ctrl_c_reaches_a_hil_run_stuck_in_its_law(tmp_path):
     run = subprocess.Popen(hil("run", "run.toml", "--log", "ctl.mcap", "--no-plot"),
                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    wait_for(lambda: _last_tick(folder / "ctl.mcap") == STUCK_TICK - 1
+    # the row of tick 98 logged: the loop has counted tick 99 done (`hil run` releases a
+    # tick's row to the writer once the next tick is done: its events may come after it)
+    wait_for(lambda: _last_tick(folder / "ctl.mcap") == STUCK_TICK - 2
              or run.poll() is not None,
-             900, "the run's rows")
+             300, "the run's rows")
     assert run.poll() is None, run.communicate()
     run.send_signal(signal.SIGINT)
     out, err = _ended(run)
@@ -235,5 +240,6 @@ def test_ctrl_c_reaches_a_hil_run_stuck_in_its_law(tmp_path):
     lines = [line for line in stderr_lines(err) if "SCHED_FIFO" not in line]
     assert len(lines) == 1 and lines[0].startswith(
         "hil: interrupted (Ctrl-C or SIGTERM), but the controller law had not returned for "), err
-    assert lines[0].endswith(" ms at tick 100 (in its rehearsal, loop.rehearse); run stopped")
+    assert re.fullmatch(r".* ms at tick 100( \(in its rehearsal, loop\.rehearse\))?; run stopped",
+                        lines[0]), lines[0]
     _closed_log(folder, lines[0][len("hil: "):])
