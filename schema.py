@@ -272,6 +272,11 @@ class SafetyTable(Table):
         None, length="nact", scalar_ok=True, positive=True, infinite_ok=True,
         doc="a measured joint rate beyond +-this stops the run safely, rad/s (m/s); unset: "
             "the URDF's <limit velocity>, else none; inf: none")
+    tick_timeout: Optional[float] = key(
+        None, positive=True,
+        doc="a controller law that has not returned this long after its tick began stops the "
+            "run from outside the loop's thread: the drives safe-stopped, the log closed, exit "
+            "1 (rt.law_watchdog), s; unset: max(0.25 s, 100 ticks)")
     stop_time: float = key(0.5, positive=True,
                            doc="`hil estop --category 1|2` (IEC 60204-1 controlled stops): "
                                "the drives bring the joints to rest within this, s")

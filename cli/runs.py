@@ -196,24 +196,36 @@ def _run(args) -> int:
     if set_endpoint:
         print(f"run {run_id}: `hil set --run {run_id} KEY=VALUE` tunes it ({set_endpoint}); "
               f"`hil fault jam --run {run_id} --joint K` jams a joint", flush=True)
-    try:
-        session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors,
-                          hooks=hooks)
-        result = session.run()
-    finally:
+
+    def finish() -> None:
         for hook in hooks:
             getattr(hook, "close", lambda: None)()
         if record is not None:
             runs.unregister(record)
-    print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
-          f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
-    for event in result.events:
-        if event["kind"] in ("jam", "clear"):
-            print(f"  {event['kind']} joint {event['joint']} at tick {event['tick']} "
-                  f"(t = {event['t']:.4f} s)")
-    print(format_summary(result.summary))
+
+    def report(result) -> None:
+        print(f"{cfg.plant.model}: {result.ticks} ticks at {1.0 / cfg.sim.dt:g} Hz "
+              f"({'fast' if args.fast else 'real time'}), ended: {result.reason}")
+        for event in result.events:
+            if event["kind"] in ("jam", "clear"):
+                print(f"  {event['kind']} joint {event['joint']} at tick {event['tick']} "
+                      f"(t = {event['t']:.4f} s)")
+        print(format_summary(result.summary))
+        failure = result.summary.get("log_failure")
+        print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
+
+    def abandoned(result) -> None:     # the law watchdog's end (rt.law_watchdog): no plot
+        finish()
+        report(result)
+
+    try:
+        session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors,
+                          hooks=hooks, on_abandon=abandoned)
+        result = session.run()
+    finally:
+        finish()
+    report(result)
     failure = result.summary.get("log_failure")
-    print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
     if not args.no_plot and result.ticks and not failure:
         plot_log(result.log, args.plot)
     return run_exit_code(result.status)
@@ -325,8 +337,21 @@ def _control(args) -> int:
     estop = runs.default_estop_endpoint(run_id) if args.estop_endpoint is None \
         else args.estop_endpoint or None
     set_endpoint = _set_endpoint(args, run_id)
+    record = None
+
+    def report(result) -> None:
+        print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
+        print(format_summary(result.summary))
+        failure = result.summary.get("log_failure")
+        print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
+
+    def abandoned(result) -> None:     # the law watchdog's end (rt.law_watchdog)
+        if record is not None:
+            runs.unregister(record)
+        report(result)
+
     loop = LinkLoop(cfg, link, log_path, estop, log_errors=args.log_errors,
-                    hooks=_live_hooks(args, set_endpoint))
+                    hooks=_live_hooks(args, set_endpoint), on_abandon=abandoned)
     record = runs.register(run_id, estop or "", args.config, set_endpoint) \
         if estop or set_endpoint else None
     if estop:
@@ -340,10 +365,8 @@ def _control(args) -> int:
         logging.getLogger().removeHandler(said)
         if record is not None:
             runs.unregister(record)
-    print(f"controller over {cfg.link.type}: {result.ticks} ticks, ended: {result.reason}")
-    print(format_summary(result.summary))
+    report(result)
     failure = result.summary.get("log_failure")
-    print(f"wrote {result.log}" + (" (incomplete: writing it failed)" if failure else ""))
     if result.status == "error" and result.reason != failure and \
             result.reason not in said.messages:
         print(f"hil: {result.reason}", file=sys.stderr)

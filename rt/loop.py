@@ -50,6 +50,7 @@ from hilrig.drivers import endpoint as endpoints
 from hilrig.drivers.link import Link, LinkError, LinkTimeout, Measurement
 from hilrig.drivers.wire import ERROR_VALUE, MessageType, WireError, decode, encode
 from hilrig.rt import realtime as rtk
+from hilrig.rt.law_watchdog import WARM_UP, LawWatchdog, end_process, tick_timeout
 from hilrig.rt.live_mailbox import apply_pending, new_mailbox
 from hilrig.rt.session import SessionResult, close_log
 from hilrig.rt.tick import limit_tick
@@ -106,8 +107,11 @@ class LinkLoop:
 
     def __init__(self, cfg: Config, link: Link, log_path: str | Path,
                  estop_endpoint: str | None = None, log_errors: str = "stop",
-                 hooks=()):
+                 hooks=(), on_abandon=None):
         self.cfg = cfg
+        # what a run the law watchdog ended reports before the process ends (hil control's
+        # lines): on_abandon(SessionResult)
+        self.on_abandon = on_abandon
         self.hooks = list(hooks)   # start(loop) after the warm-up, stop() at the end
         self.live_box = None       # the live-parameter mailbox (live.params), once built
         self.link = link
@@ -155,15 +159,30 @@ class LinkLoop:
         self.stopping: int | None = None     # the category of a controlled stop under way
         self.stop_at: int | None = None      # category 1: the tick the power is removed
         self.stop_reason = ""
+        self.scheduling: dict = {}
+        # the watchdog of the law's calls (rt.law_watchdog), from the warm-up on
+        self.watchdog = LawWatchdog(tick_timeout(cfg), self.h, cfg.loop.fifo_priority,
+                                    self._abandon, self._receive_estop if self.estop else None)
 
     def _check_estop(self, tick: int) -> None:
         """Act on a valid ESTOP frame if one is waiting (others are ignored): category 0
         (or none given) raises EStopRequested; 1 and 2 start the link's controlled stop
         (``_controlled_stop``)."""
+        category = self._receive_estop(tick)
+        if category == 0:
+            raise EStopRequested()
+        if category is not None:
+            self._controlled_stop(category, tick)
+
+    def _receive_estop(self, tick: int) -> int | None:
+        """The category of a valid ESTOP frame waiting on the e-stop endpoint, answered with
+        ESTOP_ACK at ``tick`` and logged as an event; None when none is waiting (a bad frame
+        is said and dropped). Called by the loop thread, or by the law watchdog while the
+        loop thread is inside the law (never both: the watchdog's gate)."""
         try:
             peer, frame = self.estop.recv_multipart(flags=zmq.NOBLOCK)
         except (zmq.Again, ValueError):
-            return
+            return None
         try:
             _, _, _, values = decode(frame, {MessageType.ESTOP: None})
             category = int(values[0]) if len(values) else 0
@@ -172,13 +191,11 @@ class LinkLoop:
                                              "or 2] (the stop category)")
         except WireError as exc:
             log.warning("e-stop endpoint: ignored a bad frame: %s", exc)
-            return
+            return None
         self.estop.send_multipart([peer, encode(MessageType.ESTOP_ACK, tick, tick * self.h,
                                                 [tick])])
         self.telemetry.event("estop", t=tick * self.h, tick=tick, category=category)
-        if category == 0:
-            raise EStopRequested()
-        self._controlled_stop(category, tick)
+        return category
 
     def _controlled_stop(self, category: int, tick: int) -> None:
         """Category 1 or 2: the link's drives bring the joints to rest within
@@ -203,14 +220,44 @@ class LinkLoop:
         log.warning("%s, within safety.stop_time = %g s, from tick %d", self.stop_reason,
                     stop_time, tick)
 
-    def _control(self, t: float) -> bool:
-        """The law on this tick's measurement, then the limits; False on a non-finite command."""
-        c, m = self.controller, self.meas
-        if c.compiled:
-            return rtk.control_tick(c.law, c.params, c.state, self.limits, self.h, t, m.pos,
-                                    m.vel, m.current, self.u, self.held)
-        c.law(t, m.pos, m.vel, m.current, c.params, c.state, self.u)
-        return limit_tick(self.limits, self.h, self.u, self.held)
+    def _control(self, t: float, k: int) -> bool:
+        """The law on tick k's measurement, then the limits; False on a non-finite command.
+        The call is marked for the law watchdog (``enter``, ``leave``)."""
+        c, m, watchdog = self.controller, self.meas, self.watchdog
+        watchdog.enter(k)
+        try:
+            if c.compiled:
+                return rtk.control_tick(c.law, c.params, c.state, self.limits, self.h, t,
+                                        m.pos, m.vel, m.current, self.u, self.held)
+            c.law(t, m.pos, m.vel, m.current, c.params, c.state, self.u)
+            return limit_tick(self.limits, self.h, self.u, self.held)
+        finally:
+            watchdog.leave()
+
+    def _abandon(self, cause: str, tick: int) -> None:
+        """The law watchdog's end of the run (rt.law_watchdog), in its thread while the loop
+        thread is stuck inside the law at ``tick``: the link safe-stopped and closed (its
+        last frames leave), the one line, the e-stop endpoint closed, the log closed with
+        every row so far and the summary, ``on_abandon``; then the process ends, exit 1."""
+        reason = f"{cause}; drives stopped"
+        self.link.safe_stop()
+        self.link.close()
+        log.error("%s", reason)
+        if self.estop is not None:
+            endpoints.close(self.estop, self.estop_endpoint)
+            self.estop_context.term()
+        ran = max(tick, 0)
+        tel = self.telemetry
+        tel.event("stop", t=ran * self.h, tick=ran, reason=reason)
+        for hook in self.hooks:
+            hook.stop()
+        summary = summarize(self.timings[:ran], self.pacer.overruns, self.scheduling)
+        summary.update(reason=reason, status="error", rate_hz=1.0 / self.h,
+                       policy=self.cfg.loop.overrun, **self.lifecycle_summary())
+        close_log(tel, summary)
+        if self.on_abandon is not None:
+            self.on_abandon(SessionResult(ran, reason, summary, tel.path, "error"))
+        end_process(1)
 
     def warm_up(self) -> None:
         """Compile or load, and call once, every kernel the tick calls from Python (the link
@@ -221,9 +268,13 @@ class LinkLoop:
         """
         c = self.controller
         if c.compiled:
-            rtk.control_tick(c.law, c.params, c.state.copy(), self.limits, self.h, 0.0,
-                             self.meas.pos, self.meas.vel, self.meas.current, self.u,
-                             self.held.copy())
+            self.watchdog.enter(WARM_UP)     # no time bound (it compiles); a stop request holds
+            try:
+                rtk.control_tick(c.law, c.params, c.state.copy(), self.limits, self.h, 0.0,
+                                 self.meas.pos, self.meas.vel, self.meas.current, self.u,
+                                 self.held.copy())
+            finally:
+                self.watchdog.leave()
         limit_tick(self.limits, self.h, self.u, self.held.copy())
         outside_measured(self.limits, self.meas.pos, self.meas.vel)
         apply_pending(self.live_box.copy(), c.params.copy(), self.limits.copy(), 0, 0.0)
@@ -254,7 +305,7 @@ class LinkLoop:
         reason, status, stale, k = "done", "ok", 0, 0
         measured = False     # no fresh measurement yet: the controller is not run on NaN
         first_timeout = int(self.cfg.link.first_measurement_timeout * 1e9)
-        scheduling, pacer = {}, self.pacer
+        pacer = self.pacer
         if loop.fifo_priority > 0:
             fifo_refusal(loop.fifo_priority)     # a refusal is said now, before the bring-up
         try:
@@ -266,12 +317,13 @@ class LinkLoop:
             paced = not getattr(self.link, "lockstep", False)
             self.live_box = new_mailbox(self.controller.params, self.limits)
             detecting = self.controller.detection.shape[0] > 0   # the law reports faults
+            self.watchdog.start()
             self.warm_up()
             self.warmed_at_ns = time.monotonic_ns()
             for hook in self.hooks:
                 hook.start(self)
             tel.event("start", t=0.0, link=type(self.link).__name__, paced=paced)
-            scheduling = apply_thread(loop.cpu, loop.fifo_priority)
+            self.scheduling = apply_thread(loop.cpu, loop.fifo_priority)
             with FrozenGC(loop.gc_freeze):
                 self.link.activate()
                 start = pacer.start()     # tick 0 right after the enable
@@ -299,7 +351,7 @@ class LinkLoop:
                         break
                     if self.stopping is not None:      # the drives command themselves
                         self.held[:] = 0.0
-                    elif measured and not self._control(t):   # before any: hold zero
+                    elif measured and not self._control(t, k):   # before any: hold zero
                         m = self.meas
                         reason = bad_command_reason(self.controller.name, t, m.pos, m.vel,
                                                     m.current, self.u)
@@ -352,6 +404,7 @@ class LinkLoop:
             reason, status = str(exc), "error"
             log.error("%s", exc)
         finally:
+            self.watchdog.stop()
             restore_thread()
             self.link.safe_stop()
             self.link.close()
@@ -371,7 +424,7 @@ class LinkLoop:
                     reason = lost
                     status = "interrupted" if status == "interrupted" else "error"
             ran = self.timings[:min(k, self.n_ticks)]
-            summary = summarize(ran, self.pacer.overruns, scheduling)
+            summary = summarize(ran, self.pacer.overruns, self.scheduling)
             summary.update(reason=reason, status=status, rate_hz=1.0 / self.h,
                            policy=loop.overrun, **self.lifecycle_summary())
             if self.log_failure is not None:

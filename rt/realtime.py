@@ -260,11 +260,14 @@ class Worker(NamedTuple):
 class Rehearsal(NamedTuple):
     """The rehearsal (``_rehearse``): ``ns`` before each paced deadline (0: none), and the
     copies it steps: the plant's jams and state (its params and scratch shared), the
-    law's state, the command, the held command and the measurement buffer."""
+    law's state, the command, the held command and the measurement buffer; ``marks``, its
+    timing row (rt.tick.tick: [1] set and [2] NaN while the rehearsal is inside the law,
+    which the law watchdog reads)."""
     ns: int
     plant: PlantArrays
     ctrl: LawArrays
     io: TickIO
+    marks: np.ndarray
 
 
 def rehearsal(ns: int, plant: PlantArrays, ctrl: LawArrays, io: TickIO) -> Rehearsal:
@@ -272,11 +275,11 @@ def rehearsal(ns: int, plant: PlantArrays, ctrl: LawArrays, io: TickIO) -> Rehea
     here, before the loop (run_loop allocates nothing)."""
     return Rehearsal(ns, plant._replace(jams=plant.jams.copy(), x=plant.x.copy()),
                      ctrl._replace(state=ctrl.state.copy(), detection=ctrl.detection.copy()),
-                     TickIO(io.meas.copy(), io.u.copy(), io.held.copy()))
+                     TickIO(io.meas.copy(), io.u.copy(), io.held.copy()), np.full(5, np.nan))
 
 
 @kernel
-def _rehearse(law, plant, ctrl, io, stepping, faults, t, k, scratch, mech):
+def _rehearse(law, plant, ctrl, io, stepping, faults, t, k, scratch, mech, ts):
     """The tick (rt.tick.tick) on scratch copies, run in the spin shortly before a deadline.
 
     After the sleep, the vCPU's caches, TLB and branch predictors hold other work: the
@@ -287,6 +290,8 @@ def _rehearse(law, plant, ctrl, io, stepping, faults, t, k, scratch, mech):
     (element loops: kernels run without numba's runtime); the plant's ``work`` and
     ``stages`` are scratch that every tick overwrites (but for the Rosenbrock step's lagged
     Jacobian in ``work``, of which the rehearsal refreshes a column at the run's state).
+    Its timing row goes to ``scratch.marks`` (``ts``: the loop's clock), where the law
+    watchdog sees a law that does not return in the rehearsal (rt.law_watchdog).
     """
     copy = scratch.plant
     for r in range(plant.jams.shape[0]):
@@ -300,8 +305,10 @@ def _rehearse(law, plant, ctrl, io, stepping, faults, t, k, scratch, mech):
         scratch.ctrl.state[i] = ctrl.state[i]
     for i in range(ctrl.detection.shape[0]):
         scratch.ctrl.detection[i] = ctrl.detection[i]
+    for i in range(scratch.marks.shape[0]):
+        scratch.marks[i] = np.nan
     tick(law, copy, scratch.ctrl, scratch.io, stepping, faults, t, k, False, None, None, None,
-         None, None, 0, mech)
+         scratch.marks, ts, now_ns(ts), mech)
 
 
 @kernel
@@ -357,7 +364,7 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
         if rehearse_ns > 0:
             woke = wait_until_ns(ts, deadline - rehearse_ns, pace.spin_ns - rehearse_ns)
             if woke < deadline - rehearse_ns // 2:      # not when already late
-                _rehearse(law, plant, ctrl, io, stepping, schedule, k * h, k, scratch, mech)
+                _rehearse(law, plant, ctrl, io, stepping, schedule, k * h, k, scratch, mech, ts)
         wake = wait_until_ns(ts, deadline, pace.spin_ns) if paced else now_ns(ts)
         t = k * h
         # before the tick: a finished correction, faults due now, live changes

@@ -9,12 +9,17 @@ mailboxes from the `hil set` endpoint's thread (live.tuning: ``request_fault``).
 telemetry writer and the live view at normal priority (timing.sched). Whatever ends the
 run — its duration, Ctrl-C, an invalid plant state, too many overruns, rows the
 telemetry lost (``telemetry.on_overrun``) — the log is closed complete, with the
-timing summary. A run of sim.duration T logs the ticks at t = 0, h, ..., T.
+timing summary. A run of sim.duration T logs the ticks at t = 0, h, ..., T. A loop that
+stands still (a law that never returns: rt.law_watchdog.TickStall) ends the run from the
+main thread after ``safety.tick_timeout``, or one timeout after Ctrl-C: one line naming
+where it stopped, the log closed with every row so far, exit 1 (``os._exit``: the stuck
+thread cannot be joined).
 """
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +38,7 @@ from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_event, live_row
 from hilrig.plant.model import METHODS
 from hilrig.plant.stepping import correct
 from hilrig.rt import realtime as rtk
+from hilrig.rt.law_watchdog import TickStall, demote, end_process, tick_timeout
 from hilrig.rt.live_mailbox import new_mailbox
 from hilrig.rt.tick import LawArrays, RingArrays, Stepping, TickIO, plant_arrays
 from hilrig.schema import Config
@@ -44,7 +50,7 @@ from hilrig.telemetry.recorder import (
     ring_capacity,
     run_groups,
 )
-from hilrig.telemetry.rows import row_columns
+from hilrig.telemetry.rows import ring_full, row_columns
 from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.clock import spin_window_ns, timespec
 from hilrig.timing.pacing import POLICIES, Pacing
@@ -97,6 +103,16 @@ def in_background(work: Callable[[], Any]) -> tuple[bool, Any]:
     return False, result[0]
 
 
+def _inside(row) -> str | None:
+    """What a tick's timing row (rt.tick.tick: each entry set as soon as known) shows it
+    inside: "law" ([1] set, [2] not), "plant" ([2] set, [3] not), else None."""
+    if not math.isnan(row[1]) and math.isnan(row[2]):
+        return "law"
+    if not math.isnan(row[2]) and math.isnan(row[3]):
+        return "plant"
+    return None
+
+
 class _WarmUpInterrupted(Exception):
     """Ctrl-C before the first tick: the run ends with no tick and a finished log."""
 
@@ -130,8 +146,13 @@ class Session:
     """
 
     def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False,
-                 log_errors: str = "stop", hooks=()):
+                 log_errors: str = "stop", hooks=(), on_abandon=None):
         self.cfg = cfg
+        # what a run the law watchdog ended reports before the process ends (hil run's
+        # lines): on_abandon(SessionResult)
+        self.on_abandon = on_abandon
+        self.loop_thread: int | None = None     # the loop thread's native id, once started
+        self.rehearsal_marks = None             # the running loop's rehearsal timing row
         self.hooks = list(hooks)   # start(session) after the warm-up, stop() at the end
         self.fast = fast
         self.log_errors = log_errors
@@ -206,6 +227,7 @@ class Session:
                       POLICIES[loop.overrun], loop.max_overruns, ts)
         scratch = rtk.rehearsal(int(loop.rehearse * 1e9) if self.rehearse else 0, arrays, ctrl,
                                 io)
+        self.rehearsal_marks = scratch.marks     # (the warm-up's, then the run's)
         return rtk.run_loop(
             c.law, arrays, ctrl, io,
             Stepping(self.h, self.method, 0 if self.use_worker else self.correction),
@@ -247,6 +269,7 @@ class Session:
 
     def _thread(self) -> None:
         loop = self.cfg.loop
+        self.loop_thread = threading.get_native_id()
         self.scheduling = apply_thread(loop.cpu, 0 if self.fast else loop.fifo_priority)
         try:
             self._call(self.plant, self.controller.state, self.controller.detection,
@@ -336,10 +359,54 @@ class Session:
         else:
             log.warning("%s: the run goes on unlogged (--log-errors continue)", failure)
 
+    def _check_stall(self, stall: TickStall, interrupted: bool) -> None:
+        """The law watchdog of this loop (rt.law_watchdog.TickStall): a loop that stands
+        still ends the run and the process (``_abandon``). A --fast loop waiting for room
+        in a full ring is not standing still."""
+        waiting = self.fast and ring_full(self.telemetry.ring, self.telemetry.head)
+        standing = stall.check(int(self.mail[rtk.M_TICK]), waiting)
+        if standing is not None:
+            self._abandon(standing, stall.timeout_ns, interrupted)
+
+    def _abandon(self, standing_ns: int, timeout_ns: int, interrupted: bool) -> None:
+        """End a run whose loop stood still ``standing_ns`` at tick k (the main thread, the
+        loop thread stuck): the loop thread put back to normal scheduling, one line naming
+        the part that did not return (the law, the plant step, in the tick or its
+        rehearsal, from their timing rows: rt.tick.tick), the log closed with every row so
+        far and the summary, ``on_abandon``; then the process ends, exit 1."""
+        demote(self.loop_thread)
+        k = int(self.mail[rtk.M_TICK])
+        row = self.timings[k] if k < len(self.timings) else np.full(5, np.nan)
+        part, where = _inside(row), ""
+        if part is None and self.rehearsal_marks is not None:
+            part, where = _inside(self.rehearsal_marks), " (in its rehearsal, loop.rehearse)"
+        what = "controller law" if part == "law" else "plant step" if part == "plant" \
+            else "tick (the law or the plant step)"
+        if interrupted:
+            cause = f"interrupted (Ctrl-C or SIGTERM), but the {what} had not returned for " \
+                    f"{standing_ns / 1e6:.0f} ms at tick {k}{where}"
+        else:
+            cause = f"{what} did not return within {timeout_ns / 1e6:g} ms at tick {k}{where}"
+        reason = f"{cause}; run stopped"
+        log.error("%s", reason)
+        self.forward_events()
+        self.telemetry.event("stop", t=k * self.h, tick=k, reason=reason)
+        for hook in self.hooks:
+            hook.stop()
+        summary = summarize(self.timings[:k], int(self.mail[rtk.M_OVERRUNS]), self.scheduling)
+        summary.update(reason=reason, rate_hz=1.0 / self.h, fast=self.fast,
+                       policy=self.cfg.loop.overrun)
+        self.telemetry.released[0] = k
+        close_log(self.telemetry, summary)
+        if self.on_abandon is not None:
+            self.on_abandon(SessionResult(k, reason, summary, self.telemetry.path, "error"))
+        end_process(1)
+
     def run(self, on_tick=None) -> SessionResult:
         """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every ``poll`` s
         (POLL_SECONDS; --fast: FAST_POLL_SECONDS)."""
         events, interrupted = [], False
+        stall = TickStall(tick_timeout(self.cfg), self.h)
         thread = threading.Thread(target=self._thread, name="hil-rt", daemon=True)
         worker = threading.Thread(target=self._worker_thread, name="hil-correction",
                                   daemon=True)
@@ -360,11 +427,13 @@ class Session:
                         self.finished.wait(self.poll)
                         events += self.forward_events()
                         self._check_log()
+                        self._check_stall(stall, interrupted)
                         if on_tick is not None:
                             on_tick(self)
                     except KeyboardInterrupt:
                         interrupted = True
                         self.mail[rtk.M_STOP] = 1.0
+                        stall.stop_requested()
                         self.telemetry.event("interrupt", t=self.mail[rtk.M_TICK] * self.h)
         except _WarmUpInterrupted:
             pass

@@ -205,7 +205,9 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     ``last``, the plant advances over h under the held command (plant.stepping.advance).
 
     ``timing`` (a row of 5, or None): [1..4] get the read, control, write and whole-tick
-    times, s, from ``wake`` (ns of ``ts``, timing.clock). ``law``: a compiled law or None
+    times, s, from ``wake`` (ns of ``ts``, timing.clock), each as soon as it is known: a
+    row whose [1] is set and [2] not (NaN before) is a tick inside its law
+    (rt.law_watchdog.TickStall). ``law``: a compiled law or None
     (the built-in); ``mech``: what the plant code is compiled for (plant.family).
     ``ring``, ``rec``, ``imperfect`` and ``timing`` may be None. Returns T_OK,
     T_BAD_COMMAND (a non-finite command: nothing recorded, nothing stepped),
@@ -239,6 +241,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
         sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
+        timing[1] = (t_read - wake) * 1e-9    # set now: a supervisor sees the law began
     # control and safety limits
     u = io.u
     delay = 0 if imperfect is None else imperfect.pending.shape[0]
@@ -256,6 +259,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     note_detection(ctrl.detection, ctrl.state, k, t)     # one comparison when not watched
     if timing is not None:
         t_control = now_ns(ts)
+        timing[2] = (t_control - t_read) * 1e-9    # and that it returned
     # record: the state before the step, the command over it
     if ring is not None:
         _currents(p, x, held, cur, plant.jams, faulty)
@@ -270,8 +274,6 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
                      stepping.correction, plant.work, plant.stages, mech)
     if timing is not None:
         t_write = now_ns(ts)
-        timing[1] = (t_read - wake) * 1e-9
-        timing[2] = (t_control - t_read) * 1e-9
         timing[3] = (t_write - t_control) * 1e-9
         timing[4] = (t_write - wake) * 1e-9
     return T_OK if ok else T_INVALID_STATE

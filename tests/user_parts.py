@@ -138,3 +138,13 @@ def nan_after_a_tenth(t, pos, vel, cur, params, state, u):
         u[j] = -params[0] * pos[j] - params[1] * vel[j]
     if t >= 0.1:
         u[0] = np.nan
+
+
+@njit
+def stuck_after_a_tenth(t, pos, vel, cur, params, state, u):
+    """A PD to params[2] (rad, every joint) that never returns from t = 0.1 s on (a loop
+    whose exit it never reaches: u[0] counts up by 1 and stays finite)."""
+    for j in range(u.shape[0]):
+        u[j] = params[0] * (params[2] - pos[j]) - params[1] * vel[j]
+    while t >= 0.1 and u[0] == u[0]:
+        u[0] += 1.0
