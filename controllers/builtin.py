@@ -67,15 +67,14 @@ REFERENCES = {"hold": HOLD, "step": STEP, "quintic": QUINTIC, "sinusoid": SINUSO
 
 
 @inline_kernel
-def builtin_command(t, pos, vel, cur, params, state, u, mech=None):
+def builtin_command(t, pos, vel, cur, params, state, u):
     """controllers.law.command on the ctrl, model and work packed in params and state: the
     built-in law, which the offline runs call directly (rt.lockstep.law_of) and every
-    other loop through its pointer, builtin_law. ``mech``: the plant family of the loop
-    (plant.family; None: any)."""
+    other loop through its pointer, builtin_law."""
     start = int(params[C_MODEL])
     cols = int(params[C_WORK_COLS])
     work = matrix_view(state, 0, state.shape[0] // cols, cols)
-    command(params[:start], params[start:], work, t, pos, vel, u, mech)
+    command(params[:start], params[start:], work, t, pos, vel, u)
 
 
 @cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)

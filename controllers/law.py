@@ -41,7 +41,6 @@ from hilrig.controllers.layout import (
 from hilrig.controllers.reference import reference
 from hilrig.jit.kernel import kernel
 from hilrig.plant import model_kernels
-from hilrig.plant.family import CHAINS, compiled
 
 OPEN_LOOP = 0
 PD = 1
@@ -55,12 +54,8 @@ WORK_MODEL = 3
 
 
 @kernel
-def command(ctrl, model, work, t, pos, vel, u, mech=None):
-    """Write the command for time t (s) into u (V or N m per actuated joint). ``mech``:
-    the plant family the calling loop is compiled for (plant.family); the feed-forward's
-    model (plant.model_kernels) is compiled only where it holds a serial arm or a chain,
-    the plants that have a model block (a loop of another family never runs it: the
-    config refuses ``feedforward`` on a plant without one)."""
+def command(ctrl, model, work, t, pos, vel, u):
+    """Write the command for time t (s) into u (V or N m per actuated joint)."""
     kind = int(ctrl[C_KIND])
     n = int(ctrl[C_NACT])
     if kind == OPEN_LOOP:
@@ -74,8 +69,7 @@ def command(ctrl, model, work, t, pos, vel, u, mech=None):
     if kind == FEEDFORWARD:
         mass = work[WORK_MODEL:WORK_MODEL + n, :n]
         bias = work[WORK_MODEL + n, :n]
-        compiled(mech, CHAINS, model_kernels.mass_and_bias, None, model, work[0, :n],
-                 work[1, :n], mass, bias)
+        model_kernels.mass_and_bias(model, work[0, :n], work[1, :n], mass, bias)
         for j in range(n):
             tau = bias[j]
             for k in range(n):

@@ -121,11 +121,11 @@ def law_of(controller: Controller):
 
 
 @inline_kernel
-def command(law, t, pos, vel, cur, params, state, u, mech):
+def command(law, t, pos, vel, cur, params, state, u):
     """law(t, pos, vel, cur, params, state, u); law None: the built-in law, called directly
-    (numba compiles one of the two branches) for the plant family ``mech``."""
+    (numba compiles one of the two branches)."""
     if law is None:
-        builtin_command(t, pos, vel, cur, params, state, u, mech)
+        builtin_command(t, pos, vel, cur, params, state, u)
     else:
         law(t, pos, vel, cur, params, state, u)
 
@@ -147,11 +147,11 @@ def limit_tick(limits, h, u, held):
 
 
 @kernel   # a call of its own, as the loops measured fastest (inlined: 20-40 ns a tick more)
-def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held, mech):
-    """The law into ``out`` (``command``, for the plant family ``mech``), then the limits
-    on ``u`` into ``held`` (``limit_tick``; ``out`` is ``u`` but under a command latency);
-    False on a non-finite command."""
-    command(law, t, pos, vel, cur, params, state, out, mech)
+def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
+    """The law into ``out`` (``command``), then the limits on ``u`` into ``held``
+    (``limit_tick``; ``out`` is ``u`` but under a command latency); False on a non-finite
+    command."""
+    command(law, t, pos, vel, cur, params, state, out)
     return limit_tick(limits, h, u, held)
 
 
@@ -233,13 +233,13 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     delay = 0 if imperfect is None else imperfect.pending.shape[0]
     if delay == 0:
         controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, u, ctrl.limits,
-                             stepping.h, u, held, mech)
+                             stepping.h, u, held)
     else:
         due = imperfect.pending[k % delay]
         for j in range(nact):
             u[j] = due[j]                                           # computed d ticks ago
         controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, due,  # applied
-                             ctrl.limits, stepping.h, u, held, mech)             # d ticks on
+                             ctrl.limits, stepping.h, u, held)                   # d ticks on
     if not controlled:
         return T_BAD_COMMAND
     note_detection(ctrl.detection, ctrl.state, k, t)     # one comparison when not watched
