@@ -21,6 +21,10 @@ kernel, and variants for the fused steps and for the loops that allocate (below)
   them. Kernels without the runtime cannot allocate (np.zeros, .copy(), array
   expressions, slice assignment) nor return a new array view to Python: they
   work on caller-owned arrays, copy with element loops and return scalars.
+- one specialisation per argument type, not per value (``Kernel``): a constant int a
+  kernel passes to another (an event kind, a params index, a counter's first value 0)
+  compiles the callee for int64; only ``mech`` (the plant family, plant.family) and the
+  sizes a ``sized_kernel`` names are specialised on their value.
 """
 import os
 from typing import Callable
