@@ -1,15 +1,24 @@
 """jit.kernel.Kernel: a kernel called from another with a constant int compiles once for
-int64, not once per value; ``mech`` (plant.family) and a sized_kernel's sizes keep theirs."""
-from hilrig.jit.kernel import kernel, sized_kernel
+int64, not once per value; ``mech`` (plant.family) and a sized_kernel's sizes keep theirs.
+
+The kernels here are Kernels with hilrig's options but no disk cache, so that each test
+process compiles (and counts) their specialisations itself."""
+from hilrig.jit.kernel import KERNEL_OPTIONS, LITERAL_ARGS, Kernel
 from hilrig.plant.family import RRR3, SERIAL_ARM
 
 
-@kernel
+def uncached(function, literal_args=LITERAL_ARGS):
+    """``function`` as jit.kernel's ``kernel`` (or ``sized_kernel``) compiles it, uncached."""
+    dispatcher = Kernel(py_func=function, locals={},
+                        targetoptions=dict(KERNEL_OPTIONS, nopython=True))
+    dispatcher.literal_args = frozenset(literal_args)
+    return dispatcher
+
+
 def _event(kind, tick):
     return 10 * kind + tick
 
 
-@kernel
 def _loop(n):
     """A counter started at 0 (numba types it first as the literal 0, then as int64) and
     named constants, as rt.realtime.run_loop passes them."""
@@ -21,17 +30,14 @@ def _loop(n):
     return total + _event(7, k)
 
 
-@kernel
 def _of_family(x, mech):
     return x + mech
 
 
-@kernel
 def _families(x, mech):
     return _of_family(x, mech) + _of_family(x, 7)
 
 
-@sized_kernel("n")
 def _sized(a, n):
     total = 0.0
     for i in range(n):
@@ -39,9 +45,13 @@ def _sized(a, n):
     return total
 
 
-@kernel
 def _sizes(a):
     return _sized(a, 3) + _sized(a, 6)
+
+
+_event, _loop, _of_family, _families, _sizes = (
+    uncached(f) for f in (_event, _loop, _of_family, _families, _sizes))
+_sized = uncached(_sized, LITERAL_ARGS | {"n"})
 
 
 def _signatures(dispatcher) -> list:
