@@ -50,7 +50,7 @@ moves on commands). Every request is executed and answered
 
 Faults and set-ups for tests, thread-safe, applied before the next request is
 handled: ``jam`` (in the plant, behind the drive), ``set_state``, ``drop_replies``,
-``corrupt_replies``
+``delay_replies``, ``corrupt_replies``
 (bad CRC; a corrupted ACK is 0x00), ``truncate_replies``, ``set_errors`` (status
 word bits). Scheduled jams of ``faults.jam`` start at their t1 (plant time).
 
@@ -332,7 +332,7 @@ class RoboClawEmulator:
         self._last_byte = 0.0
         self._resync = False                      # an unknown command: skip to a silence
         self._pending: deque = deque()            # (due, address, command, values)
-        self._faults = {"drop": 0, "corrupt": 0, "truncate": 0}
+        self._faults = {"drop": 0, "corrupt": 0, "truncate": 0, "delay": (0, 0.0)}
         self.link_faults = LinkFaults(cfg, "serial", n)   # [[faults.KIND]] and inject
         self._address_joints = {address: tuple(j + 1 for j, (a, _) in enumerate(self.axes)
                                                if a == address) for address in self.controllers}
@@ -501,6 +501,11 @@ class RoboClawEmulator:
         """Send only the first half of the next ``count`` replies (an ACK: nothing)."""
         self._inbox.put(lambda: self._faults.__setitem__("truncate", count))
 
+    def delay_replies(self, count: int, delay: float) -> None:
+        """Answer the next ``count`` requests ``delay`` s late (those after them wait their
+        turn, as on the device: replies go out in order)."""
+        self._inbox.put(lambda: self._faults.__setitem__("delay", (count, delay)))
+
     def set_errors(self, address: int, bits: int) -> None:
         """Set the injected bits of ``address``'s status word (0 clears them)."""
         self._inbox.put(lambda: setattr(self.controllers[address], "errors", bits))
@@ -547,6 +552,10 @@ class RoboClawEmulator:
                 continue
             late = self.link_faults.active("delay", self._address_joints[address])
             delay = self.latency + (late.params["delay"] if late is not None else 0.0)
+            count, extra = self._faults["delay"]
+            if count:
+                self._faults["delay"] = (count - 1, extra)
+                delay += extra
             self._pending.append((now + delay, address, command, values))
 
     def _execute(self, address: int, command: rc.Command, values: tuple) -> None:

@@ -22,10 +22,13 @@ unwrapped (the first reading taken as int32), so they never wrap.
 Timing: a reply is awaited at most ``timeout`` s and never past the call's
 deadline, start + ``budget``; a failed exchange (no reply, truncated, bad CRC,
 not ACK) is flushed and repeated up to ``retries`` times while the deadline
-allows. So ``read`` and ``write`` each return within ``budget`` s plus the
-Python work after the last wait (tens of microseconds). pyserial opens,
-configures, flushes and closes the port; requests and replies go through
-os.write/select/os.read on its non-blocking descriptor, because pyserial's
+allows; a reply that comes after its attempt gave up is skipped by the exchanges
+after it (``late_bytes``), which take the last bytes that decode as their reply
+(a write's ACK has no CRC: a late ACK of an earlier duty can pass for the next one's).
+So ``read`` and ``write`` each return within ``budget`` s plus the Python work
+after the last wait (tens of microseconds). pyserial opens, configures, flushes
+and closes the port; requests and replies go through os.write/select/os.read on
+its non-blocking descriptor, because pyserial's
 timeout setter reconfigures the port (tcsetattr) on every change and its write
 reports a timeout after a complete write when the thread was descheduled
 longer than the write timeout.
@@ -161,6 +164,7 @@ class SerialLink(Link):
         self.failed_writes = 0              # writes with an exchange that failed for good
         self.crc_errors = 0                 # replies corrupted on the line (CrcError)
         self._crc_unsaid = 0                # ... since the last line that said them
+        self.late_bytes = 0                 # late replies to earlier attempts, skipped
         self._pos, self._vel, self._cur = np.zeros(n), np.zeros(n), np.zeros(n)
         self._raw: list[int | None] = [None] * n
         self._count = [0] * n
@@ -326,13 +330,8 @@ class SerialLink(Link):
                 self._dirty = False
             until = min(now + wait, deadline)
             self._send(request, until, address, command)
-            reply = self._receive(command.reply_length, until)
             try:
-                if not reply:
-                    raise ExchangeTimeout(
-                        f"{command.name} (cmd {command.code}) at 0x{address:02X}: no reply "
-                        f"within {(until - now) * 1e3:.2f} ms")
-                return rc.decode_reply(address, command, reply)
+                return self._reply(address, command, until, now)
             except (rc.FrameError, ExchangeTimeout) as exc:
                 error = exc
                 self._dirty = True
@@ -378,25 +377,60 @@ class SerialLink(Link):
                                       f"0x{address:02X}: the port did not take the request "
                                       "in time (output buffer full)")
 
-    def _receive(self, n: int, until: float) -> bytes:
-        """Up to n bytes, waiting no later than ``until`` (perf_counter time)."""
-        reply = b""
-        while len(reply) < n:
-            left = until - perf_counter()
-            if left <= 0.0:
-                break
-            try:
-                ready, _, _ = select.select((self._fd,), (), (), left)
-                if not ready:
-                    break
-                chunk = os.read(self._fd, n - len(reply))
-            except OSError as exc:
-                raise LinkError(f"{self.port}: read failed ({exc}); is the drive (or the "
-                                "emulator) still there?") from None
+    def _reply(self, address: int, command: rc.Command, until: float, sent: float) -> tuple:
+        """The values of the reply to the request just sent, waiting no later than ``until``.
+
+        Bytes are read as they come, and the reply is the last ``reply_length`` of them
+        once those decode (a read's CRC covers the address, the command and the data).
+        Bytes before it are late replies to earlier attempts: a reply that came after its
+        attempt had timed out and the input had been flushed. They are skipped and counted
+        (``late_bytes``), so a late reply costs its own attempt only; taken for the next
+        exchange's reply, it failed that one too, whose own reply then came late, and so on
+        to the end of the tick (bench/bench_rigs.py, rig_serial on a busy host). What never
+        decodes is the error of the last ``reply_length`` bytes at ``until`` (CrcError,
+        FrameError: truncated); nothing at all is an ExchangeTimeout (``sent``: when the
+        attempt began, perf_counter s).
+        """
+        n = command.reply_length
+        received = b""
+        error: rc.FrameError | None = None
+        while True:
+            chunk = self._receive(until)
             if not chunk:
-                raise LinkError(f"{self.port}: the port was closed by the other end")
-            reply += chunk
-        return reply
+                break
+            received += chunk
+            if len(received) < n:
+                continue
+            try:
+                values = rc.decode_reply(address, command, received[-n:])
+            except rc.FrameError as exc:
+                error = exc             # late bytes, or this reply corrupted: wait on
+                continue
+            self.late_bytes += len(received) - n
+            return values
+        if not received:
+            raise ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
+                                  f"no reply within {(until - sent) * 1e3:.2f} ms")
+        if error is None:
+            rc.decode_reply(address, command, received)     # raises: a truncated reply
+        raise error
+
+    def _receive(self, until: float) -> bytes:
+        """What has arrived (waiting for something no later than ``until``, perf_counter
+        time), or b"" when nothing came by then."""
+        left = until - perf_counter()
+        if left <= 0.0:
+            return b""
+        try:
+            if not select.select((self._fd,), (), (), left)[0]:
+                return b""
+            chunk = os.read(self._fd, 256)
+        except OSError as exc:
+            raise LinkError(f"{self.port}: read failed ({exc}); is the drive (or the "
+                            "emulator) still there?") from None
+        if not chunk:
+            raise LinkError(f"{self.port}: the port was closed by the other end")
+        return chunk
 
     # -- the phases ---------------------------------------------------------------
 

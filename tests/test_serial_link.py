@@ -270,6 +270,29 @@ def test_a_read_that_fails_every_retry_is_stale_and_keeps_the_measurement(emulat
     assert meas.pos[0] == pytest.approx(0.4, abs=2e-4)
 
 
+def test_a_reply_that_comes_after_its_attempt_gave_up_fails_no_other_exchange(emulator,
+                                                                                connect):
+    """The first ReadEncM1 is answered 0.45 s late, after its 0.3 s attempt timed out and
+    the retry went out: its reply answers the retry, and the retry's own reply, late now,
+    is skipped by ReadSpeedM1 instead of being taken for its reply (a bad CRC, whose retry's
+    reply came late in turn: on a busy host every tick failed that way until the link was
+    lost; bench/bench_rigs.py)."""
+    link = connect(emulator, "link.serial.timeout=0.3", "link.serial.retries=1")
+    meas = Measurement(3)
+    emulator.set_state(np.array([0.1, 0.2, 0.3]))
+    assert link.read(meas)
+    emulator.delay_replies(1, 0.45)
+    assert link.read(meas)
+    assert link.failed_exchanges == 1 and "ReadEncM1 (cmd 16) at 0x80: no reply" in \
+        link.last_error
+    assert link.crc_errors == 0 and link.late_bytes == rc.READ_ENC_M1.reply_length
+    assert meas.pos == pytest.approx([0.1, 0.2, 0.3], abs=2e-4)
+    for _ in range(3):
+        assert link.read(meas)
+        link.write(np.zeros(3))
+    assert link.failed_exchanges == 1 and link.failed_writes == 0
+
+
 def test_a_nack_on_a_duty_command_is_retried(emulator, connect):
     link = connect(emulator, *IMPATIENT)
     assert link.read(Measurement(3))
