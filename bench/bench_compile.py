@@ -99,14 +99,16 @@ def _child(out: str, argv: list[str]) -> int:
 
 
 def measure(config: str, command: str, duration: float, cache: Path | None,
-            scratch: Path) -> dict:
+            scratch: Path, jobs: int = 1) -> dict:
     """Run one measured ``hil`` process; returns its record (see _child) with the
-    wall and CPU seconds of the whole process ("process")."""
+    wall and CPU seconds of the whole process ("process": with its worker processes).
+    ``jobs``: ``hil warmup --jobs``."""
     cfg = str(Path(config).resolve()) if Path(config).exists() else config
     args = {"run": ["run", cfg, "--duration", str(duration), "--no-plot"],
             "fast": ["run", cfg, "--fast", "--duration", str(duration), "--no-plot"],
             "sim": ["sim", cfg, "--duration", str(duration), "--out", "sim.npz"],
-            "warmup": ["warmup", "--jobs", "1"] + ([] if config == "all" else [cfg])}[command]
+            "warmup": ["warmup", "--jobs", str(jobs)] + ([] if config == "all" else [cfg])
+            }[command]
     out = scratch / "compile.json"
     env = dict(os.environ, HILRIG_CACHE_DIR=str(cache or scratch / "cache"))
     started = time.time()

@@ -4,7 +4,7 @@ numpy.linalg inside numba allocates on every call; these routines work on the
 top-left ``n`` x ``n`` block of caller-owned arrays instead.
 """
 import numpy as np
-from hilrig.jit.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import inline_kernel, kernel, sized_kernel
 
 
 @inline_kernel
@@ -34,7 +34,7 @@ def sym3_solve(a11, a12, a13, a22, a23, a33, y1, y2, y3):
     return x1, x2, x3, a11, c33, det
 
 
-@kernel
+@sized_kernel("n")   # n: a size, its loops unrolled for a constant
 def cholesky_solve(a, b, n):
     """Solve A x = b for symmetric positive definite A, in place (LDL^T, no square roots).
 
@@ -71,7 +71,7 @@ def cholesky_solve(a, b, n):
     return min_pivot
 
 
-@kernel
+@sized_kernel("n")   # n: a size, its loops unrolled for a constant
 def symmetric_eigen(a, vecs, vals, n):
     """Eigen-decomposition of a small symmetric matrix by cyclic Jacobi rotations.
 
@@ -117,7 +117,7 @@ def symmetric_eigen(a, vecs, vals, n):
         vals[i] = a[i, i]
 
 
-@kernel
+@sized_kernel("n")   # n: a size, its loops unrolled for a constant
 def spd_solve_robust(a, b, n, tmp, rel_tol):
     """Solve A x = b for symmetric positive semi-definite A, in place in ``b``.
 

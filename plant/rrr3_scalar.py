@@ -22,7 +22,7 @@ rrr3.project itself.
 """
 
 from hilrig.plant import rrr3
-from hilrig.jit.kernel import fused_kernel, inline_kernel, kernel
+from hilrig.jit.kernel import fused_helper, fused_kernel, kernel
 from hilrig.plant.layout import H_BODY
 from hilrig.plant.linalg import sym3_solve
 from hilrig.plant.motor import drive3, reflected_inertia3
@@ -86,7 +86,7 @@ def _step_constants(p, u, jams):
 
 
 # -- kinematics -----------------------------------------------------------------------
-@inline_kernel
+@fused_helper
 def _trig(t1, t2, t3, phi):
     """(sin, cos) of theta_1, theta_2, theta_3 and phi (rad), flat."""
     s1, c1 = sincos(t1)
@@ -96,7 +96,7 @@ def _trig(t1, t2, t3, phi):
     return s1, c1, s2, c2, s3, c3, sp, cp
 
 
-@inline_kernel
+@fused_helper
 def _moved_trig(trig, t1, t2, t3, phi, d1, d2, d3, dphi):
     """_trig at the angles moved by d (rad); t, phi: the moved angles themselves,
     for increments beyond plant.trig.MAX_INCREMENT."""
@@ -109,7 +109,7 @@ def _moved_trig(trig, t1, t2, t3, phi, d1, d2, d3, dphi):
     return s1, c1, s2, c2, s3, c3, sp, cp
 
 
-@inline_kernel
+@fused_helper
 def _leg(shape, leg, st, ct, sphi, cphi, xc, yc):
     """Leg i at the pose: d = r_Bi - r_Ai (m), the constraint f_i (m^2) and its row of
     Phi_q, (df/dtheta_i, df/dx_C, df/dy_C, df/dphi); also cos, sin of phi + alpha_i."""
@@ -124,7 +124,7 @@ def _leg(shape, leg, st, ct, sphi, cphi, xc, yc):
     return dx, dy, cp, sp, f, row
 
 
-@inline_kernel
+@fused_helper
 def _convective(shape, dx, dy, cp, sp, st, ct, w, wp, vx, vy):
     """Phidot_q qd of one leg (m^2/s^2): w = thetadot_i, wp = phidot (rad/s), vx, vy (m/s)."""
     l1, _, b = shape
@@ -135,7 +135,7 @@ def _convective(shape, dx, dy, cp, sp, st, ct, w, wp, vx, vy):
     return 2.0 * (ux * ux + uy * uy) + 2.0 * (dx * ax + dy * ay)
 
 
-@inline_kernel
+@fused_helper
 def _solve_s(r1, r2, r3, minv, rhs):
     """Solve S lambda = rhs, S = Phi M^-1 Phi^T from the rows r_i of Phi_q
     (plant.linalg.sym3_solve).
@@ -154,7 +154,7 @@ def _solve_s(r1, r2, r3, minv, rhs):
     return x1, x2, x3, (m1 > floor) & (m2 > floor * m1) & (m3 > floor * m2)
 
 
-@inline_kernel
+@fused_helper
 def _along_normals(r1, r2, r3, minv, lam):
     """M^-1 Phi^T lambda: the mass-weighted move along the constraint normals (6)."""
     m1, m2, m3, mx, my, mp = minv
@@ -165,14 +165,14 @@ def _along_normals(r1, r2, r3, minv, lam):
             mp * (r1[3] * l1 + r2[3] * l2 + r3[3] * l3))
 
 
-@inline_kernel
+@fused_helper
 def _row_dot(row, i, v):
     """Row i of Phi_q (``row``: its four nonzeros) times a 6-vector v."""
     return row[0] * v[i] + row[1] * v[3] + row[2] * v[4] + row[3] * v[5]
 
 
 # -- accelerations and the RK4 step ---------------------------------------------------
-@inline_kernel
+@fused_helper
 def _accel(const, trig, xc, yc, qd):
     """qdd (6) at a pose (trig: _trig of its angles; x_C, y_C in m) and rates qd (6):
     the multiplier form of rrr3.constrained_accel. Returns (qdd, regular)."""
