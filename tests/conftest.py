@@ -1,8 +1,11 @@
 """Shared fixtures: configs of the papers' robots, the wheel of this checkout, small helpers."""
 import dataclasses
 import importlib.util
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,29 @@ from hilrig.schema import Config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
+
+# The suite's runs keep their records and default control sockets in a runtime folder of
+# this test session's own (one per pytest-xdist worker; the processes tests start inherit
+# it): a test's bare `hil estop` or `hil fault` never reaches a developer's runs or another
+# worker's, and two workers' default endpoints never collide.
+_RUNTIME = tempfile.mkdtemp(prefix="hilrig-tests-")
+os.environ["XDG_RUNTIME_DIR"] = _RUNTIME
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_RUNTIME, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Tests that start other processes (``system``) run one after another on one
+    pytest-xdist worker (``--dist loadgroup``), so that two paced loops at real-time
+    priority never compete for this machine's two cores, unless they are marked
+    ``offline`` (their processes run no paced loop: hil sim, a campaign, pip): those, and
+    every other test, spread over the workers."""
+    for item in items:
+        if item.get_closest_marker("system") and not item.get_closest_marker("offline"):
+            item.add_marker(pytest.mark.xdist_group("paced"))
 
 
 def config(name: str, *overrides: str) -> Config:

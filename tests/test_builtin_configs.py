@@ -15,7 +15,10 @@ import hilrig
 import pytest
 from hilrig.settings import builtin_configs
 from hilrig.cli import main as cli
+from hilrig.jit import compilation
 from hilrig.settings.config import ConfigError, load
+
+pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -178,11 +181,17 @@ def test_the_wheel_holds_the_configs(wheel):
 
 
 def seed_numba_caches(installed: Path) -> None:
-    """Give the installed copy the checkout's numba caches, so the run below loads its
-    kernels instead of compiling them for a minute. Numba keys a cache on the source
-    file's mtime and size: the installed files that equal the checkout's get its mtimes.
-    A missing or stale cache costs only time (the kernels compile)."""
+    """Give the installed copy the checkout's kernel cache, so the runs below load their
+    kernels instead of compiling them for minutes. The cache is a folder named by the
+    fingerprint of the kernel sources (hilrig.jit.compilation), the same for the wheel's
+    identical copy; kernels outside it (numba's own per-file caches) are keyed on the
+    source file's mtime and size, so the installed files that equal the checkout's get its
+    mtimes. A missing or stale cache costs only time (the kernels compile)."""
     source = Path(hilrig.__file__).resolve().parent
+    cache = compilation.cache_dir()
+    if cache is not None and cache.is_dir():
+        shutil.copytree(cache, installed / "__pycache__" / "numba" / cache.name,
+                        dirs_exist_ok=True)
     for cache in source.rglob("__pycache__/*.nb[ic]"):
         target = installed / cache.relative_to(source)
         if target.parent.parent.is_dir():

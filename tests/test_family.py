@@ -22,6 +22,8 @@ from hilrig.settings.config import load
 from hilrig.rt.sim import simulate
 from hilrig.plant import rk4_arm3, rosenbrock, serial_arm
 from hilrig.plant.flex_chain import tick, integrators
+
+pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
 simulate(load({config!r}, ["sim.duration=0.01"]))
 for kernel in (rk4_arm3.rk4_arm3, serial_arm.accel3, rosenbrock.ros2, tick.contact_step,
                integrators.advance_fixed):
