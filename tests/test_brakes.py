@@ -12,7 +12,7 @@ from hilrig.plant.layout import BLOCKED, JAM_PHASE
 from hilrig.rt.loop import LinkLoop
 from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
 from test_estop_categories import _EStopAt, _ticks_logged
-from tests.conftest import config
+from conftest import config
 
 STOP_TIME = 0.3        # s, safety.stop_time
 AFTER = 500            # steps of 1 ms under zero input after the power is removed

@@ -21,7 +21,7 @@ from hilrig.drivers.link import DriveFault, LinkError, LinkTimeout, Measurement
 from hilrig.plant.factory import plant_from_config
 from hilrig.settings.config import ConfigError
 
-from tests.conftest import config
+from conftest import config
 
 pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
 

@@ -7,7 +7,7 @@ from hilrig.devices.cia402_drive import EmulatedDrives
 from hilrig.drivers import busload, cia402
 from hilrig.drivers.cia402 import State
 
-from tests.conftest import config
+from conftest import config
 
 S = State
 

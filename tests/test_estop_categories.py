@@ -20,7 +20,7 @@ from hilrig.remote.fault import send_estop
 from hilrig.rt.loop import LinkLoop
 from hilrig.telemetry.logfile import read_log
 from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
-from tests.conftest import config, replaced
+from conftest import config, replaced
 
 STOP_TIME = 0.3        # s, safety.stop_time of these tests
 AT_REST = 1e-3         # rad/s: |qd| at and after the stop time

@@ -15,7 +15,7 @@ from hilrig.drivers.cia402 import State
 from hilrig.drivers.link import DriveFault, LinkTimeout, Measurement
 from hilrig.errors import ConfigError
 from rt_helpers import ROOT, hil, read_complete, stderr_lines, wait_for
-from tests.conftest import config
+from conftest import config
 
 GENEROUS = ("link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0")
 

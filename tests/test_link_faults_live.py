@@ -120,7 +120,7 @@ def test_hil_fault_reaches_the_emulated_cia402_drives(request, tmp_path):
     from hilrig.devices.fault_server import FaultServer
     from hilrig.drivers.canopen_link import CanopenLink
     from hilrig.drivers.link import Measurement
-    from tests.conftest import config
+    from conftest import config
 
     cfg = config("rig_canopen", "link.canopen.interface='virtual'",
                  f"link.canopen.channel='{request.node.name}'", "link.canopen.tpdo_timeout=0.5",

@@ -9,7 +9,7 @@ from hilrig.devices.roboclaw_drive import RoboClawEmulator
 from hilrig.drivers.link import LinkError, LinkTimeout, Measurement
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.errors import ConfigError
-from tests.conftest import config, replaced
+from conftest import config, replaced
 
 LOCKSTEP = ("emulator.mode=lockstep", "link.serial.timeout=0.1", "link.serial.budget=1.0",
             "link.timeout=5.0")

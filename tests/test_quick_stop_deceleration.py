@@ -12,7 +12,7 @@ from hilrig.drivers.canopen_link import CanopenLink
 from hilrig.drivers.cia402 import State
 from hilrig.drivers.controlled_stop import RAMP
 from hilrig.drivers.link import Measurement
-from tests.conftest import config
+from conftest import config
 
 STOP_TIME = 0.3        # s, safety.stop_time
 

@@ -25,7 +25,7 @@ from hilrig.plant.factory import plant_from_config
 from hilrig.settings.config import ConfigError
 from hilrig.schema import Config
 
-from tests.conftest import config, replaced
+from conftest import config, replaced
 
 LOCKSTEP = ("emulator.mode=lockstep",)
 PATIENT = ("link.serial.timeout=0.5", "link.serial.budget=2.0", "link.timeout=5.0")
