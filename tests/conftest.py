@@ -28,17 +28,6 @@ def pytest_unconfigure(config):
     shutil.rmtree(_RUNTIME, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Tests that start other processes (``system``) run one after another on one
-    pytest-xdist worker (``--dist loadgroup``), so that two paced loops at real-time
-    priority never compete for this machine's two cores, unless they are marked
-    ``offline`` (their processes run no paced loop: hil sim, a campaign, pip): those, and
-    every other test, spread over the workers."""
-    for item in items:
-        if item.get_closest_marker("system") and not item.get_closest_marker("offline"):
-            item.add_marker(pytest.mark.xdist_group("paced"))
-
 
 def config(name: str, *overrides: str) -> Config:
     """A config from configs/ with ``key=value`` overrides, resolved."""

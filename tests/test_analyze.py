@@ -14,8 +14,6 @@ from hilrig.analysis import modal as analyze
 from rt_helpers import hil
 from scipy.linalg import eigh
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 K_ACT = np.array([1.2e4, 0.8e4, 1.0e4])     # N m/rad
 
 

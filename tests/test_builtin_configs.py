@@ -18,8 +18,6 @@ from hilrig.cli import main as cli
 from hilrig.jit import compilation
 from hilrig.settings.config import ConfigError, load
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 NAMES = sorted(path.stem for path in CONFIGS.glob("*.toml"))

@@ -24,8 +24,6 @@ from hilrig.settings.config import load
 from hilrig.rt.sim import simulate
 from rt_helpers import ROOT
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 # Paper 000's arm under computed-torque feed-forward, torque-driven, from hanging down to a
 # target over 1 s: without a jam it tracks to ~1e-6 rad; a jam at 0.1 s blocks a joint far
 # from its target, so a tracking-error bound of 0.01 rad fails exactly the jammed runs.

@@ -23,8 +23,6 @@ from hilrig.settings.config import ConfigError
 
 from conftest import config
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 # the test loop is not real-time, and a loaded machine can stall a process for 100s of ms
 GENEROUS = ("link.canopen.tpdo_timeout=0.5", "link.canopen.heartbeat_timeout=2.0")
 TRACKING_BOUND = 0.02    # rad, |q_CAN - q_in-process| over the whole run

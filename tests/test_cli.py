@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from hilrig.cli.main import main
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 SERIAL_JAM1 = str(CONFIGS / "serial3_jam1.toml")

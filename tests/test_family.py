@@ -14,8 +14,6 @@ from hilrig.plant.stepping import advance
 from numba import typeof, types
 from rt_helpers import ROOT
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 # Run in a fresh process (its kernels are those of its own runs, loaded from the cache
 # or compiled): `hil sim` of a 3RRR, then which of the other families' kernels this
 # process compiled or loaded.
@@ -24,7 +22,6 @@ from hilrig.settings.config import load
 from hilrig.rt.sim import simulate
 from hilrig.plant import rk4_arm3, rosenbrock, serial_arm
 from hilrig.plant.flex_chain import tick, integrators
-
 simulate(load({config!r}, ["sim.duration=0.01"]))
 for kernel in (rk4_arm3.rk4_arm3, serial_arm.accel3, rosenbrock.ros2, tick.contact_step,
                integrators.advance_fixed):

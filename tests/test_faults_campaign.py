@@ -12,8 +12,6 @@ from hilrig.campaign.spec import load_spec
 from hilrig.errors import ConfigError
 from hilrig.rt.sim import simulate
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 SPEC = """
 [campaign]
 base = "serial3_jam1"

@@ -28,8 +28,6 @@ from hilrig.plant.friction import FrictionParams
 from hilrig.rt.sim import simulate
 from hilrig.settings.config import load, resolve
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 ROOT = Path(__file__).resolve().parent.parent
 
 BASE = """\

@@ -16,8 +16,6 @@ from hilrig.settings.config import load
 from test_identify import hil, measured, ok, run
 from test_urdf import ROBOTS, SYNTHETIC, pinocchio_model, pinocchio_q, urdf_config
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 pin = pytest.importorskip("pinocchio")
 
 # The UR5's hidden payload: 2 kg, its centre of mass off the flange's axis, an inertia of

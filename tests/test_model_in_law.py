@@ -18,8 +18,6 @@ from rt_helpers import ROOT, hil
 from test_urdf import PAPER_ARM, ROBOTS, pinocchio_model, pinocchio_q, robot
 from test_urdf import synthetic  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 pin = pytest.importorskip("pinocchio")
 EXAMPLE = ROOT / "examples" / "computed_torque"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import hilrig
 import pytest
 
-pytestmark = [pytest.mark.system, pytest.mark.offline]   # other processes, no paced loop
+pytestmark = pytest.mark.system     # every test here starts other processes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,6 @@ from hilrig.campaign.runner import open_client, run_campaign
 from hilrig.campaign.spec import load_spec
 from hilrig.rt.sim import simulate
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 
 def same(a, b) -> bool:
     """Equal bit for bit (NaN equal to NaN)."""

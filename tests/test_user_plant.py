@@ -13,8 +13,6 @@ from hilrig.settings.config import load
 from hilrig.rt.sim import simulate
 from rt_helpers import ROOT, hil, read_complete
 
-pytestmark = pytest.mark.offline   # its processes run no paced loop (conftest.py)
-
 EXAMPLE = ROOT / "examples" / "user_plant"
 CONFIG = EXAMPLE / "cart_pole.toml"
 
