@@ -13,7 +13,7 @@ Messages are stamped with the run's wall-clock time (the wall clock when the loo
 started plus the row's plant time ``t``, which the message also carries, as the log does).
 Where the model has frames, the robot in 3D goes out as in the log (telemetry.scene):
 ``/hil/frames`` (foxglove.FrameTransforms) at its ``--live-rate``, ``/hil/scene``
-(foxglove.SceneUpdate) every SCENE_PERIOD and when a jam or a contact changes a colour.
+(foxglove.SceneUpdate) every SCENE_PERIOD and when a jam, another fault or a contact changes a colour.
 
 It never touches the loop: a slow or stuck client makes the SDK drop that client's
 oldest messages (its queue holds about BACKLOG_SECONDS of the configured rates), and if

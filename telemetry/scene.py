@@ -6,7 +6,9 @@ panel shows the arm moving, in a log and live, with one layout.
 The model gives its frames and shape (PlantModel.frames: a plant.frames.Skeleton). Each
 shape is an entity locked to its frame (``frame_locked``), so the scene is sent once and
 moves with the frames; it is sent again when a colour changes: a joint jammed (``jam``
-event, red until its ``clear``) or a contact point touching (orange). Frames go out for
+event, red until its ``clear``), a joint with another active fault (``fault`` event of
+any kind, an actuator's or a sensor's: magenta until its ``fault_end``) or a contact
+point touching (orange). Frames go out for
 the rows whose tick is a multiple of a step (the log: FRAME_RATE; the live view: its
 ``--live-rate``), each message stamped with its row's log time.
 
@@ -30,6 +32,7 @@ FRAME_RATE = 100.0      # Hz of the frames in a log (the live view's default rat
 LINK = (0.35, 0.55, 0.85, 1.0)
 JOINT = (0.8, 0.8, 0.8, 1.0)
 JAMMED = (0.9, 0.1, 0.1, 1.0)
+FAULTED = (0.85, 0.15, 0.85, 1.0)   # a joint with an active fault other than a jam
 FREE = (0.6, 0.6, 0.6, 1.0)         # a contact point in the air
 TOUCHING = (1.0, 0.55, 0.0, 1.0)    # ... on the ground
 OUTLINE = (0.5, 0.5, 0.5, 1.0)
@@ -127,16 +130,29 @@ class SceneMessages:
         self.encode = TransformsEncoder(skeleton.frames)
         self.q = q
         self.jammed: set = set()            # coordinates (0-based) jammed now
+        self.faulted: dict = {}             # coordinate (0-based) -> its active faults
         self.touching: tuple = ()           # contact points touching at the last frames
         self.dirty = True                   # the scene must go (again) with the next frames
 
     def event(self, kind: str, fields: dict) -> None:
-        """A run's event: ``jam`` and ``clear`` of a joint (1-based ``joint``) recolour it."""
+        """A run's event: ``jam`` and ``clear``, ``fault`` and ``fault_end`` of a joint
+        (1-based ``joint``) recolour it (several faults on one joint: until the last ends)."""
         joint = fields.get("joint")
-        if kind not in ("jam", "clear") or not isinstance(joint, (int, float)):
+        if kind not in ("jam", "clear", "fault", "fault_end") \
+                or not isinstance(joint, (int, float)):
             return
         joint = int(joint) - 1
-        if kind == "jam" and joint not in self.jammed:
+        if kind in ("fault", "fault_end"):
+            active = self.faulted.setdefault(joint, [])
+            which = (fields.get("fault"), fields.get("channel"))
+            if kind == "fault":
+                active.append(which)
+            elif which in active:
+                active.remove(which)
+            else:
+                return
+            self.dirty = True
+        elif kind == "jam" and joint not in self.jammed:
             self.jammed.add(joint)
             self.dirty = True
         elif kind == "clear" and joint in self.jammed:
@@ -180,6 +196,8 @@ class SceneMessages:
     def _sphere_colour(self, shape) -> tuple:
         if shape.joint >= 0 and shape.joint in self.jammed:
             return JAMMED
+        if shape.joint >= 0 and self.faulted.get(shape.joint):
+            return FAULTED
         if shape.contact >= 0:
             return TOUCHING if shape.contact in self.touching else FREE
         return JOINT

@@ -437,3 +437,55 @@ def test_the_scene_draws_each_link_along_its_frame():
         assert np.allclose(rotation([o.x, o.y, o.z, o.w]) @ [0, 0, 1], [1, 0, 0], atol=1e-15)
         assert rod.size.z == pytest.approx(l, abs=1e-15)
         assert [joint.pose.position.x, joint.pose.position.y] == [0.0, 0.0]
+
+
+@pytest.mark.system
+def test_a_joint_with_an_active_fault_turns_magenta_until_it_ends(tmp_path):
+    """`hil run --fast --log` of the free 3-DOF arm with a loss of effectiveness on joint 3
+    from 0.3 s for 0.4 s and a position bias on joint 1 from 0.5 s on: the scene goes again
+    at each start and end, with joint 3 magenta only while its fault is active, joint 1
+    magenta from its bias on, the others grey."""
+    pytest.importorskip("mcap_protobuf")
+    from mcap.reader import make_reader
+    from mcap_protobuf.decoder import DecoderFactory
+    from hilrig.telemetry.scene import FAULTED, JOINT
+
+    config = tmp_path / "faulty.toml"
+    config.write_text((ROOT / "configs" / "serial3_free.toml").read_text() + """
+[[faults.effectiveness]]
+joint = 3
+t1 = 0.3
+duration = 0.4
+factor = 0.5
+
+[[faults.sensor_bias]]
+joint = 1
+t1 = 0.5
+bias = 0.05
+""")
+    log = tmp_path / "faulty.mcap"
+    done = subprocess.run(hil("run", str(config), "--fast", "--no-plot", "--duration", "1.0",
+                              "--log", str(log)), cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr
+    events = read_complete(log)[1]
+    starts = sorted(e["t"] for e in events if e["kind"] in ("fault", "fault_end"))
+    assert len(starts) == 3, events
+    scenes = []
+    with open(log, "rb") as stream:
+        reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+        for _, _, message, decoded in reader.iter_decoded_messages(topics=["/hil/scene"]):
+            colours = {e.id: tuple(round(c, 3) for c in (e.spheres[0].color.r,
+                                                          e.spheres[0].color.g))
+                       for e in decoded.entities if e.id.startswith("link")}
+            scenes.append((message.log_time * 1e-9, colours))
+    grey, magenta = (tuple(round(v, 3) for v in JOINT[:2]),
+                     tuple(round(v, 3) for v in FAULTED[:2]))
+    # the scene at 0, then at the first frame (100 Hz) at or after each start and end
+    assert [round(t, 2) for t, _ in scenes] == [0.0] + [math.ceil(t * 100 - 1e-6) / 100
+                                                        for t in starts]
+    expected = [{"link1": grey, "link2": grey, "link3": grey},
+                {"link1": grey, "link2": grey, "link3": magenta},
+                {"link1": magenta, "link2": grey, "link3": magenta},
+                {"link1": magenta, "link2": grey, "link3": grey}]
+    assert [colours for _, colours in scenes] == expected
