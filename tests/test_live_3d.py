@@ -440,8 +440,10 @@ def test_the_scene_draws_each_link_along_its_frame():
 
 
 @pytest.mark.system
-def test_a_joint_with_an_active_fault_turns_magenta_until_it_ends(tmp_path):
-    """`hil run --fast --log` of the free 3-DOF arm with a loss of effectiveness on joint 3
+@pytest.mark.parametrize("command", ["run", "sim"])
+def test_a_joint_with_an_active_fault_turns_magenta_until_it_ends(tmp_path, command):
+    """`hil run --fast --log` and `hil sim --log` of the free 3-DOF arm with a loss of
+    effectiveness on joint 3
     from 0.3 s for 0.4 s and a position bias on joint 1 from 0.5 s on: the scene goes again
     at each start and end, with joint 3 magenta only while its fault is active, joint 1
     magenta from its bias on, the others grey."""
@@ -464,7 +466,8 @@ t1 = 0.5
 bias = 0.05
 """)
     log = tmp_path / "faulty.mcap"
-    done = subprocess.run(hil("run", str(config), "--fast", "--no-plot", "--duration", "1.0",
+    options = ["--fast", "--no-plot"] if command == "run" else ["--out", str(tmp_path / "a.npz")]
+    done = subprocess.run(hil(command, str(config), *options, "--duration", "1.0",
                               "--log", str(log)), cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr
