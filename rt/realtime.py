@@ -51,11 +51,10 @@ from hilrig.plant.faults import (
     holds_faults,
 )
 from hilrig.plant.layout import H_NACT, H_NQ
-from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance, apply_schedule, correct
 from hilrig.rt.live_mailbox import apply_pending
 from hilrig.rt.tick import (T_BAD_COMMAND, T_JOINT_LIMIT, T_OK, LawArrays, PlantArrays, TickIO,
-                            limit_tick, tick)
+                            limit_tick, ring_currents, tick)
 from hilrig.telemetry.rows import fill_row, publish_row, ring_full
 from hilrig.timing.clock import (
     atomic_load,
@@ -416,8 +415,8 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
                 break
             t = k * h
             _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
-            currents(p, x, held, cur, jams)     # a faulty winding's, as a tick's row
             fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, io.meas)
+            ring_currents(plant, held, ring, True)    # a faulty winding's, as a tick's row
             ok = advance(p, jams, t, x, held, h, stepping.method, stepping.correction,
                          plant.work, plant.stages, mech)
             for c in range(timings.shape[1]):

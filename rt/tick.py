@@ -35,7 +35,7 @@ from hilrig.plant.faults import hold_previous, holds_faults, sense
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
-from hilrig.telemetry.rows import fill_row
+from hilrig.telemetry.rows import COL_I, fill_row
 from hilrig.timing.clock import now_ns
 
 # what a tick ends with
@@ -177,6 +177,17 @@ def record_currents(plant, held, rec, k, faulty):
 
 
 @inline_kernel
+def ring_currents(plant, held, ring, faulty):
+    """The motor currents under ``held`` into the current columns of the ring's next row
+    (if it has them), computed there: the measurement keeps the currents the law saw, which
+    a dropout of the current channel holds (plant.faults.hold_previous)."""
+    base = ring.cols[COL_I]
+    if base >= 0:
+        row = ring.ring[ring.head[0] % ring.ring.shape[0]]
+        _currents(plant.p, plant.x, held, row[base:base + held.shape[0]], plant.jams, faulty)
+
+
+@inline_kernel
 def record_state(rec, k, t, x, meas):
     """Row k of ``rec`` (Records): t, the state x (its first rec.x.shape[1] entries) and
     what the law saw (the positions and rates of ``meas``)."""
@@ -262,8 +273,8 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
         timing[2] = (t_control - t_read) * 1e-9    # and that it returned
     # record: the state before the step, the command over it
     if ring is not None:
-        _currents(p, x, held, cur, plant.jams, faulty)
         fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, meas)
+        ring_currents(plant, held, ring, faulty)
     if rec is not None:
         record_state(rec, k, t, x, meas)
         record_currents(plant, held, rec, k, faulty)
