@@ -48,6 +48,7 @@ PLOT = "joints q (rad)"       # the shipped layout's plot of q and r(t)
 # across the 5 s window has nearly all; a few % is a drawn series however little of the
 # window it fills yet (on a busy machine the first messages come late, in bursts)
 PLOTTED = 0.05
+LISTED = (*CHANNELS, "/hil/event", "/hil/frames", "/hil/scene")   # the run's topics
 
 
 def make_layout():
@@ -307,8 +308,10 @@ async def _watch(devtools_url: str, page_url: str, shots: Path) -> dict:
         # the data source's topic list (its tab, had a problem turned to Problems)
         await page.evaluate("""[...document.querySelectorAll('[role="tab"], button')]
             .find((e) => e.textContent.trim() === "Topics")?.click()""")
-        await asyncio.sleep(1.0)
-        text = await page.evaluate("document.body.innerText")
+        text, until = "", time.monotonic() + 60.0       # until the list is drawn
+        while time.monotonic() < until and not all(topic in text for topic in LISTED):
+            await asyncio.sleep(0.5)
+            text = await page.evaluate("document.body.innerText")
         return {"share": share, "later": later, "changed": chart.shape == chart_later.shape
                 and bool((chart != chart_later).any()), "console": page.console,
                 "text": text}
@@ -382,5 +385,5 @@ def test_foxglove_studio_in_chromium_plots_the_live_view(tmp_path, studio_host):
     assert "Waiting for connection" not in seen["text"], seen["text"]
     assert seen["share"] >= PLOTTED, (seen, f"screenshot: {tmp_path / 'viewer-1.png'}")
     assert seen["later"] >= PLOTTED and seen["changed"], seen
-    for topic in (*CHANNELS, "/hil/event", "/hil/frames", "/hil/scene"):
+    for topic in LISTED:
         assert topic in seen["text"], topic           # the data source's topic list
