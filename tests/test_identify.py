@@ -80,6 +80,19 @@ def ok(*argv, cwd: Path) -> str:
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
+def assert_fit_predicts_tenfold_better(out: str) -> dict:
+    """The position RMS (mrad) per (fitted|unfitted, joint) of a `hil identify --validate`
+    report ``out``: the fitted plant within 1 mrad on each of the 3 joints, the unfitted
+    one more than 10 times off."""
+    rows = {(m.group(1), int(m.group(2))): float(m.group(3))
+            for m in re.finditer(r"^\s+(fitted|unfitted)\s+(\d)\s+([\d.e+-]+)", out, re.M)}
+    assert len(rows) == 6, out
+    for j in (1, 2, 3):
+        assert rows["fitted", j] < 1.0, out                      # mrad
+        assert rows["unfitted", j] > 10 * rows["fitted", j], out
+    return rows
+
+
 
 def run(cfg, path: Path) -> None:
     """hil sim's .npz of the resolved config ``cfg`` (rt.sim, in this process)."""
@@ -273,12 +286,7 @@ def test_validation_on_another_trajectory(rig):
            cwd=folder)
     out = ok("identify", "--validate", "other.npz", "--config", "fitted.toml",
              "--plot", "validate.png", cwd=folder)
-    rows = {(m.group(1), int(m.group(2))): float(m.group(3))
-            for m in re.finditer(r"^\s+(fitted|unfitted)\s+(\d)\s+([\d.e+-]+)", out, re.M)}
-    assert len(rows) == 6, out
-    for j in (1, 2, 3):
-        assert rows["fitted", j] < 1.0, out                      # mrad
-        assert rows["unfitted", j] > 10 * rows["fitted", j], out
+    rows = assert_fit_predicts_tenfold_better(out)
     assert max(rows["unfitted", j] for j in (1, 2, 3)) > 10.0, out
     assert (folder / "validate.png").stat().st_size > 10_000
 

@@ -7,7 +7,6 @@ drives run their current loop), the drives' currents, a SYNC period of 2 ms with
 ticks the loop skipped missing, and a command that acts one SYNC after it was sent."""
 from __future__ import annotations
 
-import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rt_helpers import ROOT, hil, wait_for
+from test_identify import assert_fit_predicts_tenfold_better
 
 from hilrig.identify.fit import identify
 from hilrig.settings.config import load
@@ -115,9 +115,4 @@ def test_validate_on_another_canopen_log(can_logs):
              folder)
     out = _run(["identify", "--validate", "other.mcap", "--config", "fitted.toml",
                 "--plot", "validate.png"], folder)
-    rows = {(m.group(1), int(m.group(2))): float(m.group(3))
-            for m in re.finditer(r"^\s+(fitted|unfitted)\s+(\d)\s+([\d.e+-]+)", out, re.M)}
-    assert len(rows) == 6, out
-    for j in (1, 2, 3):
-        assert rows["fitted", j] < 1.0, out                      # mrad
-        assert rows["unfitted", j] > 10 * rows["fitted", j], out
+    assert_fit_predicts_tenfold_better(out)
