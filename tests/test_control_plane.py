@@ -234,8 +234,11 @@ def test_one_controller_at_a_time_and_a_takeover_is_explicit_and_logged(tmp_path
     with pytest.raises(LinkError, match="another controller commands this plant"):
         second.open()
     meas = Measurement(3)
+    assert first.read(meas) and meas.t == 0.0    # the STATE its HELLO was answered with
     first.write(np.zeros(3))
-    assert first.read(meas)                      # the first one still commands
+    assert first.read(meas) and meas.t > 0.0     # the first one still commands: a step
+    # (read before the TAKEOVER is sent: ZeroMQ queues fairly per peer, so a COMMAND
+    # still in flight could otherwise reach the emulator after it)
     third = ZmqLink(ep, 3, timeout=5.0, takeover=True)
     third.open()
     first.write(np.zeros(3))
@@ -243,8 +246,10 @@ def test_one_controller_at_a_time_and_a_takeover_is_explicit_and_logged(tmp_path
         for _ in range(3):                       # (after the STATEs still queued for it)
             first.read(meas)
     first.close()
+    assert third.read(meas)                      # the STATE its TAKEOVER was answered with
+    taken_at = meas.t
     third.write(np.full(3, 1.0))
-    assert third.read(meas) and meas.buffer[0] > 0
+    assert third.read(meas) and meas.t > taken_at  # the third one commands: a step
     third.close()                                # gone without BYE
     time.sleep(0.3)
     fourth = ZmqLink(ep, 3, timeout=5.0)
