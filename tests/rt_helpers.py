@@ -15,6 +15,13 @@ from hilrig.telemetry.logfile import IncompleteLogWarning, read_log
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# For a paced run whose subject is not its timing: normal scheduling, no busy-wait before
+# each deadline. At SCHED_FIFO a paced 3RRR run (its loop spinning half of each period, its
+# correction worker polling every 0.1 ms) holds most of a core, so on a 2-core machine the
+# suite's other worker, and the test's own `hil set` or `hil fault`, wait seconds for CPU.
+SHARED_CPU = ("--set", "loop.fifo_priority=0", "--set", "loop.spin=0")
+
+
 def hil(*args: str) -> list:
     return [sys.executable, "-m", "hilrig.cli", *args]
 

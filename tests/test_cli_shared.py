@@ -18,7 +18,7 @@ import pytest
 from hilrig.cli.exits import ERRORS, exit_for
 from hilrig.cli.main import main, parser
 from hilrig.controllers.factory import ControllerError
-from rt_helpers import ROOT, hil
+from rt_helpers import ROOT, SHARED_CPU, hil
 
 NOBODY = "ipc:///tmp/hil-test-nobody-listens"
 
@@ -226,7 +226,7 @@ def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_no
     stops it (it used to take the id only as a positional)."""
     log = tmp_path / "ctl.mcap"
     ctl = subprocess.Popen(hil("control", "rig_inprocess", "--duration", "600", "--log",
-                               str(log)),
+                               str(log), *SHARED_CPU),
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = ctl.stdout.readline()

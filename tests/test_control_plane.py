@@ -24,7 +24,7 @@ from hilrig.drivers.wire import ERROR_TEXT, FAULT_PARAMS, MessageType, decode, e
 from hilrig.drivers.zmq_link import ZmqLink
 from hilrig.cli.main import main
 from malformed import malformed_kinds, malformed_messages
-from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
+from rt_helpers import ROOT, SHARED_CPU, EmulatorProcess, endpoint, hil, read_complete, wait_for
 
 RIG_ZMQ = str(ROOT / "configs" / "rig_zmq.toml")
 RIG_INPROCESS = str(ROOT / "configs" / "rig_inprocess.toml")
@@ -105,7 +105,7 @@ def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tm
     run's e-stop endpoint is refused (it used to bind over it)."""
     logs = [tmp_path / f"ctl{i}.mcap" for i in range(2)]
     ctls = [subprocess.Popen(hil("control", RIG_INPROCESS, "--duration", "600", "--log",
-                                 str(log)), cwd=ROOT, stdout=subprocess.PIPE,
+                                 str(log), *SHARED_CPU), cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True) for log in logs]
     try:
         ids = []
@@ -185,7 +185,8 @@ def test_another_user_cannot_connect_to_a_runs_sockets(tmp_path, runtime):
     EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
                     preexec_fn=lambda: os.umask(0))
     log = tmp_path / "ctl.mcap"
-    ctl = subprocess.Popen(hil("control", RIG_INPROCESS, "--duration", "60", "--log", str(log)),
+    ctl = subprocess.Popen(hil("control", RIG_INPROCESS, "--duration", "60", "--log", str(log),
+                               *SHARED_CPU),
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            preexec_fn=lambda: os.umask(0))
     try:

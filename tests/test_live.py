@@ -38,7 +38,7 @@ from hilrig.rt.sim import simulate
 from hilrig.settings.live_changes import raw_config
 from hilrig.settings.config import resolve
 
-from rt_helpers import ROOT, hil, read_complete
+from rt_helpers import ROOT, SHARED_CPU, hil, read_complete
 
 # the replayable real-time run: the correction in the tick, no tick skipped
 REPLAYABLE = ["--set", "loop.correction='inline'", "--set", "loop.overrun='catch_up'"]
@@ -56,7 +56,7 @@ def start_run(tmp_path: Path, duration: float, *extra: str) -> tuple[subprocess.
     endpoint = f"ipc:///tmp/hil-set-{uuid.uuid4().hex[:10]}"
     proc = subprocess.Popen(
         hil("run", "rrr3_pd", "--duration", str(duration), "--log", str(log), "--no-plot",
-            "--set-endpoint", endpoint, *REPLAYABLE, *extra),
+            "--set-endpoint", endpoint, *REPLAYABLE, *SHARED_CPU, *extra),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc, log, endpoint
 
@@ -672,7 +672,7 @@ def test_hil_set_finds_the_run_by_its_id_and_a_runs_endpoint_cannot_be_taken(
     runtime = Path(tempfile.mkdtemp(prefix="hset-", dir="/tmp"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     procs = [subprocess.Popen(hil("run", "rrr3_pd", "--duration", "600", "--log",
-                                  str(tmp_path / f"run{i}.mcap"), "--no-plot"),
+                                  str(tmp_path / f"run{i}.mcap"), "--no-plot", *SHARED_CPU),
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in range(2)]
     try:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hilrig.plant.frames import BASE, WORLD
 
-from rt_helpers import ROOT, hil, read_complete
+from rt_helpers import ROOT, SHARED_CPU, hil, read_complete
 from test_live import FoxgloveClient, finish, free_port, start_run
 from test_log_safety import _program
 
@@ -387,7 +387,7 @@ def test_a_live_client_sees_the_jammed_joint_turn_red(tmp_path):
     proc = subprocess.Popen(hil("run", "serial3_jam2", "--duration", "4", "--no-plot",
                                 "--set", "faults.jam.t1=2.0",
                                 "--log", str(tmp_path / "run.mcap"), "--set-endpoint", "",
-                                "--live", f"127.0.0.1:{port}"),
+                                "--live", f"127.0.0.1:{port}", *SHARED_CPU),
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     async def watch():

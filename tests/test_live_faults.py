@@ -16,7 +16,7 @@ import pytest
 from hilrig.live.params import LiveParameters
 from hilrig.live.tuning import TuningError, TuningServer, send_request
 
-from rt_helpers import ROOT, hil, read_complete
+from rt_helpers import ROOT, SHARED_CPU, hil, read_complete
 from test_live import finish
 
 
@@ -80,7 +80,7 @@ def test_hil_fault_jams_a_joint_of_a_running_hil_run_at_the_tick_it_names(tmp_pa
     env = dict(os.environ, XDG_RUNTIME_DIR=str(runtime))
     log = tmp_path / "run.mcap"
     proc = subprocess.Popen(hil("run", "serial3_free", "--duration", "600", "--log", str(log),
-                                "--no-plot", "--set", "loop.spin=0.0001"),
+                                "--no-plot", *SHARED_CPU),
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:

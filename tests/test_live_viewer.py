@@ -34,7 +34,7 @@ import pytest
 import websockets
 from hilrig.live.foxglove import CHANNELS, EVENT_SCHEMA
 
-from rt_helpers import ROOT, hil
+from rt_helpers import ROOT, SHARED_CPU, hil
 
 HOST = Path(__file__).with_name("viewer_host")          # index.html, boot.js
 LAYOUTS = ROOT / "docs" / "foxglove"
@@ -337,7 +337,7 @@ def test_foxglove_studio_in_chromium_plots_the_live_view(tmp_path, studio_host):
     # default telemetry.on_overrun); a 60 s ring, and go on saying so, keep it live
     run = subprocess.Popen(hil("run", "rrr3_pd", "--duration", "1800", "--no-plot", "--live",
                                f"127.0.0.1:{port}", "--set", "telemetry.ring_rows=60000",
-                               "--set", "telemetry.on_overrun='warn'"),
+                               "--set", "telemetry.on_overrun='warn'", *SHARED_CPU),
                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True)
     run_lines: queue.Queue = queue.Queue()

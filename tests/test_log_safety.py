@@ -15,7 +15,7 @@ from hilrig.telemetry.logfile import IncompleteLogWarning, read_log
 from hilrig.telemetry.recorder import EVENT_TOPIC, TICK_TOPIC, Telemetry
 from mcap.reader import make_reader
 
-from rt_helpers import ROOT, hil, stderr_lines, read_complete
+from rt_helpers import ROOT, SHARED_CPU, hil, stderr_lines, read_complete
 
 
 def _read_anyway(path):
@@ -47,7 +47,7 @@ def test_a_full_disk_stops_the_run_within_a_second_with_one_line(small_disk):
     log = small_disk / "run.mcap"
     started = time.monotonic()
     proc = subprocess.run(hil("run", "serial3_free", "--duration", "20", "--no-plot",
-                              "--log", str(log)),
+                              "--log", str(log), *SHARED_CPU),
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     took = time.monotonic() - started
     lines = stderr_lines(proc.stderr)
@@ -71,7 +71,7 @@ def test_a_full_disk_stops_the_run_within_a_second_with_one_line(small_disk):
 def test_a_full_disk_goes_on_unlogged_only_when_asked(small_disk):
     log = small_disk / "run.mcap"
     proc = subprocess.run(hil("run", "serial3_free", "--duration", "4", "--no-plot",
-                              "--log", str(log), "--log-errors", "continue"),
+                              "--log", str(log), "--log-errors", "continue", *SHARED_CPU),
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     lines = stderr_lines(proc.stderr)
     assert proc.returncode == 0, proc.stderr
@@ -117,7 +117,7 @@ def test_a_killed_run_is_repaired_into_a_log_the_standard_reader_opens(tmp_path)
     ticks as were written; export and plot of the cut log say it ends early."""
     log = tmp_path / "killed.mcap"
     proc = subprocess.Popen(hil("run", "serial3_jam1", "--duration", "30", "--no-plot",
-                                "--log", str(log)),
+                                "--log", str(log), *SHARED_CPU),
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 180

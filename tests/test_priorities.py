@@ -266,7 +266,7 @@ class Floor:
             self.gaps += [tuple(map(float, line.split())) for line in out.splitlines()]
 
 
-LOADED_RUNS = 5   # 20 in bench/bench_rigs.py (and 10 of each other rig); here ~1.5 min
+LOADED_RUNS = 3   # 20 in bench/bench_rigs.py (and 10 of each other rig); here ~45 s
 
 
 @pytest.mark.slow

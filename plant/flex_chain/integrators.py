@@ -18,14 +18,30 @@ Event rows are [t (s), point (0-based: O_1 = 0), kind (1 onset, 0 separation)].
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from hilrig.plant.flex_chain.contact import CONTACT, FLIGHT, WORK_TERMS, derivative
 from hilrig.plant.flex_chain.chain import P_N, assemble, point_heights, point_state, scratch_size
 from hilrig.jit.kernel import allocating_kernel, kernel
-from scipy.integrate._ivp import dop853_coefficients as dop
+
+
+def _dop853_tableau():
+    """scipy's DOP853 tableau (scipy/integrate/_ivp/dop853_coefficients.py, which needs
+    only numpy), loaded by itself: importing it as a submodule would first import all of
+    scipy.integrate, 0.4 s at the start of every `hil` command."""
+    path = Path(importlib.util.find_spec("scipy").origin).parent / "integrate" / "_ivp" \
+        / "dop853_coefficients.py"
+    spec = importlib.util.spec_from_file_location("hilrig_dop853_coefficients", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+dop = _dop853_tableau()
 
 # DOP853: 12 stages (+ the derivative at the step's end), 3 more for the dense output
 STAGES = dop.N_STAGES
