@@ -98,14 +98,18 @@ def _feedback_law(t, pos, vel, cur, params, state, u):
     feedback_command(t, pos, vel, cur, params, state, u)
 
 
-@functools.lru_cache(maxsize=None)
 def builtin_law(feed_forward: bool = True) -> CFunc:
     """The built-in law as a law of LAW_SIGNATURE (a cfunc): builtin_command, or with
     ``feed_forward`` False feedback_command (open loop and PD). Compiled, or loaded from
     the cache, at the first call for each, not when this module is imported: ``hil sim``
     (which calls builtin_command directly) compiles neither, and a PD run does not compile
     the feed-forward's model kernels (plant.model_kernels: about 3 s of a first run's
-    compile time, bench/bench_compile.py)."""
+    compile time, bench/bench_compile.py). One cfunc for each, however asked."""
+    return _law(bool(feed_forward))
+
+
+@functools.lru_cache(maxsize=None)
+def _law(feed_forward: bool) -> CFunc:
     return cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)(
         _builtin_law if feed_forward else _feedback_law)
 
