@@ -1,7 +1,7 @@
 """hilrig's own control laws (open loop, PD, computed-torque feed-forward) as one
 compiled law of the public interface (controllers.interface), and their builder.
 
-They enter the loops exactly as a user's law does: ``builtin_law`` has the signature
+They enter the loops exactly as a user's law does: ``builtin_law()`` has the signature
 ``law(t, pos, vel, cur, params, state, u)``; its ``params`` are the ``ctrl`` array of
 controllers.layout followed by the feed-forward model's plant params, its ``state``
 is the scratch of controllers.law.command. ``OPEN_LOOP``, ``PD`` and ``FEEDFORWARD``
@@ -10,6 +10,8 @@ are ControllerSpecs with the ``[controller]`` keys they own (``KEYS``) and their
 as a third-party package registers its own.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from hilrig.controllers.interface import LAW_SIGNATURE, Controller, ControllerSpec
@@ -32,6 +34,7 @@ from hilrig.plant.factory import motor_params, plant_model
 from hilrig.plant.packed import matrix_view
 from hilrig.schema import Config, Key
 from numba import cfunc
+from numba.core.ccallback import CFunc
 
 KINDS = {"open_loop": OPEN_LOOP, "pd": PD, "feedforward": FEEDFORWARD}
 
@@ -77,10 +80,38 @@ def builtin_command(t, pos, vel, cur, params, state, u):
     command(params[:start], params[start:], work, t, pos, vel, u)
 
 
-@cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)
-def builtin_law(t, pos, vel, cur, params, state, u):
-    """builtin_command as a law (LAW_SIGNATURE)."""
+@inline_kernel
+def feedback_command(t, pos, vel, cur, params, state, u):
+    """builtin_command without the feed-forward (open loop and PD; their params hold no
+    model): controllers.law.command with the model None, the same arithmetic."""
+    start = int(params[C_MODEL])
+    cols = int(params[C_WORK_COLS])
+    work = matrix_view(state, 0, state.shape[0] // cols, cols)
+    command(params[:start], None, work, t, pos, vel, u)
+
+
+def _builtin_law(t, pos, vel, cur, params, state, u):
     builtin_command(t, pos, vel, cur, params, state, u)
+
+
+def _feedback_law(t, pos, vel, cur, params, state, u):
+    feedback_command(t, pos, vel, cur, params, state, u)
+
+
+def builtin_law(feed_forward: bool = True) -> CFunc:
+    """The built-in law as a law of LAW_SIGNATURE (a cfunc): builtin_command, or with
+    ``feed_forward`` False feedback_command (open loop and PD). Compiled, or loaded from
+    the cache, at the first call for each, not when this module is imported: ``hil sim``
+    (which calls builtin_command directly) compiles neither, and a PD run does not compile
+    the feed-forward's model kernels (plant.model_kernels: about 3 s of a first run's
+    compile time, bench/bench_compile.py). One cfunc for each, however asked."""
+    return _law(bool(feed_forward))
+
+
+@functools.lru_cache(maxsize=None)
+def _law(feed_forward: bool) -> CFunc:
+    return cfunc(LAW_SIGNATURE, cache=True, error_model="numpy", _nrt=False)(
+        _builtin_law if feed_forward else _feedback_law)
 
 
 def build(cfg: Config, unit: str) -> Controller:
@@ -128,7 +159,8 @@ def _controller(ctrl: np.ndarray, model: np.ndarray, rows: int, cols: int, name:
                 feedback: bool = True) -> Controller:
     ctrl[C_MODEL] = len(ctrl)
     ctrl[C_WORK_COLS] = cols
-    return Controller(builtin_law, np.concatenate([ctrl, model]), np.zeros(rows * cols),
+    return Controller(builtin_law(feed_forward=len(model) > 0), np.concatenate([ctrl, model]),
+                      np.zeros(rows * cols),
                       feedback=feedback, name=name, builtin=True)
 
 

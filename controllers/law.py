@@ -55,7 +55,10 @@ WORK_MODEL = 3
 
 @kernel
 def command(ctrl, model, work, t, pos, vel, u):
-    """Write the command for time t (s) into u (V or N m per actuated joint)."""
+    """Write the command for time t (s) into u (V or N m per actuated joint). ``model``:
+    the feed-forward's plant params (plant.model_kernels), or None for a law compiled
+    without the feed-forward (open loop and PD: numba then prunes its branch, and the
+    model kernels are neither typed nor compiled)."""
     kind = int(ctrl[C_KIND])
     n = int(ctrl[C_NACT])
     if kind == OPEN_LOOP:
@@ -66,15 +69,16 @@ def command(ctrl, model, work, t, pos, vel, u):
     for j in range(n):
         u[j] = at(ctrl, B_KP, n, j) * (work[0, j] - pos[j]) \
             + at(ctrl, B_KD, n, j) * (work[1, j] - vel[j])
-    if kind == FEEDFORWARD:
-        mass = work[WORK_MODEL:WORK_MODEL + n, :n]
-        bias = work[WORK_MODEL + n, :n]
-        model_kernels.mass_and_bias(model, work[0, :n], work[1, :n], mass, bias)
-        for j in range(n):
-            tau = bias[j]
-            for k in range(n):
-                tau += mass[j, k] * work[2, k]
-            u[j] += tau
+    if model is not None:        # None: a law compiled without the feed-forward (above)
+        if kind == FEEDFORWARD:
+            mass = work[WORK_MODEL:WORK_MODEL + n, :n]
+            bias = work[WORK_MODEL + n, :n]
+            model_kernels.mass_and_bias(model, work[0, :n], work[1, :n], mass, bias)
+            for j in range(n):
+                tau = bias[j]
+                for k in range(n):
+                    tau += mass[j, k] * work[2, k]
+                u[j] += tau
     output = int(ctrl[C_OUTPUT])
     if output == OUT_GAIN:
         for j in range(n):

@@ -216,7 +216,8 @@ class FingerprintLocator(_CacheLocator):
     """numba cache locator for the kernels of hilrig's packages: their cache lives in
     ``cache_dir()/<package>`` and its stamp is the fingerprint (module docstring)."""
 
-    def __init__(self, py_func, package: str):
+    def __init__(self, py_func, py_file: str, package: str):
+        self._py_file = py_file        # numba's warning about a kernel it cannot cache names it
         self._lineno = py_func.__code__.co_firstlineno
         self._cache_path = str(cache_dir() / package)
 
@@ -234,7 +235,7 @@ class FingerprintLocator(_CacheLocator):
         package = kernel_package(py_file)
         if package is None or cache_dir() is None:
             return None
-        locator = cls(py_func, package)
+        locator = cls(py_func, py_file, package)
         try:
             locator.ensure_cache_path()
         except OSError:

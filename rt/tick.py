@@ -37,6 +37,8 @@ from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
 from hilrig.telemetry.rows import COL_I, fill_row
 from hilrig.timing.clock import now_ns
+from numba import types
+from numba.extending import overload
 
 # what a tick ends with
 T_OK, T_BAD_COMMAND, T_INVALID_STATE, T_JOINT_LIMIT = 0, 1, 2, 3
@@ -123,14 +125,26 @@ def law_of(controller: Controller):
     return None if controller.builtin else controller.law
 
 
-@inline_kernel
 def command(law, t, pos, vel, cur, params, state, u):
-    """law(t, pos, vel, cur, params, state, u); law None: the built-in law, called directly
-    (numba compiles one of the two branches)."""
-    if law is None:
-        builtin_command(t, pos, vel, cur, params, state, u)
-    else:
+    """law(t, pos, vel, cur, params, state, u), in a kernel; law None: the built-in law,
+    called directly. numba chooses by the type of ``law`` while typing the caller (an
+    overload, inlined), so a loop compiled for a law's pointer does not compile the
+    built-in law nor the feed-forward's model kernels it calls (about 5 s of a first
+    run's compile time, bench/bench_compile.py). (``if law is None`` would compile both:
+    numba prunes such a branch only where ``law`` is None.)"""
+    raise TypeError("rt.tick.command runs inside kernels only")
+
+
+@overload(command, inline="always")
+def _command(law, t, pos, vel, cur, params, state, u):
+    if isinstance(law, types.NoneType):
+        def built_in(law, t, pos, vel, cur, params, state, u):
+            builtin_command(t, pos, vel, cur, params, state, u)
+        return built_in
+
+    def through_pointer(law, t, pos, vel, cur, params, state, u):
         law(t, pos, vel, cur, params, state, u)
+    return through_pointer
 
 
 @inline_kernel
