@@ -10,9 +10,9 @@ this process's PYTHONPATH, labelled ``this``); a checkout from before the fault 
 symlink ``hilrig -> /tmp/base``) runs its "none" case only. ``--workers`` worker
 processes per checkout (this file with ``--worker``) each compile their loops once; then
 round by round the checkouts' workers run in turn, so all see the same host. Several
-workers: where the JIT places a loop's code moves its time by up to 40 ns a step from
-one process to the next on the development VM (the same tree measured 143 and 171 ns),
-and each worker is one such placement; the figures are medians over all of them.
+workers: on the loaded development VM the same loop measured 143 ns a step in the
+workers of one run and 171 ns in those of another (docs/FAULTS.md, Cost; the loop's code
+placement moves it by as much), so the figures are medians over all workers.
 
 What a tick does to its plant (rt.tick.tick and the loops around it), in one compiled loop
 of ``--steps`` steps under a constant command: the fault table at the boundary
