@@ -1,21 +1,27 @@
 """Per-tick plant cost with no fault and with three active, for two checkouts side by side.
 
     python bench/bench_faults.py --path base=/tmp/base-path --path this=/work/wt/X-path \
-        [--plants serial3_free,ur5_pd,rrr3_pd] [--steps 20000] [--rounds 9] [--block 16]
+        [--plants serial3_free,ur5_pd,rrr3_pd] [--steps 20000] [--rounds 9] [--block 16] \
+        [--workers 3]
 
 Each ``--path`` is a PYTHONPATH under which ``import hilrig`` finds one checkout (default:
 this process's PYTHONPATH, labelled ``this``); a checkout from before the fault table
 (commit ddb5666: ``git archive ddb5666 | tar -x -C /tmp/base`` and a folder holding a
-symlink ``hilrig -> /tmp/base``) runs its "none" case only. One worker process per
-checkout (this file with ``--worker``) compiles its loops once; then round by round the
-checkouts run in turn, so both see the same host.
+symlink ``hilrig -> /tmp/base``) runs its "none" case only. ``--workers`` worker
+processes per checkout (this file with ``--worker``) each compile their loops once; then
+round by round the checkouts' workers run in turn, so all see the same host. Several
+workers: on the loaded development VM the same loop measured 143 ns a step in the
+workers of one run and 171 ns in those of another (docs/FAULTS.md, Cost; the loop's code
+placement moves it by as much), so the figures are medians over all workers.
 
 What a tick does to its plant (rt.tick.tick and the loops around it), in one compiled loop
 of ``--steps`` steps under a constant command: the fault table at the boundary
 (plant.stepping.apply_schedule), the sensor passes while the table holds a fault
 (plant.faults.hold_previous, sense, behind rt.tick's one check), the measurement and
 the motor currents (plant.motor.currents), the plant step with the config's correction
-(plant.stepping.advance). Tables: none (no rows), spare rows (a real-time run's table
+(plant.stepping.advance). The sensor passes run while the table's summary asks for them
+(plant.faults.holding, sensing), as in rt.tick; a checkout without that summary runs
+them at every tick, as its tick did. Tables: none (no rows), spare rows (a real-time run's table
 without faults: 64 spare rows, hil run's), three active (effectiveness 0.7 on joint 1,
 viscous friction 0.5 N m s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains
 only: a 3RRR takes no actuator fault). The clock is read every ``--block`` steps.
@@ -55,12 +61,25 @@ try:        # a checkout with the fault table
     )
 except ImportError:     # the base: a jam schedule of 4 columns, no sensor faults
     FAULT_COLUMNS = None
+try:        # a checkout whose table has a summary (rt.tick asks it before each pass)
+    from hilrig.plant.faults import holding, sensing
+except ImportError:
+    holding = sensing = None
 
 CHAINS = ("serial3_free", "ur5_pd")     # the plants that take actuator faults
 
 # hilrig's kernel options, not cached: numba's own cache of a file outside hilrig's
 # packages would not see an edit of the plant code it inlines (jit.compilation)
 kernel = njit(nogil=True, error_model="numpy", _nrt=False)
+
+if FAULT_COLUMNS is not None and holding is None:     # a table without a summary
+    @njit(inline="always")
+    def holding(table):
+        return True
+
+    @njit(inline="always")
+    def sensing(table):
+        return True
 
 if FAULT_COLUMNS is not None:
     @kernel
@@ -76,7 +95,7 @@ if FAULT_COLUMNS is not None:
             t = k * h
             apply_schedule(p, jams, table, t, x, 1e-9 * h)
             faulty = holds_faults(table)                                 # as rt.tick.tick
-            if faulty:
+            if faulty and holding(table):
                 hold_previous(table, meas, nact)
             for j in range(nact):
                 meas[1 + j] = x[j]
@@ -85,7 +104,7 @@ if FAULT_COLUMNS is not None:
                 currents(p, x, u, cur, jams)
             else:
                 currents(p, x, u, cur)
-            if faulty:
+            if faulty and sensing(table):
                 sense(table, t, k, meas, nact)
             if not advance(p, jams, t, x, u, h, method, correction, work, stages, mech):
                 return False
@@ -191,6 +210,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--block", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=3,
+                        help="worker processes per checkout (code placements)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -200,13 +221,14 @@ def main() -> None:
     plants = args.plants.split(",")
     results: dict = {}
     with tempfile.TemporaryFile("w+") as log:
-        workers = {label: Worker(path, log) for label, path in paths}
+        workers = [(label, Worker(path, log)) for n in range(args.workers)
+                   for label, path in paths]
         try:
             kinds = {(plant, label): w.ask({"plant": plant})
-                     for plant in plants for label, w in workers.items()}
+                     for plant in plants for label, w in workers}
             for r in range(args.rounds + 1):          # round 0 compiles and warms up
                 for plant in plants:
-                    for label, w in workers.items():
+                    for label, w in workers:
                         for table in kinds[plant, label]:
                             answer = w.ask({"plant": plant, "table": table,
                                             "steps": args.steps, "block": args.block})
@@ -219,10 +241,11 @@ def main() -> None:
             sys.stderr.write(log.read()[-4000:])
             raise
         finally:
-            for w in workers.values():
+            for _, w in workers:
                 w.close()
-    print(f"ns per plant step: median over {args.rounds} rounds of each round's median, p99 "
-          f"and mean over blocks of {args.block} steps")
+    print(f"ns per plant step: median over {args.rounds} rounds x {args.workers} workers of "
+          f"each run's median, p99 and mean over blocks of {args.block} steps; load average "
+          f"{os.getloadavg()[1]:.1f} (5 min)")
     first = paths[0][0]
     for plant in plants:
         ref = statistics.median(a["median"] for a in results[plant, first, "none"])

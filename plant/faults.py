@@ -8,7 +8,13 @@ condition ``C_WHEN_JOINT``/``C_WHEN_SIGNAL``/``C_ABOVE``/``C_BELOW``), how long
 of its table's own keys in hilrig.schema), its state (``C_STATE``: pending, active,
 over; ``C_T_ON`` the time it started, ``C_MEM`` what a stuck or dropped-out sensor
 holds, ``C_T_OFF`` the time it ended) and the state a loop last reported as an event
-(``C_REPORTED``). Rows of kind 0
+(``C_REPORTED``). The first row also carries the table's summary, which spares the
+loops their passes over the rows on the ticks where nothing is to do: ``C_NEXT``, the
+earliest time (s) at which a row may start or end (``apply_faults`` skips the table
+before it; -inf: check at the next boundary, as a new row requires), ``C_SENSING`` (1
+while a sensor row is active: the tick calls ``sense``) and ``C_HOLD`` (1 while a
+dropout that has started has not yet taken the value it holds: ``hold_previous``).
+Rows of kind 0
 are spare and come last: live faults (``hil fault``) are written there, in the order they
 arrive, so that a replay that puts them there from the log's events does the same
 arithmetic; every loop over the rows stops at the first spare one.
@@ -18,7 +24,8 @@ rows and ends the expired ones; actuator faults then set the coordinates' ``A_*`
 columns of ``jams`` (plant.actuator_faults), a brake or jam starts the jam law
 (plant.jam). ``sense`` corrupts what the law is about to see (rt.tick's measure step).
 A table without faults costs one check a tick (``holds_faults``: the loops call
-no fault pass while its first row is spare).
+no fault pass while its first row is spare); one with faults, a comparison a pass
+(``faults_due``, ``holding``, ``sensing``) on the ticks where that pass has nothing to do.
 """
 from __future__ import annotations
 
@@ -49,8 +56,8 @@ from hilrig.schema import FaultsTable
 # columns of a row
 (C_KIND, C_JOINT, C_CHANNEL, C_T1, C_DURATION, C_STATE, C_REPORTED, C_T_ON, C_T_OFF,
  C_WHEN_JOINT, C_WHEN_SIGNAL, C_ABOVE, C_BELOW, C_LIVE, C_P0, C_P1, C_P2, C_P3, C_MEM,
- C_HELD) = range(20)
-FAULT_COLUMNS = 20
+ C_HELD, C_NEXT, C_SENSING, C_HOLD) = range(23)
+FAULT_COLUMNS = 23      # C_NEXT, C_SENSING, C_HOLD: the table's summary, in its first row
 N_PARAMS = 4
 LIVE_ROWS = 64          # spare rows for live faults in a real-time run's table
 # row states
@@ -133,6 +140,7 @@ def fault_row(kind: str, joint: int, t1: float, duration: float, params: dict,
         row[C_P0 + i] = np.nan if value is None else float(value)
     row[C_MEM] = np.nan
     row[C_T_OFF] = np.nan
+    row[C_NEXT] = -np.inf      # as the first row: the table is checked at its first boundary
     return row
 
 
@@ -192,11 +200,13 @@ def fault_table(cfg, spare: int = 0) -> np.ndarray:
 
 @kernel
 def add_row(table, row):
-    """Write ``row`` into the first spare row of ``table``; its index, or -1 when full."""
+    """Write ``row`` into the first spare row of ``table``; its index, or -1 when full.
+    The table is then checked at the next boundary (its summary's ``C_NEXT``)."""
     for r in range(table.shape[0]):
         if table[r, C_KIND] == 0.0:
             for c in range(table.shape[1]):
                 table[r, c] = row[c]
+            table[0, C_NEXT] = -np.inf
             return r
     return -1
 
@@ -373,6 +383,26 @@ def holds_faults(table):
     return table.shape[0] > 0 and table[0, C_KIND] != 0.0
 
 
+@inline_kernel
+def faults_due(table, t, tol):
+    """True when a row of the fault table may start or end at the tick boundary t (s,
+    within ``tol``): it holds a fault and its summary's ``C_NEXT`` has come. Before, a
+    call of ``apply_faults`` would change nothing."""
+    return holds_faults(table) and table[0, C_NEXT] <= t + tol
+
+
+@inline_kernel
+def holding(table):
+    """True while a dropout of a table that holds faults waits for ``hold_previous``."""
+    return table[0, C_HOLD] != 0.0
+
+
+@inline_kernel
+def sensing(table):
+    """True while a table that holds faults has an active sensor row (``sense``)."""
+    return table[0, C_SENSING] != 0.0
+
+
 @kernel
 def _condition(row, x, nq):
     """True when the row has no condition, or its joint's signal lies in (above, below)."""
@@ -410,12 +440,23 @@ def _start(p, jams, table, r, t, x, nq):
 
 @kernel
 def _actuators(p, jams, table):
-    """The coordinates' actuator columns from the active actuator rows (after a change)."""
+    """After a change: the coordinates' actuator columns from the active actuator rows,
+    and the summary's sensor flags (``C_SENSING``, ``C_HOLD``) from the sensor rows."""
     healthy_actuators(jams)
+    table[0, C_SENSING] = 0.0
+    table[0, C_HOLD] = 0.0
     for r in range(table.shape[0]):
         kind = int(table[r, C_KIND])
-        if table[r, C_STATE] != S_ACTIVE or kind < K_FREE_SWING or kind > K_FRICTION \
-                or kind == K_BRAKE:
+        if kind == 0:
+            break
+        if table[r, C_STATE] != S_ACTIVE:
+            continue
+        if K_SENSOR_BIAS <= kind <= K_NOISE_BURST:
+            table[0, C_SENSING] = 1.0
+            if kind == K_SENSOR_DROPOUT and table[r, C_HELD] == 0.0:
+                table[0, C_HOLD] = 1.0
+            continue
+        if kind < K_FREE_SWING or kind > K_FRICTION or kind == K_BRAKE:
             continue
         j = int(table[r, C_JOINT])
         jams[j, A_ON] = 1.0
@@ -442,9 +483,13 @@ def _actuators(p, jams, table):
 def apply_faults(p, jams, table, t, x, tol):
     """At the tick boundary t (s): start every pending row whose t1 has come (within
     ``tol``) and whose condition holds, end every active row whose duration has passed
-    (a jam or brake released, an actuator fault's columns cleared), in row order."""
+    (a jam or brake released, an actuator fault's columns cleared), in row order; then
+    the summary's ``C_NEXT``: the earliest t1 of a pending row, end of an active one (a
+    pending row whose condition does not hold yet keeps it at its t1, so it is checked
+    at every boundary). Callers skip it before ``C_NEXT`` (``faults_due``)."""
     nq = int(p[H_NQ])
     changed = False
+    due = np.inf
     for r in range(table.shape[0]):
         kind = table[r, C_KIND]
         if kind == 0.0:
@@ -454,12 +499,20 @@ def apply_faults(p, jams, table, t, x, tol):
             if table[r, C_T1] <= t + tol and _condition(table[r], x, nq):
                 _start(p, jams, table, r, t, x, nq)
                 changed = True
-        elif state == S_ACTIVE and table[r, C_T_ON] + table[r, C_DURATION] <= t + tol:
-            table[r, C_STATE] = S_OVER
-            table[r, C_T_OFF] = t
-            if kind == K_BRAKE:
-                clear_jam(jams, int(table[r, C_JOINT]))
-            changed = True
+            else:
+                due = min(due, table[r, C_T1])
+        if table[r, C_STATE] == S_ACTIVE:
+            end = table[r, C_T_ON] + table[r, C_DURATION]
+            if state == S_ACTIVE and end <= t + tol:
+                table[r, C_STATE] = S_OVER
+                table[r, C_T_OFF] = t
+                if kind == K_BRAKE:
+                    clear_jam(jams, int(table[r, C_JOINT]))
+                changed = True
+            else:
+                due = min(due, end)
+    if table.shape[0] > 0:
+        table[0, C_NEXT] = due
     if changed:
         _actuators(p, jams, table)
 
@@ -487,7 +540,8 @@ def gaussian(seed, k, j):
 @kernel
 def hold_previous(table, meas, nact):
     """Before the measure step: a dropout that has just started holds what the law saw
-    last (``meas`` still holds it: drivers.link.Measurement's layout)."""
+    last (``meas`` still holds it: drivers.link.Measurement's layout). Loops call it
+    only while the summary says one waits (``holding``)."""
     for r in range(table.shape[0]):
         if table[r, C_KIND] == 0.0:
             break
@@ -495,6 +549,8 @@ def hold_previous(table, meas, nact):
                 and int(table[r, C_KIND]) == K_SENSOR_DROPOUT:
             table[r, C_MEM] = meas[1 + int(table[r, C_CHANNEL]) * nact + int(table[r, C_JOINT])]
             table[r, C_HELD] = 1.0
+    if table.shape[0] > 0:
+        table[0, C_HOLD] = 0.0
 
 
 @kernel

@@ -15,7 +15,7 @@ from hilrig.plant.flex_chain.tick import METHOD_CONTACT, contact_step
 from hilrig.plant.dynamics import chain_mechanism
 from hilrig.plant.family import FAMILY_CONTACT, compiled
 from hilrig.plant.integrators import is_fused_rrr3, step
-from hilrig.plant.faults import apply_faults, holds_faults
+from hilrig.plant.faults import apply_faults, faults_due
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import H_MODEL, H_NQ, MODEL_CHAIN, MODEL_RRR3, MODEL_SERIAL_ARM
 
@@ -69,8 +69,9 @@ def advance(p, jams, t, x, u, h, method, correction, work, stages, mech=None):
 @inline_kernel   # inlined: a run without faults pays the check, not a call
 def apply_schedule(p, jams, schedule, t, x, tol):
     """Start and end the faults of the fault table ``schedule`` (plant.faults) that are
-    due at this step boundary t (s); nothing while it holds no fault."""
-    if holds_faults(schedule):
+    due at this step boundary t (s); nothing while it holds no fault, nor before its
+    next start or end (plant.faults.faults_due)."""
+    if faults_due(schedule, t, tol):
         apply_faults(p, jams, schedule, t, x, tol)
 
 

@@ -48,7 +48,7 @@ from hilrig.plant.faults import (
     S_OVER,
     S_PENDING,
     add_row,
-    holds_faults,
+    faults_due,
 )
 from hilrig.plant.layout import H_NACT, H_NQ
 from hilrig.plant.stepping import advance, apply_schedule, correct
@@ -369,7 +369,7 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
         # before the tick: a finished correction, faults due now, live changes
         if use_worker:
             _apply_correction(worker.handoff, worker.snap, worker.delta, x)
-        if holds_faults(schedule):
+        if faults_due(schedule, t, tol):       # a row may start or end (plant.faults)
             _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
         _serve_request(p, jams, x, schedule, sup.request, mail, events, k, t, tol)
         if live is not None:

@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import hold_previous, holds_faults, sense
+from hilrig.plant.faults import hold_previous, holding, holds_faults, sense, sensing
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -246,9 +246,10 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     pos = meas[1:1 + nact]
     vel = meas[1 + nact:1 + 2 * nact]
     cur = meas[1 + 2 * nact:1 + 3 * nact]
-    # read (the fault passes only while the table has a fault: plant.faults.holds_faults)
+    # read (the fault passes only while the table has a fault, plant.faults.holds_faults,
+    # and its summary says they have something to do: holding, sensing)
     faulty = holds_faults(faults)
-    if faulty:
+    if faulty and holding(faults):
         hold_previous(faults, meas, nact)
     meas[0] = t
     for j in range(nact):
@@ -262,7 +263,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     _currents(p, x, held, cur, plant.jams, faulty)
     if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
-    if faulty:
+    if faulty and sensing(faults):
         sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
