@@ -9,7 +9,7 @@ import pytest
 from conftest import config
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import motor_params, plant_from_config
-from hilrig.plant.faults import fault_row
+from hilrig.plant.faults import FAULT_COLUMNS, fault_row
 from hilrig.plant.motor import apply_drive
 from hilrig.plant.stepping import apply_schedule
 from hilrig.rt.sim import simulate
@@ -55,7 +55,7 @@ def drive_terms(cfg, kind: str, x, u, **params):
     plant = plant_from_config(cfg)
     nq = plant.nq
     table = np.array([fault_row(kind, 1, 0.0, np.inf, params)]) if kind else \
-        np.zeros((0, 20))
+        np.zeros((0, FAULT_COLUMNS))
     apply_schedule(plant.params, plant.jams, table, 0.0, plant.x, 0.0)
     mass, bias = np.eye(nq), np.zeros(nq)
     force, dcurrent = np.zeros(nq), np.zeros(plant.nact)
