@@ -378,8 +378,7 @@ def encoding_cost() -> None:
 
 def frames_cost() -> None:
     """µs per /hil/frames message of the 3RRR (eight frames): the SDK's message classes
-    against telemetry.scene.TransformsEncoder in blocks of 1 row (the live view at 100 Hz)
-    and 5 rows (at 1 kHz: a wake-up's rows)."""
+    against telemetry.scene.TransformsEncoder (the view's)."""
     import foxglove.messages as fm
     from hilrig.plant.frames import rrr3
     from hilrig.plant.rrr3 import Rrr3Params
@@ -400,12 +399,10 @@ def frames_cost() -> None:
     print(f"/hil/frames (3RRR, 8 frames), {len(sdk[0])} bytes/message:\n"
           f"  SDK classes {(time.perf_counter() - start) / n * 1e6:6.2f} us/message")
     encode = TransformsEncoder(skeleton.frames)
-    for block in (1, 5, 50):
-        start = time.perf_counter()
-        for m in range(0, n, block):
-            encode(t[m:m + block], r[m:m + block], stamps[m:m + block])
-        print(f"  encoder, blocks of {block:2d} rows {(time.perf_counter() - start) / n * 1e6:6.2f} "
-              "us/message")
+    start = time.perf_counter()
+    for m, ns in enumerate(stamps):
+        encode(t[m], r[m], ns)
+    print(f"  TransformsEncoder {(time.perf_counter() - start) / n * 1e6:6.2f} us/message")
 
 
 def main() -> None:
