@@ -86,6 +86,15 @@ def _arrival(data: bytes, now: int, json_subs: set) -> tuple:
     return sub, tick, int.from_bytes(data[5:13], "little"), now
 
 
+PARENT = os.getppid()             # (in a client: the bench that started it)
+
+
+def _orphaned() -> None:
+    """End a client whose bench ended (it would wait for its run for minutes)."""
+    if os.getppid() != PARENT:
+        raise SystemExit("client: the bench ended")
+
+
 def client_main(port: int, stalled: bool, robot: bool, out: str) -> None:
     """The Python client (``--ws-client``: through the ``websockets`` library; else
     ``raw_client``): subscribe to every channel (without ``robot``: but the 3D ones),
@@ -98,6 +107,7 @@ def client_main(port: int, stalled: bool, robot: bool, out: str) -> None:
     async def run():
         options = {"max_queue": 1, "max_size": 2 ** 16} if stalled else {}
         for _ in range(6000):         # (the run may compile its kernels first: minutes)
+            _orphaned()
             try:
                 ws = await websockets.connect(f"ws://127.0.0.1:{port}",
                                               subprotocols=["foxglove.websocket.v1"], **options)
@@ -141,6 +151,7 @@ def raw_client(port: int, stalled: bool, robot: bool, out: str) -> None:
     import struct
 
     for _ in range(6000):             # (the run may compile its kernels first: minutes)
+        _orphaned()
         try:
             sock = socket.create_connection(("127.0.0.1", port))
             break
