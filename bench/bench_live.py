@@ -27,7 +27,8 @@ client (CLOCK_MONOTONIC in both processes), median, p99 and max; and the message
 received against those the rates give for the ticks from the client's first message to
 the run's end (missing: published rows that never arrived). The loop starts once the
 client subscribed (hook ``Subscribed``). The clients are separate
-processes (``websockets``), as Foxglove would be, offering only ``foxglove.websocket.v1``.
+processes, as Foxglove would be, offering only ``foxglove.websocket.v1``: on a plain socket
+(``raw_client``), or through the ``websockets`` library with ``--ws-client``.
 A reading client keeps Python's cyclic garbage collector off while it records: the
 arrivals it keeps (some 70 000 tuples in 10 s) made it stop for a full collection of
 0.3-0.45 s once every few seconds, a pause of the instrument that set the p99 of the
