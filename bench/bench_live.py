@@ -27,11 +27,17 @@ client (CLOCK_MONOTONIC in both processes), median, p99 and max; and the message
 received against those the rates give for the ticks from the client's first message to
 the run's end (missing: published rows that never arrived). The loop starts once the
 client subscribed (hook ``Subscribed``). The clients are separate
-processes (``websockets``), as Foxglove would be, offering only ``foxglove.websocket.v1``.
+processes, as Foxglove would be, offering only ``foxglove.websocket.v1``: on a plain socket
+(``raw_client``), or through the ``websockets`` library with ``--ws-client``.
+A reading client keeps Python's cyclic garbage collector off while it records: the
+arrivals it keeps (some 70 000 tuples in 10 s) made it stop for a full collection of
+0.3-0.45 s once every few seconds, a pause of the instrument that set the p99 of the
+figures measured before (docs/LIVE.md).
 
 Before the runs: the cost of the encoding, per message (µs) and its size (bytes), of a
 block of 1000 rows of every channel: ``json.dumps`` per message (the view before issue
-25) against live.foxglove.Encoder (one template per channel, the view's).
+25) against live.foxglove.Encoder (one template per channel, the view's); and of the 3RRR's
+``/hil/frames``: the SDK's message classes against telemetry.scene.TransformsEncoder.
 """
 from __future__ import annotations
 
@@ -62,34 +68,62 @@ RATES = {"100Hz": [], "1kHz": ["1000"], "stalled": ["1000"],    # --live-rate of
 ROBOT = ("/hil/frames", "/hil/scene")
 
 
+def _plan(advertised: list, robot: bool) -> tuple:
+    """What a client subscribes to, of the ``advertised`` channels (the server's advertise
+    ops' channels): (topics, the subscribe op, ids of the JSON subscriptions)."""
+    channels = {c["topic"]: c["id"] for c in advertised}
+    encodings = {c["id"]: c["encoding"] for c in advertised}
+    topics = [t for t in channels if t != "/hil/event" and (robot or t not in ROBOT)]
+    subs = [{"id": i, "channelId": channels[t]} for i, t in enumerate(topics)]
+    json_subs = {i for i, t in enumerate(topics) if encodings[channels[t]] == "json"}
+    return topics, json.dumps({"op": "subscribe", "subscriptions": subs}), json_subs
+
+
+def _arrival(data: bytes, now: int, json_subs: set) -> tuple:
+    """(subscription, tick (JSON channels; None for protobuf ones), log time ns, ``now``)
+    of a Message Data op."""
+    sub = int.from_bytes(data[1:5], "little")
+    tick = json.loads(data[13:])["tick"] if sub in json_subs else None
+    return sub, tick, int.from_bytes(data[5:13], "little"), now
+
+
+PARENT = os.getppid()             # (in a client: the bench that started it)
+
+
+def _orphaned() -> None:
+    """End a client whose bench ended (it would wait for its run for minutes)."""
+    if os.getppid() != PARENT:
+        raise SystemExit("client: the bench ended")
+
+
 def client_main(port: int, stalled: bool, robot: bool, out: str) -> None:
-    """A foxglove.websocket.v1 client: subscribe to every channel (without ``robot``:
-    but the 3D ones), then read (and note
-    each message's topic, tick (JSON channels; None for protobuf ones), log time and
-    arrival time) or never read again."""
+    """The Python client (``--ws-client``: through the ``websockets`` library; else
+    ``raw_client``): subscribe to every channel (without ``robot``: but the 3D ones),
+    then read, noting each message's subscription, tick, log time and arrival time
+    (``_arrival``), or never read again."""
+    import gc
+
     import websockets
 
     async def run():
         options = {"max_queue": 1, "max_size": 2 ** 16} if stalled else {}
-        for _ in range(600):
+        for _ in range(6000):         # (the run may compile its kernels first: minutes)
+            _orphaned()
             try:
                 ws = await websockets.connect(f"ws://127.0.0.1:{port}",
                                               subprotocols=["foxglove.websocket.v1"], **options)
                 break
             except OSError:
                 await asyncio.sleep(0.1)
-        channels = {}
-        encodings = {}
-        while len(channels) < 9:
+        advertised = []
+        while len(advertised) < 9:
             message = json.loads(await ws.recv())
             if message["op"] == "advertise":
-                channels.update({c["topic"]: c["id"] for c in message["channels"]})
-                encodings.update({c["id"]: c["encoding"] for c in message["channels"]})
-        topics = [t for t in channels if t != "/hil/event" and (robot or t not in ROBOT)]
-        subs = [{"id": i, "channelId": channels[t]} for i, t in enumerate(topics)]
-        await ws.send(json.dumps({"op": "subscribe", "subscriptions": subs}))
-        json_subs = {i for i, t in enumerate(topics) if encodings[channels[t]] == "json"}
+                advertised += message["channels"]
+        topics, subscribe, json_subs = _plan(advertised, robot)
+        await ws.send(subscribe)
         arrivals = []               # (subscription, tick, log time ns, CLOCK_MONOTONIC ns)
+        gc.disable()                # (no pause of the instrument: module docstring)
         try:
             while True:
                 if stalled:
@@ -97,16 +131,100 @@ def client_main(port: int, stalled: bool, robot: bool, out: str) -> None:
                     continue
                 frame = await ws.recv()
                 if isinstance(frame, bytes):
-                    now = time.monotonic_ns()
-                    sub = int.from_bytes(frame[1:5], "little")
-                    log_time = int.from_bytes(frame[5:13], "little")
-                    tick = json.loads(frame[13:])["tick"] if sub in json_subs else None
-                    arrivals.append((sub, tick, log_time, now))
+                    arrivals.append(_arrival(frame, time.monotonic_ns(), json_subs))
         except websockets.ConnectionClosed:
             pass
+        gc.enable()
         Path(out).write_text(json.dumps({"topics": topics, "arrivals": arrivals}))
 
     asyncio.run(run())
+
+
+def raw_client(port: int, stalled: bool, robot: bool, out: str) -> None:
+    """client_main's client on a plain socket: the WebSocket handshake and frames (RFC
+    6455: the server's frames unmasked, the client's masked) written here, a message's
+    arrival being the time the read that completed it returned: when its bytes reached
+    the client, not when a library's event loop got round to it (``websockets`` takes
+    some 50 us of Python a message, 0.3-0.4 of a CPU at 7000 messages a second)."""
+    import base64
+    import gc
+    import socket
+    import struct
+
+    for _ in range(6000):             # (the run may compile its kernels first: minutes)
+        _orphaned()
+        try:
+            sock = socket.create_connection(("127.0.0.1", port))
+            break
+        except OSError:
+            time.sleep(0.1)
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                 "Sec-WebSocket-Version: 13\r\n"
+                 "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n\r\n".encode())
+    buffer = bytearray()
+    while b"\r\n\r\n" not in buffer:
+        buffer += sock.recv(4096)
+    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+    if b" 101 " not in head.split(b"\r\n")[0]:
+        raise SystemExit(f"raw client: refused: {head[:200]!r}")
+    buffer = bytearray(rest)
+
+    def send(opcode: int, data: bytes) -> None:
+        mask = os.urandom(4)
+        size = (struct.pack("B", 0x80 | len(data)) if len(data) < 126 else
+                struct.pack(">BH", 0x80 | 126, len(data)))
+        masked = (np.frombuffer(data, np.uint8) ^ np.resize(np.frombuffer(mask, np.uint8),
+                                                            len(data))).tobytes()
+        sock.sendall(bytes([0x80 | opcode]) + size + mask + masked)
+
+    def frames() -> list:
+        """The complete frames at the start of ``buffer`` (taken out): (opcode, payload)."""
+        out, at, end = [], 0, len(buffer)
+        while end - at >= 2:
+            size, start = buffer[at + 1] & 0x7F, at + 2
+            if size >= 126:
+                width = 2 if size == 126 else 8
+                if end - start < width:
+                    break
+                size = int.from_bytes(buffer[start:start + width], "big")
+                start += width
+            if end - start < size:
+                break
+            out.append((buffer[at] & 0x0F, bytes(buffer[start:start + size])))
+            at = start + size
+        del buffer[:at]
+        return out
+
+    advertised = []
+    while len(advertised) < 9:
+        buffer += sock.recv(65536)
+        advertised += [c for op, data in frames() if op == 1
+                       for m in [json.loads(data)] if m["op"] == "advertise"
+                       for c in m["channels"]]
+    topics, subscribe, json_subs = _plan(advertised, robot)
+    send(1, subscribe.encode())
+    while stalled:                    # (killed by the bench)
+        time.sleep(1.0)
+    arrivals = []                     # (subscription, tick, log time ns, CLOCK_MONOTONIC ns)
+    gc.disable()                      # (no pause of the instrument: module docstring)
+    closed = False
+    while not closed:
+        chunk = sock.recv(1 << 18)
+        now = time.monotonic_ns()
+        if not chunk:
+            break
+        buffer += chunk
+        for opcode, data in frames():
+            if opcode == 2 and data[:1] == b"\x01":      # binary: Message Data
+                arrivals.append(_arrival(data, now, json_subs))
+            elif opcode == 9:                            # ping
+                send(10, data)
+            closed |= opcode == 8                        # close
+    gc.enable()
+    sock.close()
+    Path(out).write_text(json.dumps({"topics": topics, "arrivals": arrivals}))
 
 
 def free_port() -> int:
@@ -166,7 +284,7 @@ class HeadWatch:
         self.thread.join()
 
 
-def one_run(setup: str, duration: float, scratch: Path) -> dict:
+def one_run(setup: str, duration: float, scratch: Path, ws_client: bool = False) -> dict:
     cfg = load("rrr3_pd", [f"sim.duration={duration}"])
     port = free_port()
     hooks, client, watch = [], None, None
@@ -181,6 +299,7 @@ def one_run(setup: str, duration: float, scratch: Path) -> dict:
         client = subprocess.Popen([sys.executable, __file__, "--client", str(port),
                                    "--stalled" if setup == "stalled" else "--reading",
                                    *(["--no3d"] if setup.endswith("-no3d") else []),
+                                   *(["--ws-client"] if ws_client else []),
                                    "--out", str(arrivals)])
     if setup in RATES and setup != "stalled":
         watch = HeadWatch()
@@ -266,6 +385,36 @@ def encoding_cost() -> None:
     for name in totals:
         print(f"  {name:9} {totals[name] / count * 1e6:6.2f} us/message, "
               f"{size[name] / count:6.1f} bytes/message")
+    frames_cost()
+
+
+def frames_cost() -> None:
+    """µs per /hil/frames message of the 3RRR (eight frames): the SDK's message classes
+    against telemetry.scene.TransformsEncoder (the view's)."""
+    import foxglove.messages as fm
+    from hilrig.plant.frames import rrr3
+    from hilrig.plant.rrr3 import Rrr3Params
+    from hilrig.telemetry.scene import TransformsEncoder
+
+    skeleton = rrr3(Rrr3Params.paper())
+    n = 1000
+    qs = np.array([0.4, 0.8, 1.0, 0.6, 0.35, -0.1]) + 1e-3 * np.arange(n)[:, None]
+    t, r = skeleton.poses(qs)
+    stamps = (1_764_000_000 * 10 ** 9 + np.arange(n) * 10 ** 6).tolist()
+    start = time.perf_counter()
+    sdk = [fm.FrameTransforms(transforms=[fm.FrameTransform(
+        timestamp=fm.Timestamp(sec=ns // 10 ** 9, nsec=ns % 10 ** 9), parent_frame_id=parent,
+        child_frame_id=child, translation=fm.Vector3(x=a[0], y=a[1], z=a[2]),
+        rotation=fm.Quaternion(x=b[0], y=b[1], z=b[2], w=b[3]))
+        for (child, parent), a, b in zip(skeleton.frames, t[m].tolist(), r[m].tolist())]).encode()
+        for m, ns in enumerate(stamps)]
+    print(f"/hil/frames (3RRR, 8 frames), {len(sdk[0])} bytes/message:\n"
+          f"  SDK classes {(time.perf_counter() - start) / n * 1e6:6.2f} us/message")
+    encode = TransformsEncoder(skeleton.frames)
+    start = time.perf_counter()
+    for m, ns in enumerate(stamps):
+        encode(t[m], r[m], ns)
+    print(f"  TransformsEncoder {(time.perf_counter() - start) / n * 1e6:6.2f} us/message")
 
 
 def main() -> None:
@@ -278,10 +427,14 @@ def main() -> None:
     parser.add_argument("--stalled", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--reading", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--no3d", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ws-client", action="store_true",
+                        help="the client reads through the websockets library (default: "
+                             "on a plain socket, raw_client)")
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        client_main(args.client, args.stalled, not args.no3d, args.out)
+        (client_main if args.ws_client else raw_client)(args.client, args.stalled,
+                                                        not args.no3d, args.out)
         return
     setups = [s for s in SETUPS if s in args.setups.split(",")]
     encoding_cost()
@@ -290,7 +443,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
             for setup in setups:
-                results[setup].append(one_run(setup, args.duration, Path(tmp)))
+                results[setup].append(one_run(setup, args.duration, Path(tmp),
+                                              args.ws_client))
                 print(f"repeat {r + 1}/{args.repeats}: {setup} done", flush=True)
     us = 1e6
     print(f"\n3RRR PD, 1 kHz, {args.duration:g} s per run, {args.repeats} repeats "

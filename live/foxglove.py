@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.telemetry.scene import FRAMES_TOPIC, SCENE_TOPIC
-from hilrig.timing.sched import apply_thread
+from hilrig.timing.sched import apply_thread, helper_priority, spawning
 
 if TYPE_CHECKING:
     from hilrig.live.params import LiveParameters
@@ -213,7 +213,6 @@ class LiveView:
         import foxglove        # here: a command without --live never loads the SDK
         from foxglove.websocket import Capability
         from hilrig.live.signals import RowSignals   # (kernels: here, not at `hil --help`)
-        from hilrig.live.ws_shim import Shim
 
         self.telemetry = run.telemetry
         controller = getattr(run, "controller", None)
@@ -244,6 +243,29 @@ class LiveView:
             per_second += 1.0 / (self.frames_step * dt)
         capabilities = [Capability.Parameters] if self.live is not None else []
         listener = _listener(self) if self.live is not None else None
+        self.priority = view_priority(run)
+        with spawning(self.priority):   # the shim's threads and the SDK's are born with it
+            self._serve(capabilities, listener, per_second)
+        self.shim.backend = self.server.port
+        self.port = self.shim.port
+        if self.live is not None:
+            self.live.listeners.append(self._changed)
+        self.telemetry.listeners.append(self._event)
+        self._seen = int(self.telemetry.head[0])
+        self._thread = threading.Thread(target=self._run, name="hil-live", daemon=True)
+        self._thread.start()
+        log.info("live view: foxglove ws://%s:%d (Foxglove: Open connection, Foxglove "
+                 "WebSocket)", self.host, self.port)
+        if self.live is not None:
+            log.info("live view: to change parameters from Foxglove, set %s to %s in its "
+                     "parameter panel first", TOKEN_PARAMETER, self.token)
+
+    def _serve(self, capabilities: list, listener, per_second: float) -> None:
+        """The shim on the view's address and the SDK's server behind it (its queue per
+        client: BACKLOG_SECONDS of ``per_second`` messages); ConfigError if either cannot."""
+        import foxglove
+        from hilrig.live.ws_shim import Shim
+
         try:
             self.shim = Shim(self.host, self.port, 0)
         except OSError as exc:
@@ -256,21 +278,6 @@ class LiveView:
         except Exception as exc:  # noqa: BLE001 -- the SDK's bind errors are not typed
             self.shim.close()
             raise ConfigError(f"--live: the Foxglove server cannot start: {exc}") from None
-        self.shim.backend = self.server.port
-        self.port = self.shim.port
-        if self.live is not None:
-            self.live.listeners.append(self._changed)
-        self.telemetry.listeners.append(self._event)
-        self._seen = int(self.telemetry.head[0])
-        # below the loop; SCHED_FIFO 1 where the loop runs Python (timing.sched)
-        self.priority = getattr(run, "helper_priority", 0)
-        self._thread = threading.Thread(target=self._run, name="hil-live", daemon=True)
-        self._thread.start()
-        log.info("live view: foxglove ws://%s:%d (Foxglove: Open connection, Foxglove "
-                 "WebSocket)", self.host, self.port)
-        if self.live is not None:
-            log.info("live view: to change parameters from Foxglove, set %s to %s in its "
-                     "parameter panel first", TOKEN_PARAMETER, self.token)
 
     def _start_scene(self, cfg, dt: float) -> None:
         """The robot's 3D channels (telemetry.scene), where its model has frames: the
@@ -441,6 +448,21 @@ class LiveView:
                 channel.log(message, log_time=stamp)
             time.sleep(0)   # between channels: a loop thread in Python (hil control) waits
         self.published += len(t)
+
+
+def view_priority(run) -> int:
+    """SCHED_FIFO priority of the view's threads (its publisher, the shim's, the SDK's
+    server's; 0: normal scheduling): timing.sched.helper_priority (1, the lowest) wherever
+    the loop runs at SCHED_FIFO above it, ``hil run``'s too, whose loop needs no Python
+    lock: at normal priority the publisher waited for a CPU behind every busy process of
+    a shared host (measured: 15 ms median, 40-60 ms p99 from a row's publication to its
+    messages leaving, at load 8 on 2 CPUs, against 4 and 7 ms at priority 1; docs/LIVE.md).
+    Never above the loop, so never where it runs at normal priority (``--fast``)."""
+    priority = getattr(run, "helper_priority", None)   # hil control, hil emulate: theirs
+    if priority is None:
+        priority = 0 if getattr(run, "fast", False) else helper_priority(
+            run.cfg.loop.fifo_priority)
+    return priority
 
 
 def _listener(view: LiveView):

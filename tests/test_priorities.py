@@ -138,6 +138,29 @@ def test_the_writer_of_a_python_loop_runs_below_it_but_above_normal_processes(tm
         session.telemetry.close({})
 
 
+def test_hil_runs_live_view_runs_below_its_loop_but_above_normal_processes(tmp_path):
+    """`hil run --live`: the view's publisher and the shim's threads (and what they start)
+    at SCHED_FIFO 1, below the loop's 80 and above a busy host's normal processes, so
+    that its messages leave within a few ms (docs/LIVE.md); with --fast, whose loop runs
+    at normal priority, never above it: normal. The caller gets its own back."""
+    _need_fifo()
+    from hilrig.live.foxglove import LiveView
+    from hilrig.rt.session import Session
+
+    for fast, expected in ((False, (FIFO, 1)), (True, (os.SCHED_OTHER, 0))):
+        session = Session(config("rrr3_pd"), tmp_path / f"run-{fast}.mcap", fast=fast)
+        view = LiveView("127.0.0.1", 0)
+        try:
+            view.start(session)
+            publisher = view._thread.native_id
+            wait_for(lambda: _policy(publisher) == expected, 10, f"the publisher at {expected}")
+            assert _policy(view.shim._thread.native_id) == expected     # its accept thread
+            assert _policy(threading.get_native_id()) == (os.SCHED_OTHER, 0)
+        finally:
+            view.stop()
+            session.telemetry.close({})
+
+
 def test_a_canopen_links_bus_reader_and_heartbeat_run_at_the_loops_priority():
     """Emulated drives in this process on a hilrig_zmq bus, then the link: the link's bus
     reader and heartbeat sender run at loop.fifo_priority, the drives' at

@@ -12,7 +12,8 @@ loop's SCHED_FIFO priority too: a ZeroMQ context gets it through its own options
 ``spawning``, since a Linux thread is born with its creator's policy and priority.
 Threads that only serve people (the live view, the telemetry writer, `hil set`)
 run below every real-time one: at normal priority, except where the loop itself runs
-Python (``helper_priority``).
+Python (``helper_priority``), and the live view, which has a latency to keep, at
+``helper_priority`` wherever the loop runs at SCHED_FIFO (live.foxglove.view_priority).
 
 SCHED_FIFO needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of at least the priority.
 ``fifo_refusal`` finds out once per process, on a short-lived thread, and a refusal
