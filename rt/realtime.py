@@ -415,9 +415,8 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
                 break
             t = k * h
             _scheduled_faults(p, jams, schedule, t, x, tol, events, mail, k)
-            # the row's currents a faulty winding's, as a tick's row (rt.tick.ring_currents)
-            fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held,
-                     ring_currents(plant, held, ring, cur, True), io.meas)
+            fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, io.meas)
+            ring_currents(plant, held, ring, True)    # a faulty winding's, as a tick's row
             ok = advance(p, jams, t, x, held, h, stepping.method, stepping.correction,
                          plant.work, plant.stages, mech)
             for c in range(timings.shape[1]):

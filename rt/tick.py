@@ -177,20 +177,14 @@ def record_currents(plant, held, rec, k, faulty):
 
 
 @inline_kernel
-def ring_currents(plant, held, ring, cur, faulty):
+def ring_currents(plant, held, ring, faulty):
     """The motor currents under ``held`` into the current columns of the ring's next row
-    (if it has them), computed there: the measurement ``cur`` keeps the currents the law
-    saw, which a dropout of the current channel holds (plant.faults.hold_previous).
-    Returns the columns written (``cur`` if the ring has none), for fill_row's ``cur``:
-    computed in the row before fill_row, not over a stale copy of ``cur`` after it, the
-    3RRR's --fast tick measured 50-70 ns faster (docs/MEASURED.md, bench/bench_tick.py)."""
+    (if it has them), computed there: the measurement keeps the currents the law saw, which
+    a dropout of the current channel holds (plant.faults.hold_previous)."""
     base = ring.cols[COL_I]
-    if base < 0:
-        return cur
-    row = ring.ring[ring.head[0] % ring.ring.shape[0]]
-    out = row[base:base + held.shape[0]]
-    _currents(plant.p, plant.x, held, out, plant.jams, faulty)
-    return out
+    if base >= 0:
+        row = ring.ring[ring.head[0] % ring.ring.shape[0]]
+        _currents(plant.p, plant.x, held, row[base:base + held.shape[0]], plant.jams, faulty)
 
 
 @inline_kernel
@@ -279,8 +273,8 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
         timing[2] = (t_control - t_read) * 1e-9    # and that it returned
     # record: the state before the step, the command over it
     if ring is not None:
-        fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held,
-                 ring_currents(plant, held, ring, cur, faulty), meas)
+        fill_row(ring.ring, ring.head, ring.cols, k, t, x, nq, held, cur, meas)
+        ring_currents(plant, held, ring, faulty)
     if rec is not None:
         record_state(rec, k, t, x, meas)
         record_currents(plant, held, rec, k, faulty)
