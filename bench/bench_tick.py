@@ -9,7 +9,11 @@ checkouts run the same ``hil run CONFIG --fast --duration D`` (and, with ``--pac
 paced run of S s) in turn, so both see the same host; each run's timing summary
 (LOG.timing.json) gives the tick's compute time (wake-up to step done: measurement, law,
 limits, row, plant step), and the log its mean below the run's p99. Printed per checkout
-and config: the median over rounds of the runs' medians, p99s and means, µs.
+and config: the median over rounds of the runs' medians, p99s and means, µs, and for each
+checkout after the first the paired difference of its mean from the first's, round by
+round (the host's load changes between rounds more than between two runs of one round):
+the median difference, ns, and in how many rounds it was positive. The order of the
+checkouts turns by one each round, so that none always runs first.
 """
 from __future__ import annotations
 
@@ -63,7 +67,8 @@ def main() -> None:
         for r in range(args.rounds):
             for config in args.configs.split(","):
                 for mode, fast, duration in modes:
-                    for label, pythonpath in paths:
+                    turn = r % len(paths)
+                    for label, pythonpath in paths[turn:] + paths[:turn]:
                         summary = one_run(pythonpath, config, duration, fast,
                                           Path(tmp) / f"{label}-{config}-{mode}.mcap")
                         tick = summary["compute_tick_us"]
@@ -77,6 +82,14 @@ def main() -> None:
         print(f"  {config:<14} {mode:<6} {label:<10} median {statistics.median(medians):6.3f}"
               f"  p99 {statistics.median(p99s):6.3f}  mean {statistics.median(means):6.3f}"
               f"   (means {min(means):.3f}-{max(means):.3f})")
+    for (config, mode, label), runs in results.items():
+        base = results[(config, mode, paths[0][0])]
+        if label == paths[0][0]:
+            continue
+        diffs = [(run[2] - ref[2]) * 1e3 for run, ref in zip(runs, base)]
+        print(f"  {config:<14} {mode:<6} {label:<10} mean - {paths[0][0]}'s, paired by round: "
+              f"median {statistics.median(diffs):+6.1f} ns, positive in "
+              f"{sum(d > 0 for d in diffs)} of {len(diffs)} rounds")
 
 
 if __name__ == "__main__":
