@@ -32,6 +32,16 @@ takes volts, joint torques (N m) behind torque-mode drives (CiA 402 cyclic synch
 torque) or for a torque-driven plant. ``delay``: the ticks a command waits before it
 acts, LINK_DELAY of the link (a CiA 402 drive applies a synchronous RPDO at the next
 SYNC: 1), by which the commands are shifted before they are filtered.
+
+The currents: ``hil sim`` and ``hil run`` record a row's current under the row's own
+command (the motor's current as the plant computes it after the tick's command), while a
+controller over a link (``hil control``) reads the drives' currents at the start of a
+tick, before it writes that tick's command: the current of its row k was measured under
+an earlier command (on packet serial the previous row's, or the one before where the
+command reached the drive after its next step). ``current_lag`` (rows, 0 to
+MAX_CURRENT_LAG) is read off the log: the lag whose command, with the rate, explains the
+currents clearly best (``_current_lag``), and the motor's R and K_e are fitted against the
+command of that earlier row (Samples.held).
 """
 from __future__ import annotations
 
@@ -55,6 +65,8 @@ GAP_GUARD = 1.0  # periods of the cut-off left out on each side of a missing row
 # ticks a link's command waits before it acts: a CiA 402 drive applies a synchronous
 # RPDO at the next SYNC; the other links' commands act at once
 LINK_DELAY = {"canopen": 1}
+MAX_CURRENT_LAG = 2   # rows: the most a log's currents may lag behind their command
+LAG_MARGIN = 0.5      # a current lag is taken where it leaves less than this of lag 0's residual
 
 
 @dataclass
@@ -71,6 +83,7 @@ class Log:
     i: np.ndarray | None
     unit: str = "V"
     missing: np.ndarray | None = None
+    current_lag: int = 0
 
     @property
     def delay(self) -> int:
@@ -155,8 +168,10 @@ def read(path: str | Path) -> Log:
                             or not np.any(cur)):
         cur = None
     unit = command_unit(cfg.link.type, cfg.plant.drive)
-    return regular(Log(str(path), cfg, np.asarray(arrays["t"], float), q[:, :nact],
-                       arrays["u"][:, :nact], cur, unit))
+    log = regular(Log(str(path), cfg, np.asarray(arrays["t"], float), q[:, :nact],
+                      arrays["u"][:, :nact], cur, unit))
+    log.current_lag = _current_lag(log)
+    return log
 
 
 def regular(log: Log) -> Log:
@@ -194,6 +209,38 @@ def _plant_paused(q: np.ndarray, tick: np.ndarray) -> bool:
     across = moves[gaps].sum()
     beside = 0.5 * (moves[gaps - 1] + moves[gaps + 1]).sum()
     return bool(across < 0.5 * (1.0 + step[gaps].mean()) * beside)
+
+
+def _current_lag(log: Log) -> int:
+    """The rows by which the log's currents lag behind the command they were measured
+    under (module docstring), 0 without currents: for each lag from 0 to
+    MAX_CURRENT_LAG, the linear least-squares fit of each joint's current to the command
+    that many rows before and the rate (the simplified motor's i = (V - K_e r qd) / R;
+    qd from the positions filtered at CUTOFF, as ``filtered_both`` does), on the rows on
+    the grid (not the missing ones). The command's steps from tick to tick (the
+    controller's reaction to the measurements) tell the lags apart: the lag with the
+    smallest residual (sum of squares over the joints) is taken where it is below
+    LAG_MARGIN times that of lag 0, else 0 (a smooth command, or sensor noise that the
+    controller did not see, tells them apart too little: measured 0.99-1.05 against
+    0.07-0.26 on packet serial)."""
+    if log.i is None:
+        return 0
+    dt = log.dt
+    b, a = scipy.signal.butter(ORDER, min(CUTOFF * 2.0 * dt, 0.5))
+    qd = np.gradient(scipy.signal.filtfilt(b, a, log.q, axis=0, method="gust"), dt, axis=0)
+    seen = np.ones(len(log.t), bool) if log.missing is None else ~log.missing
+    rows = np.arange(MAX_CURRENT_LAG, len(log.t))
+    rows = rows[seen[rows]]
+    residual = []
+    for lag in range(MAX_CURRENT_LAG + 1):
+        total = 0.0
+        for j in range(log.i.shape[1]):
+            A = np.stack([log.u[rows - lag, j], qd[rows, j]], axis=1)
+            _, res, _, _ = np.linalg.lstsq(A, log.i[rows, j], rcond=None)
+            total += float(res[0]) if len(res) else 0.0
+        residual.append(total)
+    best = int(np.argmin(residual))
+    return best if residual[best] < LAG_MARGIN * residual[0] else 0
 
 
 def default_cutoff(logs: list[Log]) -> float:
@@ -245,17 +292,21 @@ def filtered_both(log: Log, cutoff: float) -> tuple[Samples, Samples]:
     if len(every) == 0:
         raise ConfigError(f"{log.path}: no rows left to fit (too short, or too many "
                           "ticks missing)")
-    delay = log.delay
-    u = log.u if delay == 0 else np.concatenate([np.repeat(log.u[:1], delay, 0),
-                                                 log.u[:-delay]])
-    signals = (q, qd, qdd, smooth(at_sample(u)), smooth(u), smooth(np.sign(qd)),
-               None if log.i is None else smooth(log.i))
+    u = later(log.u, log.delay)
+    signals = (q, qd, qdd, smooth(at_sample(u)), smooth(later(log.u, log.current_lag)),
+               smooth(np.sign(qd)), None if log.i is None else smooth(log.i))
 
     def samples(keep):
         return Samples(*(None if x is None else x[keep] for x in signals),
                        ((qd, keep, (b, a)),))
     decimated = every[(every - edge) % step == 0]
     return samples(decimated), samples(every)
+
+
+def later(x: np.ndarray, rows: int) -> np.ndarray:
+    """``x`` (rows along axis 0) ``rows`` rows later: row k holds x[k - rows] (the first
+    rows the first value)."""
+    return x if rows == 0 else np.concatenate([np.repeat(x[:1], rows, 0), x[:-rows]])
 
 
 def at_sample(x: np.ndarray) -> np.ndarray:

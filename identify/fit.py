@@ -565,14 +565,18 @@ def _linear(Y: np.ndarray, y: np.ndarray, beta0: np.ndarray, joint: np.ndarray, 
 
 def _labels(bp: BaseParameters, cols: list[str], prior: np.ndarray) -> tuple[list, list]:
     """A label per base parameter (its column plus the dependent ones folded into it, with
-    their factors) and a line per dependent column."""
+    their factors) and a line per dependent column (one folded into no base parameter
+    acts on no joint: its column of the regressor is zero)."""
     labels = []
     for row, b in enumerate(bp.base):
         terms = [f"{'+' if bp.K[row, k] > 0 else '-'} {abs(bp.K[row, k]):.4g} {cols[d]}"
                  for k, d in enumerate(bp.dependent) if abs(bp.K[row, k]) > 1e-9]
         labels.append(" ".join([cols[b]] + terms))
-    dependent = [f"{cols[d]}: not identifiable alone (it acts only in the base parameters "
-                 f"above); held at {prior[d]:.6g}" for d in bp.dependent]
+    dependent = [f"{cols[d]}: " + ("not identifiable alone (it acts only in the base "
+                                   "parameters above)" if np.any(np.abs(bp.K[:, k]) > 1e-9)
+                                   else "not identifiable (it acts on no joint of this arm: "
+                                   "its column of the regressor is zero)")
+                 + f"; held at {prior[d]:.6g}" for k, d in enumerate(bp.dependent)]
     return labels, dependent
 
 

@@ -8,7 +8,9 @@ loop as it did on the rig, so the prediction stays bounded where an open-loop re
 the logged commands through an arm under gravity would drift away with any error in its
 start; what differs between the plants is how far each follows the same reference under
 the same law, which is what an emulator is used for. Errors per joint: positions (rad),
-RMS and max over the log; currents (A) where the log and the plant have them.
+RMS and max over the log; currents (A) where the log and the plant have them, the
+predicted ones taken ``current_lag`` rows later where the log's currents were measured
+under an earlier row's command (identify.data: a controller's log over a link).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-from hilrig.identify.data import LINK_DELAY, read
+from hilrig.identify.data import LINK_DELAY, later, read
 from hilrig.identify.fit import check_same_plant, regressor_of
 from hilrig.schema import Config
 
@@ -57,7 +59,7 @@ def predict(log_path: str, plants: dict[str, Config]) -> tuple[object, list[Pred
         p = Prediction(label, arrays["t"][:rows], arrays["q"][:rows], arrays.get("i"),
                        np.sqrt(np.mean(err ** 2, axis=0)), np.abs(err).max(axis=0))
         if log.i is not None and p.i is not None:
-            p.i = p.i[:rows]
+            p.i = later(p.i[:rows], log.current_lag)
             ierr = p.i - log.i[:rows]
             p.i_rms, p.i_max = np.sqrt(np.mean(ierr ** 2, axis=0)), np.abs(ierr).max(axis=0)
         out.append(p)
