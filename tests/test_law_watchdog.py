@@ -190,15 +190,17 @@ def test_hil_control_over_canopen_disables_the_drives_when_the_law_never_returns
     reason = "controller law did not return within 250 ms at tick 50; drives stopped"
     assert ctl.returncode == 1, out + err
     assert f"hil: {reason}" in stderr_lines(err), err
-    _closed_log(folder, reason, 50)
+    rows = _closed_log(folder, reason, 50)
     arrays = read_complete(folder / "emu.mcap")[0]
     u = np.abs(arrays["u"]).max(axis=1)
-    # the drives step the plant at each SYNC: 51 of the loop (ticks 0..50, whose read sent
-    # one before its law got stuck; the first before any command), then the watchdog's
-    # quick stop (the drives' own ramp down) and disable voltage, each with a SYNC
-    assert len(u) == 50 + 1 + 2
-    assert np.all(u[1:51] > 0.5)
-    assert u[51] < u[50] and u[52] == 0.0
+    # the drives step the plant at each SYNC: one per tick the loop ran (its rows, ticks
+    # 0..49 less any an overrun skipped, and tick 50, whose read sent one before its law
+    # got stuck; the first before any command), then the watchdog's quick stop (the
+    # drives' own ramp down) and disable voltage, each with a SYNC
+    ran = len(rows["tick"]) + 1
+    assert len(u) == ran + 2
+    assert np.all(u[1:ran] > 0.5)
+    assert u[ran] < u[ran - 1] and u[ran + 1] == 0.0
 
 
 @pytest.mark.system
