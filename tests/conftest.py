@@ -28,6 +28,14 @@ def pytest_unconfigure(config):
     shutil.rmtree(_RUNTIME, ignore_errors=True)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker more than the machine has CPUs. Many tests wait on other
+    processes (a subprocess's start, a paced run's seconds of wall time, an emulator's
+    readiness) and leave their core idle meanwhile: on 2 cores the suite took 428 s with
+    2 workers and 325 s with 3, measured back to back."""
+    return (len(os.sched_getaffinity(0)) or 1) + 1
+
+
 
 def config(name: str, *overrides: str) -> Config:
     """A config from configs/ with ``key=value`` overrides, resolved."""
