@@ -1,4 +1,6 @@
 """The install: one top-level name (hilrig), the console script, the layer contract."""
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -36,32 +38,37 @@ def test_version_matches_the_distribution():
     assert hilrig.__version__[0].isdigit() and hilrig.__version__ != "0+unknown"
 
 
-def _lint(probe: Path, source: str) -> subprocess.CompletedProcess:
-    """lint-imports with ``probe`` (a module written for the call) holding ``source``."""
+def _lint(tmp_path: Path, probe: str, source: str) -> subprocess.CompletedProcess:
+    """lint-imports on a copy of the package with the module ``probe`` (a path inside it,
+    e.g. "plant/_probe.py") holding ``source``. A copy: the probe written into this
+    checkout would change, for the tests running beside this one, the sources the kernel
+    cache is keyed on (jit.compilation), or vanish while one of them reads it."""
+    copy = tmp_path / "hilrig"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
+        ".git", "__pycache__", "*.egg-info", "build", "runs", "tests", "bench", "docs"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    if source:
+        (copy / probe).write_text(source)
     lint = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command;"
             " sys.exit(lint_imports_command())"]
-    if source:
-        probe.write_text(source)
-    try:
-        return subprocess.run(lint, cwd=ROOT, capture_output=True, text=True)
-    finally:
-        probe.unlink(missing_ok=True)
+    return subprocess.run(lint, cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
 
 
-def test_layer_contract_holds_and_catches_an_upward_import():
+def test_layer_contract_holds_and_catches_an_upward_import(tmp_path):
     """lint-imports keeps the layers (pyproject.toml); an upward import breaks it."""
-    kept = _lint(ROOT / "plant" / "_upward_import_probe.py", "")
+    kept = _lint(tmp_path / "kept", "plant/_upward_import_probe.py", "")
     assert kept.returncode == 0, kept.stdout[-2000:]
-    broken = _lint(ROOT / "plant" / "_upward_import_probe.py",
+    broken = _lint(tmp_path / "broken", "plant/_upward_import_probe.py",
                    "from hilrig.rt import session  # noqa: F401\n")
     assert broken.returncode != 0
     assert "hilrig.plant is not allowed to import hilrig.rt" in broken.stdout
     assert "hilrig.plant._upward_import_probe -> hilrig.rt.session" in broken.stdout
 
 
-def test_layer_contract_catches_an_import_between_packages_of_one_level():
+def test_layer_contract_catches_an_import_between_packages_of_one_level(tmp_path):
     """campaign, live, remote, analysis and conformance stand side by side: independent."""
-    broken = _lint(ROOT / "campaign" / "_sibling_import_probe.py",
+    broken = _lint(tmp_path, "campaign/_sibling_import_probe.py",
                    "from hilrig.live import watch  # noqa: F401\n")
     assert broken.returncode != 0
     assert "hilrig.campaign is not allowed to import hilrig.live" in broken.stdout
