@@ -26,6 +26,36 @@ def hil(*args: str) -> list:
     return [sys.executable, "-m", "hilrig.cli", *args]
 
 
+def set_args(items) -> list[str]:
+    """``--set`` before each of ``items`` (key=value strings): a command line's options."""
+    return [a for s in items for a in ("--set", s)]
+
+
+def hil_ok(command: list[str], cwd: Path) -> str:
+    """``hil COMMAND`` in ``cwd``, which must exit 0 (else its output's tail is the
+    failure); its stdout."""
+    done = subprocess.run(hil(*command), cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def control_against_emulator(config: Path, log: Path, link: list, hidden: list,
+                             ready: Path) -> None:
+    """`hil emulate CONFIG` with the ``link`` and ``hidden`` settings (those on the
+    emulator's side only: the rig's truth), then, once ``ready`` exists (its drives' bus
+    or port), `hil control CONFIG` with the ``link`` settings, its log in ``log``."""
+    emu = subprocess.Popen(hil("emulate", str(config), *set_args(link + hidden)),
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = emu.stdout.readline()
+        assert banner.startswith("emulating"), banner + emu.stderr.read()
+        wait_for(ready.exists, 120, "the emulated drives")
+        hil_ok(["control", str(config), *set_args(link), "--log", str(log)], log.parent)
+    finally:
+        emu.terminate()
+        emu.communicate(timeout=30)
+
+
 def endpoint(tmp_path: Path) -> str:
     """A fresh ipc endpoint (short path: ipc paths are limited to ~100 bytes)."""
     return f"ipc:///tmp/hil-test-{uuid.uuid4().hex[:10]}"

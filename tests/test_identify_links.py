@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rt_helpers import ROOT, hil, wait_for
+from rt_helpers import control_against_emulator, hil, hil_ok
 from test_identify import assert_fit_predicts_tenfold_better
 
 from hilrig.identify.fit import identify
@@ -29,16 +29,6 @@ HIDDEN = ["plant.mass=[10.5, 6.2, 4.1]", "plant.inertia=[1.2, 0.85, 0.5]",
 SENSORS = ["emulator.canopen.position_noise=1e-4", "emulator.canopen.current_noise=0.005"]
 
 
-def _sets(items) -> list[str]:
-    return [a for s in items for a in ("--set", s)]
-
-
-def _run(command: list[str], cwd: Path) -> str:
-    done = subprocess.run(hil(*command), cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return done.stdout
-
-
 def _control_over_can(config: Path, log: Path, loop: tuple = ()) -> None:
     """`hil emulate CONFIG` with the hidden parameters, then `hil control CONFIG` (the
     controller's config as written, with the ``loop`` settings) once the drives are up;
@@ -46,16 +36,8 @@ def _control_over_can(config: Path, log: Path, loop: tuple = ()) -> None:
     channel = f"ipc:///tmp/hil-can-{uuid.uuid4().hex[:8]}"
     link = [f"link.canopen.channel='{channel}'", "link.canopen.tpdo_timeout=0.5",
             "link.canopen.heartbeat_timeout=2.0", "safety.watchdog_ticks=1000", *loop]
-    emu = subprocess.Popen(hil("emulate", str(config), *_sets(link + HIDDEN + SENSORS)),
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        banner = emu.stdout.readline()
-        assert banner.startswith("emulating"), banner + emu.stderr.read()
-        wait_for(Path(channel[len("ipc://"):] + ".up").exists, 120, "the emulated drives")
-        _run(["control", str(config), *_sets(link), "--log", str(log)], log.parent)
-    finally:
-        emu.terminate()
-        emu.communicate(timeout=30)
+    control_against_emulator(config, log, link, HIDDEN + SENSORS,
+                             Path(channel[len("ipc://"):] + ".up"))
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +50,9 @@ def can_logs(tmp_path_factory):
     steps its controller on the plant's clock, and cannot replay a reference that
     jumped over ticks the plant did not see."""
     folder = tmp_path_factory.mktemp("identify_can")
-    _run(["excite", "rig_canopen", "--out", str(folder / "excite.toml"), "--periods", "1",
+    hil_ok(["excite", "rig_canopen", "--out", str(folder / "excite.toml"), "--periods", "1",
           "--frequency", "0.25", "--harmonics", "4"], folder)
-    _run(["excite", "rig_canopen", "--out", str(folder / "other.toml"), "--periods", "1",
+    hil_ok(["excite", "rig_canopen", "--out", str(folder / "other.toml"), "--periods", "1",
           "--frequency", "0.3", "--harmonics", "3", "--seed", "1"], folder)
     _control_over_can(folder / "excite.toml", folder / "excite.mcap")
     _control_over_can(folder / "other.toml", folder / "other.mcap", ("loop.overrun='catch_up'",))
@@ -87,7 +69,7 @@ def test_fit_from_a_canopen_controllers_log(can_logs):
     quantisation, not white noise; joint 3's rotor inertia came out 1.0 % off at 9 of
     its standard deviations.)"""
     folder = can_logs
-    out = _run(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
+    out = hil_ok(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
                folder)
     assert "the commands act 1 tick(s) after their rows" in out, out
     fit = identify([folder / "excite.mcap"], load(folder / "excite.toml"))
@@ -111,8 +93,8 @@ def test_validate_on_another_canopen_log(can_logs):
     joint."""
     folder = can_logs
     if not (folder / "fitted.toml").exists():
-        _run(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
+        hil_ok(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
              folder)
-    out = _run(["identify", "--validate", "other.mcap", "--config", "fitted.toml",
+    out = hil_ok(["identify", "--validate", "other.mcap", "--config", "fitted.toml",
                 "--plot", "validate.png"], folder)
     assert_fit_predicts_tenfold_better(out)

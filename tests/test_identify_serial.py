@@ -9,13 +9,12 @@ command is written: measured under the previous row's command."""
 from __future__ import annotations
 
 import re
-import subprocess
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
-from rt_helpers import ROOT, hil, wait_for
+from rt_helpers import control_against_emulator, hil_ok
 from test_identify import assert_fit_predicts_tenfold_better
 
 from hilrig.identify.data import read
@@ -39,32 +38,13 @@ LOCKSTEP = ["emulator.mode='lockstep'", "loop.overrun='catch_up'", "link.timeout
 LIMITS = ["--max-acceleration", "3"]
 
 
-def _sets(items) -> list[str]:
-    return [a for s in items for a in ("--set", s)]
-
-
-def _run(command: list[str], cwd: Path) -> str:
-    done = subprocess.run(hil(*command), cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return done.stdout
-
-
 def _control_over_serial(config: Path, log: Path) -> None:
     """`hil emulate CONFIG` with the hidden parameters and the sensors' noise on a pty,
     then `hil control CONFIG` (the controller's config as written) once the pty is there;
     the controller's log."""
     port = f"/tmp/hil-pty-{uuid.uuid4().hex[:8]}"
     link = [f"link.serial.port='{port}'", *LOCKSTEP]
-    emu = subprocess.Popen(hil("emulate", str(config), *_sets(link + HIDDEN + SENSORS)),
-                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        banner = emu.stdout.readline()
-        assert banner.startswith("emulating"), banner + emu.stderr.read()
-        wait_for(Path(port).exists, 120, "the emulated drives")
-        _run(["control", str(config), *_sets(link), "--log", str(log)], log.parent)
-    finally:
-        emu.terminate()
-        emu.communicate(timeout=30)
+    control_against_emulator(config, log, link, HIDDEN + SENSORS, Path(port))
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +52,13 @@ def serial_logs(tmp_path_factory):
     """Two packet-serial runs: hil excite's trajectory (one 5 s period of 4 harmonics of
     0.2 Hz) to fit, another (3 harmonics of 0.3 Hz, another seed) to validate."""
     folder = tmp_path_factory.mktemp("identify_serial")
-    _run(["excite", "rig_serial", "--out", str(folder / "excite.toml"), "--periods", "1",
+    hil_ok(["excite", "rig_serial", "--out", str(folder / "excite.toml"), "--periods", "1",
           "--frequency", "0.2", "--harmonics", "4", *LIMITS], folder)
-    _run(["excite", "rig_serial", "--out", str(folder / "other.toml"), "--periods", "1",
+    hil_ok(["excite", "rig_serial", "--out", str(folder / "other.toml"), "--periods", "1",
           "--frequency", "0.3", "--harmonics", "3", "--seed", "1", *LIMITS], folder)
     _control_over_serial(folder / "excite.toml", folder / "excite.mcap")
     _control_over_serial(folder / "other.toml", folder / "other.mcap")
-    _run(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
+    hil_ok(["identify", "excite.mcap", "--config", "excite.toml", "--out", "fitted.toml"],
          folder)
     return folder
 
@@ -121,7 +101,7 @@ def test_validate_on_another_packet_serial_log(serial_logs):
     joint, and the fitted currents (compared one row later, as the log measured them)
     within 0.05 A RMS."""
     folder = serial_logs
-    out = _run(["identify", "--validate", "other.mcap", "--config", "fitted.toml",
+    out = hil_ok(["identify", "--validate", "other.mcap", "--config", "fitted.toml",
                 "--plot", "validate.png"], folder)
     assert_fit_predicts_tenfold_better(out)
     currents = [float(m.group(1)) for m in
