@@ -24,7 +24,7 @@ from canopen.profiles.p402 import BaseNode402
 from canopen.sdo import SdoAbortedError, SdoCommunicationError
 from hilrig.drivers import cia402
 from hilrig.cli.main import main as hil_main
-from rt_helpers import ROOT, hil, read_complete
+from rt_helpers import ROOT, hil, read_complete, wait_for
 
 # -- a strict EDS check (CiA 306 V1.3, section 4.6) ---------------------------------------
 DATA_TYPE_BITS = {0x0001: 1, 0x0002: 8, 0x0003: 16, 0x0004: 32, 0x0005: 8, 0x0006: 16,
@@ -347,8 +347,12 @@ def test_python_can_logger_records_the_exchange(network, channel, tmp_path):
         assert line.startswith("Connected to"), line + logger.stderr.read()
         node = _boot(network, 3)
         assert node.sdo[0x1000].raw == 0x00020192
+        seen = {0x183: 0, 0x283: 0}                   # event-driven TPDOs on the bus
+        for cob_id in seen:
+            network.subscribe(cob_id, lambda cob_id, data, ts: seen.update(
+                {cob_id: seen[cob_id] + 1}))
         node.nmt.state = "OPERATIONAL"
-        time.sleep(0.1)
+        wait_for(lambda: min(seen.values()) >= 3, 30, "three of each TPDO")
         node.nmt.state = "PRE-OPERATIONAL"
     finally:
         logger.send_signal(signal.SIGINT)
