@@ -259,8 +259,10 @@ class Telemetry:
         """Stop the writer thread and write every row the loop has published; returns
         ``lost_rows``, now final. Call it after the loop has stopped writing rows, to know
         the count before the summary is made; ``close`` then adds the events and the
-        summary. A write error is kept for ``close`` to raise (``failure`` names it)."""
-        with self._close_lock:
+        summary. A write error is kept for ``close`` to raise (``failure`` names it).
+        Ctrl-C and SIGTERM are ignored meanwhile (timing.signals.deferred_signals): one, as a run
+        ended with its writer behind, cut this drain and lost the rows not yet written."""
+        with deferred_signals(), self._close_lock:
             if self._flushed:
                 return self.lost_rows
             self._flushed = True
