@@ -92,8 +92,10 @@ def test_the_emulator_holds_the_slew_limit_per_its_own_tick(tmp_path):
     steps = np.abs(np.diff(applied, axis=0))[commanded]
     assert applied[:, 0].max() > 1.0                 # the input did rise
     assert steps.max() <= 0.05 + 1e-12, steps.max()
-    assert len(commanded) - commanded.sum() <= 1 or \
-        any(e["kind"] == "safe_state" for e in events)
+    # from the first command on, every tick carries one (the emulator's clock starts at
+    # HELLO: on a busy machine a tick or two pass before the first COMMAND)
+    first = int(np.argmax(commanded))
+    assert commanded[first:].all() or any(e["kind"] == "safe_state" for e in events)
 
 
 class SilentPlant:
