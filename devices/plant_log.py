@@ -24,7 +24,7 @@ from hilrig.telemetry.recorder import RowLoss, Telemetry, ring_capacity, run_gro
 from hilrig.telemetry.rows import fill_row, publish_row, row_columns
 from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.sched import helper_priority
-from hilrig.timing.signals import deferred_signals
+from hilrig.timing.signals import ignored_signals
 
 log = logging.getLogger("hil.plant_log")
 
@@ -86,6 +86,6 @@ class PlantLog:
             self.loss = self.row_loss.settle(reason)
         if self.loss is not None:
             summary.update(reason=self.loss, lost_rows=self.telemetry.lost_rows)
-        with deferred_signals():
+        with ignored_signals():
             self.telemetry.close(summary)
         return self.loss

@@ -116,7 +116,7 @@ from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.clock import now_ns, spin_window_ns, timespec, wait_until_ns
 from hilrig.timing.pacing import CATCH_UP, Pacer
 from hilrig.timing.sched import apply_thread, helper_priority, restore_thread
-from hilrig.timing.signals import deferred_signals
+from hilrig.timing.signals import ignored_signals
 from hilrig.timing.summary import summarize
 
 log = logging.getLogger("hil.emulator")
@@ -714,7 +714,7 @@ class Emulator:
         if self.telemetry is not None:
             if self.telemetry.lost_rows:
                 summary["lost_rows"] = self.telemetry.lost_rows
-            with deferred_signals():
+            with ignored_signals():
                 self.telemetry.close(summary)
         if self.owns_context:       # its sockets are closed: returns at once
             self.context.term()

@@ -55,7 +55,7 @@ from hilrig.telemetry.scene import attach as attach_scene
 from hilrig.timing.clock import spin_window_ns, timespec
 from hilrig.timing.pacing import POLICIES, Pacing
 from hilrig.timing.sched import FrozenGC, apply_thread, restore_thread
-from hilrig.timing.signals import deferred_signals
+from hilrig.timing.signals import ignored_signals
 from hilrig.timing.summary import summarize
 
 POLL_SECONDS = 0.02
@@ -123,7 +123,7 @@ def close_log(telemetry: Telemetry, summary: dict) -> None:
     A write error here has already been reported (``Telemetry.failure``) or is reported
     now as one warning line: the run's summary is printed all the same.
     """
-    with deferred_signals():
+    with ignored_signals():
         try:
             telemetry.close(summary)
         except TelemetryError as exc:
@@ -191,8 +191,8 @@ class Session:
         self.poll = FAST_POLL_SECONDS if fast else POLL_SECONDS
         self.telemetry = Telemetry(log_path, groups, cfg.to_dict(), capacity=capacity,
                                    **({"period": FAST_POLL_SECONDS} if fast else {}))
-        self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
         try:
+            self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
             self.telemetry.released[0] = 0      # rows wait until their events are forwarded
             interrupted, derive = in_background(lambda: Diagnostics(cfg, self.telemetry.columns))
             if interrupted:

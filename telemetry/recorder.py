@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 from hilrig.telemetry.mcap_writer import McapWriter
 from hilrig.timing.sched import apply_thread
-from hilrig.timing.signals import deferred_signals
+from hilrig.timing.signals import deferred_signals, ignored_signals
 
 TICK_TOPIC = "/hil/tick"
 EVENT_TOPIC = "/hil/event"
@@ -193,12 +193,16 @@ class Telemetry:
         # rows from this index on are held back (the loop's events for them may still come)
         self.released = np.full(1, np.iinfo(np.int64).max, dtype=np.int64)
         self._file = None
-        with deferred_signals():    # a Ctrl-C now would leave a file without a header
-            self._create(meta)
-            self._thread = threading.Thread(target=self._run, name="telemetry-writer",
-                                            daemon=True)
-            self._thread.start()
-            atexit.register(self.close)
+        try:
+            with deferred_signals():    # a Ctrl-C now would leave a file without a header
+                self._create(meta)
+                self._thread = threading.Thread(target=self._run, name="telemetry-writer",
+                                                daemon=True)
+                self._thread.start()
+                atexit.register(self.close)
+        except KeyboardInterrupt:       # held back until the header was written
+            self.close({"reason": "interrupted during start-up"})
+            raise
 
     def _create(self, meta: dict) -> None:
         """Open the file and write the header, schemas, channels and ``meta``."""
@@ -260,9 +264,9 @@ class Telemetry:
         ``lost_rows``, now final. Call it after the loop has stopped writing rows, to know
         the count before the summary is made; ``close`` then adds the events and the
         summary. A write error is kept for ``close`` to raise (``failure`` names it).
-        Ctrl-C and SIGTERM are ignored meanwhile (timing.signals.deferred_signals): one, as a run
+        Ctrl-C and SIGTERM are ignored meanwhile (timing.signals.ignored_signals): one, as a run
         ended with its writer behind, cut this drain and lost the rows not yet written."""
-        with deferred_signals(), self._close_lock:
+        with ignored_signals(), self._close_lock:
             if self._flushed:
                 return self.lost_rows
             self._flushed = True

@@ -229,6 +229,38 @@ def test_a_ctrl_c_during_the_final_flush_loses_no_row(tmp_path):
     assert summary == {"telemetry": {"rows": 200000, "lost_rows": 0, "events": 0}}
 
 
+HEADER_INTERRUPTED = """
+import os, signal, sys
+from hilrig.telemetry.recorder import Telemetry
+
+class CtrlCWhileWritten(dict):                # the header's meta: Ctrl-C while it is written
+    def items(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        return super().items()
+
+try:
+    tel = Telemetry(sys.argv[1], [("t", 1), ("x", (3,))], CtrlCWhileWritten(run="child"))
+except KeyboardInterrupt:
+    sys.exit(130)
+tel.close({"reason": "done"})
+"""
+
+
+@pytest.mark.system
+def test_a_ctrl_c_while_the_header_is_written_is_taken_after_it(tmp_path):
+    """A Ctrl-C while the log's header was written used to be ignored: the run went on as
+    if none had come. It is held back until the header is written, then taken: the log
+    is finished with the reason and KeyboardInterrupt reaches the caller."""
+    path = tmp_path / "run.mcap"
+    proc = child(["-c", HEADER_INTERRUPTED, path])
+    assert proc.returncode == 130, (proc.stdout, proc.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        arrays, _, meta, summary = read_log(path)
+    assert meta == {"run": "child"} and len(arrays["t"]) == 0
+    assert summary["reason"] == "interrupted during start-up", summary
+
+
 @pytest.mark.system
 def test_a_killed_writer_leaves_a_log_readable_up_to_its_last_chunk(tmp_path):
     path = tmp_path / "run.mcap"

@@ -1,9 +1,12 @@
-"""Signals: SIGTERM as a stop request, and no interruption while a log is finished."""
+"""Signals: SIGTERM as a stop request; Ctrl-C held back while a log's header is written and
+ignored while a log is finished."""
 from __future__ import annotations
 
 import contextlib
 import signal
 import threading
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def terminate_as_interrupt() -> None:
@@ -14,17 +17,52 @@ def terminate_as_interrupt() -> None:
 
 
 @contextlib.contextmanager
-def deferred_signals():
-    """Ignore Ctrl-C and SIGTERM inside (main thread only), e.g. while closing a log."""
+def ignored_signals():
+    """Ignore Ctrl-C and SIGTERM inside (main thread only): for finishing a log, the stop
+    such a signal asks for being already under way."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore(previous)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """Hold Ctrl-C and SIGTERM back inside (main thread only), e.g. while a log's header is
+    written, and deliver them to their handlers once the block has ended (a
+    KeyboardInterrupt is then raised on leaving it). A block that raises keeps its own
+    exception, the process ending with it; a held signal is then dropped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum, frame):
+        if signum not in held:
+            held.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
+    try:
+        yield
+    except BaseException:
+        _restore(previous)
+        raise
+    _restore(previous)
+    for sig in held:
+        handler = previous[sig]
+        if callable(handler):
+            handler(sig, None)
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(sig)
+
+
+def _restore(handlers: dict) -> None:
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
 
 
 class SignalTap:
