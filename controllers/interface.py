@@ -30,7 +30,9 @@ Every compiled law is also called once in Python on the config's sizes then
 (``trial_call``): a law that reads past its params or state fails there, in one line,
 instead of inside the compiled loop, where numba can only print the exception
 ("Exception ignored in: <numba.core.cpu.CPUContext>", a cfunc cannot raise) on every
-tick and go on with the command unwritten.
+tick and go on with the command unwritten; a law that does not return from it within
+``TRIAL_CPU_S`` of CPU (a loop that never ends) is refused there too, in one line,
+instead of holding the command before anything has started.
 
 **A detected fault.** A law reports a fault it has detected through one entry of its own
 ``state``: with ``controller.detection_slot = i`` it writes ``state[i]`` = 0 (nothing
@@ -43,6 +45,9 @@ record is empty and a tick pays one comparison of its length.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -155,6 +160,34 @@ def check_declared_sizes(law: Any, name: str, n_params: int, state_size: int,
                               f"(for {n_outputs} outputs), but {says.format(value)}")
 
 
+TRIAL_CPU_S = 5.0       # s of CPU time a law's trial call may take (in Python: slow)
+
+
+class _TrialTimeout(Exception):
+    """The trial call ran out of its TRIAL_CPU_S."""
+
+
+@contextlib.contextmanager
+def _cpu_time_bound(seconds: float):
+    """Raise _TrialTimeout inside once this process has spent ``seconds`` of user CPU
+    time in it (ITIMER_VIRTUAL, so that a busy host does not shorten it); no bound
+    outside the main thread, where no signal handler runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _TrialTimeout
+
+    previous = signal.signal(signal.SIGVTALRM, expire)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0.0)
+        signal.signal(signal.SIGVTALRM, previous)
+
+
 def trial_call(law: Any, name: str, params: np.ndarray, state: np.ndarray,
                n_outputs: int) -> None:
     """Call a compiled law's Python function once on copies of its arrays (t = 0, pos, vel
@@ -163,13 +196,20 @@ def trial_call(law: Any, name: str, params: np.ndarray, state: np.ndarray,
     about shapes or broadcasting).
     Compiled, the same law would raise inside the loop's kernel, where numba only prints
     the exception and the tick goes on with the command unwritten. Other exceptions are
-    left to the compiled law (its Python function may use what only numba runs)."""
+    left to the compiled law (its Python function may use what only numba runs). A call
+    that has not returned after TRIAL_CPU_S of CPU is a ConfigError too: compiled, it
+    would hold the run's warm-up, or its first tick, for ever."""
     python = getattr(law, "py_func", None) or getattr(law, "_pyfunc", None) or law
     zeros = np.zeros(n_outputs)
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), _cpu_time_bound(TRIAL_CPU_S):
             python(0.0, zeros.copy(), zeros.copy(), zeros.copy(), params.copy(), state.copy(),
                    zeros.copy())
+    except _TrialTimeout:
+        raise ConfigError(
+            f"controller.law: {name!r} did not return within {TRIAL_CPU_S:g} s of CPU on a "
+            f"trial call in Python (t = 0, pos, vel and cur zero): does it loop for "
+            f"ever?") from None
     except (IndexError, ValueError) as exc:
         if isinstance(exc, ValueError) and not any(word in str(exc)
                                                    for word in ("shape", "broadcast")):

@@ -176,9 +176,11 @@ def test_hil_control_over_canopen_disables_the_drives_when_the_law_never_returns
     rig = (ROOT / "configs" / "rig_canopen.toml").read_text()     # 500 Hz: stuck at tick 50
     rig = re.sub(r"\[controller\]\n.*?\n\n", LAW + "\n", rig, count=1, flags=re.S)
     rig = re.sub(r"channel = .*", f'channel = "{channel}"', rig, count=1)
-    # a busy host misses TPDOs for more than the shipped 8 cycles (issue 28, item 7: not
-    # this test's subject); the 50 cycles before the stuck tick must not end the run
+    # a busy host misses TPDOs for more than the shipped 8 cycles, and a controller's
+    # heartbeat for more than 0.3 s at bring-up (issue 28, item 7: not this test's
+    # subject); the 50 cycles before the stuck tick must not end the run
     rig = re.sub(r"max_missed = .*", "max_missed = 100", rig, count=1)
+    rig = re.sub(r"heartbeat_timeout = .*", "heartbeat_timeout = 5.0", rig, count=1)
     (folder / "run.toml").write_text(rig)
     emu = Emulator(folder, "--log", "emu.mcap", "--duration", "600")
     try:
@@ -249,3 +251,22 @@ def test_ctrl_c_reaches_a_hil_run_stuck_in_its_law(tmp_path):
     assert re.fullmatch(r".* ms at tick 100( \(in its rehearsal, loop\.rehearse\))?; run stopped",
                         lines[0]), lines[0]
     _closed_log(folder, lines[0][len("hil: "):])
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("command", ["run", "control"])
+def test_a_law_that_never_returns_from_its_first_call_is_refused_at_load(tmp_path, command):
+    """A law stuck from t = 0 on held `hil run` and `hil control` in the law's trial call at
+    load, silently, until Ctrl-C: it is refused in one line once the trial has spent its
+    CPU time (controllers.interface.TRIAL_CPU_S), before anything compiles or moves."""
+    folder = user_folder(tmp_path)
+    toml = folder / "run.toml"
+    toml.write_text(toml.read_text().replace("stuck_after_a_tenth", "stuck_from_the_start"))
+    done = subprocess.run(hil(command, "run.toml", "--no-plot") if command == "run"
+                          else hil(command, "run.toml"),
+                          cwd=folder, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert stderr_lines(done.stderr) == [
+        "hil: config error: controller.law: 'user_parts:stuck_from_the_start' did not return "
+        "within 5 s of CPU on a trial call in Python (t = 0, pos, vel and cur zero): does it "
+        "loop for ever?"], done.stderr

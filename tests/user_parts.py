@@ -141,6 +141,15 @@ def nan_after_a_tenth(t, pos, vel, cur, params, state, u):
 
 
 @njit
+def stuck_from_the_start(t, pos, vel, cur, params, state, u):
+    """stuck_after_a_tenth's loop from t = 0 on: it never returns from its first call."""
+    for j in range(u.shape[0]):
+        u[j] = params[0] * (params[2] - pos[j]) - params[1] * vel[j]
+    while t >= 0.0 and u[0] == u[0]:
+        u[0] += 1.0
+
+
+@njit
 def stuck_after_a_tenth(t, pos, vel, cur, params, state, u):
     """A PD to params[2] (rad, every joint) that never returns from t = 0.1 s on (a loop
     whose exit it never reaches: u[0] counts up by 1 and stays finite)."""
