@@ -171,7 +171,7 @@ def _estop(args) -> int:
 
     address = run_address(args)
     if args.list:
-        _list_runs(runs.list_runs())
+        _list_runs(runs.list_runs(), runs.login_session())
         return 0
     if address.endpoint:
         targets = [(address.endpoint, address.endpoint)]
@@ -210,16 +210,19 @@ def _estop(args) -> int:
     return 0
 
 
-def _list_runs(found: list) -> None:
-    """hil estop --list: one line per run of this user (remote.runs.Run)."""
+def _list_runs(found: list, session: int | None) -> None:
+    """hil estop --list: one line per run of this user (remote.runs.Run), those of this
+    login session (``session``) marked *."""
     if not found:
         print("no running `hil run` or `hil control` of yours")
         return
     print(f"{'run id':<8} {'pid':>7}  {'started':<19}  {'config':<24} e-stop endpoint "
-          "(- for a `hil run`: Ctrl-C) | hil set endpoint")
+          "(- for a `hil run`: Ctrl-C) | hil set endpoint | login session (* this one)")
     for run in found:
         print(f"{run.run_id:<8} {run.pid:>7}  {run.started:<19}  {run.config:<24} "
-              f"{run.endpoint or '-'} | {run.set_endpoint or '-'}")
+              f"{run.endpoint or '-'} | {run.set_endpoint or '-'} | "
+              f"{'-' if run.session is None else run.session}"
+              f"{'*' if session is not None and run.session == session else ''}")
 
 
 def _set(args) -> int:

@@ -5,9 +5,18 @@ Each run gets a run id and endpoints of its own in the per-user runtime folder
 (drivers.endpoint.runtime_dir, 0700), unless its options say otherwise: ``hil
 control`` an e-stop endpoint ``ipc://RUNTIME/estop-RUN_ID``, both a live-tuning
 endpoint ``ipc://RUNTIME/set-RUN_ID``. While it runs, ``RUNTIME/runs/RUN_ID.json``
-(0600) records its run id, pid, endpoints ("" for none), config and start time; the
-record is removed when the run ends, and the record of a process that is gone (killed)
-is removed by the next ``list_runs``.
+(0600) records its run id, pid, endpoints ("" for none), config, start time and login
+session; the record is removed when the run ends, and the record of a process that is
+gone (killed) is removed by the next ``list_runs``.
+
+Login sessions: several people may work under one uid (all root on a shared rig PC),
+and the OS tells them apart only by their login session (the kernel's audit session,
+``/proc/self/sessionid``: one per login, shared by every terminal, tmux pane and child
+process of that login). A bare ``hil set`` or ``hil fault`` (no ``--run``) picks only a
+run of its own login session, so that it never changes a colleague's run by default; a
+bare ``hil estop`` still asks every run of the uid (for an e-stop, the safe side).
+Where the kernel keeps no sessions (no audit: containers, logins without PAM) every run
+is of the one session.
 """
 from __future__ import annotations
 
@@ -30,6 +39,20 @@ class Run:
     config: str
     started: str        # local time, ISO 8601
     set_endpoint: str = ""     # where `hil set` reaches it ("" for none)
+    session: int | None = None     # its login session (login_session; None: unknown)
+
+
+NO_SESSION = 2**32 - 1      # /proc/self/sessionid of a process outside any login session
+
+
+def login_session() -> int | None:
+    """This process's login session (module docstring), or None where the kernel keeps
+    none."""
+    try:
+        session = int(Path("/proc/self/sessionid").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if session == NO_SESSION else session
 
 
 def new_run_id() -> str:
@@ -54,7 +77,7 @@ def _folder() -> Path:
 def register(run_id: str, endpoint: str, config: str, set_endpoint: str = "") -> Path:
     """Record this process's run; returns the record's path (for ``unregister``)."""
     run = Run(run_id, os.getpid(), endpoint, config, time.strftime("%Y-%m-%dT%H:%M:%S"),
-              set_endpoint)
+              set_endpoint, login_session())
     path = _folder() / f"{run_id}.json"
     partial = path.with_suffix(".tmp")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -105,15 +128,15 @@ def find_run(run_id: str) -> Run:
 
 
 def tunable_run(run_id: str | None) -> Run:
-    """The run ``hil set`` talks to: ``run_id``'s, else this user's only run that takes
-    live changes; ConfigError when there is none or several (naming them)."""
+    """The run ``hil set`` talks to: ``run_id``'s, else the only run of this login session
+    that takes live changes; ConfigError when there is none or several (naming them)."""
     if run_id:
         run = find_run(run_id)
         if not run.set_endpoint:
             raise ConfigError(f"run {run_id} takes no live changes (started with "
                               "--set-endpoint '')")
         return run
-    tunable = [run for run in list_runs() if run.set_endpoint]
+    tunable = this_session([run for run in list_runs() if run.set_endpoint], "live changes")
     if len(tunable) == 1:
         return tunable[0]
     if not tunable:
@@ -124,6 +147,25 @@ def tunable_run(run_id: str | None) -> Run:
 
 
 def fault_runs() -> list[Run]:
-    """This user's running ``hil run`` runs that take live faults (through their `hil set`
-    endpoint; a ``hil control`` has an e-stop endpoint and its faults go to its emulator)."""
-    return [run for run in list_runs() if run.set_endpoint and not run.endpoint]
+    """This login session's running ``hil run`` runs that take live faults (through their
+    `hil set` endpoint; a ``hil control`` has an e-stop endpoint and its faults go to its
+    emulator)."""
+    return this_session([run for run in list_runs() if run.set_endpoint and not run.endpoint],
+                        "live faults")
+
+
+def this_session(candidates: list[Run], what: str) -> list[Run]:
+    """The runs of ``candidates`` started in this login session (all of them where the
+    kernel keeps no sessions); ConfigError naming the others when only runs of other
+    login sessions take ``what``: one of them is named with --run, never picked."""
+    session = login_session()
+    if session is None:
+        return candidates
+    mine = [run for run in candidates if run.session in (session, None)]
+    if mine or not candidates:
+        return mine
+    others = " or ".join(f"{run.run_id} (pid {run.pid}, {run.config}, login session "
+                         f"{run.session})" for run in candidates)
+    raise ConfigError(f"no run of this login session (session {session}) takes {what}; "
+                      f"another login's: {others}: name it with --run if it is yours to "
+                      "change")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -427,3 +429,55 @@ def test_a_bare_hil_estop_stops_the_runs_at_once(runtime, capsys):
     assert status == 0
     assert out.splitlines() == ["e-stop: run aaaaaa stopped its drives at tick 11",
                                 "e-stop: run ffffff stopped its drives at tick 22"]
+
+
+SESSION_HOLDER = """
+import json, subprocess, sys
+from hilrig.remote import runs
+record = runs.register("abc123", "", "held.toml", sys.argv[1])      # a `hil run`'s record
+same = [subprocess.run(json.loads(argv), capture_output=True, text=True, timeout=120)
+        for argv in sys.argv[2:]]                    # bare commands of the same login session
+print(json.dumps({"session": runs.login_session(),
+                  "same": [[done.returncode, done.stderr] for done in same]}), flush=True)
+sys.stdin.read()                                     # the run lives until the test is done
+runs.unregister(record)
+"""
+
+
+def _in_new_login_session(argv: list) -> list:
+    """``argv`` in a login session of its own: writing /proc/self/loginuid gives the
+    writing process a new audit session id, as a login does."""
+    return ["sh", "-c", 'echo 0 > /proc/self/loginuid && exec "$@"', "sh", *argv]
+
+
+def test_bare_set_and_fault_pick_only_a_run_of_their_own_login_session(runtime):
+    """Several people logged in under one uid (root on a shared rig PC): a bare `hil set`
+    or `hil fault` took a colleague's only run. It now picks a run of its own login
+    session only, and names another login's run without touching it."""
+    probe = subprocess.run(_in_new_login_session(["cat", "/proc/self/sessionid"]),
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"this kernel or user cannot open login sessions: {probe.stderr.strip()}")
+    endpoint = f"ipc://{runtime}/set-abc123"         # nothing answers there
+    bare = [hil("set", "--timeout", "0.5", "controller.kp=1"),
+            hil("fault", "jam", "--joint", "1", "--timeout", "0.5")]
+    holder = subprocess.Popen(_in_new_login_session(
+        [sys.executable, "-c", SESSION_HOLDER, endpoint, *map(json.dumps, bare)]),
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        held = json.loads(holder.stdout.readline() or "null") or holder.communicate()
+        others = [subprocess.run(_in_new_login_session(argv), cwd=ROOT, capture_output=True,
+                                 text=True, timeout=120) for argv in bare]
+    finally:
+        holder.communicate("", timeout=60)
+    for code, err in held["same"]:       # its own login's bare command found it (no answer)
+        assert code == 1 and len(_lines(err)) == 1 and endpoint in err, err
+    for done, what in zip(others, ("live changes", "live faults")):
+        assert done.returncode == 2, done.stderr
+        lines = _lines(done.stderr)
+        assert len(lines) == 1 and re.fullmatch(
+            rf"hil: config error: no run of this login session \(session (\d+)\) takes {what}; "
+            rf"another login's: abc123 \(pid {holder.pid}, held.toml, login session "
+            rf"{held['session']}\): name it with --run if it is yours to change",
+            lines[0]), done.stderr

@@ -125,12 +125,12 @@ def test_each_control_run_has_its_own_estop_endpoint_and_hil_estop_finds_them(tm
         folder = os.path.join(runtime, "hilrig")
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
         for run_id, ctl in zip(ids, ctls):
-            pid, config, ep = rows[run_id][1], rows[run_id][-4], rows[run_id][-3]
+            pid, config, ep = rows[run_id][1], rows[run_id][3], rows[run_id][4]
             assert int(pid) == ctl.pid and config == RIG_INPROCESS
             assert ep == f"ipc://{folder}/estop-{run_id}"
-            assert rows[run_id][-1] == f"ipc://{folder}/set-{run_id}"     # for `hil set`
+            assert rows[run_id][6] == f"ipc://{folder}/set-{run_id}"     # for `hil set`
             assert stat.S_IMODE(os.stat(ep[len("ipc://"):]).st_mode) == 0o600
-        taken = rows[ids[1]][-3]
+        taken = rows[ids[1]][4]
         third = subprocess.run(hil("control", RIG_INPROCESS, "--duration", "5", "--log",
                                    str(tmp_path / "third.mcap"), "--estop-endpoint", taken),
                                cwd=ROOT, capture_output=True, text=True, timeout=120)
