@@ -207,7 +207,7 @@ def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic,
 
 
 def test_inverse_dynamics_of_the_forward_dynamics_gives_the_torque_back(synthetic, rng):
-    """rnea(q, qd, qdd) with the plant's own qdd returns the applied torque (less the
+    """inverse_dynamics(q, qd, qdd) with the plant's own qdd returns the applied torque (less the
     URDF's damping, the default viscous friction)."""
     cfg = urdf_config(synthetic, tip_link="tool")
     plant = plant_from_config(cfg)
@@ -218,8 +218,7 @@ def test_inverse_dynamics_of_the_forward_dynamics_gives_the_torque_back(syntheti
         q, qd, tau = rng.uniform(-0.3, 0.3, n), rng.uniform(-1, 1, n), rng.uniform(-5, 5, n)
         plant.set_state(q, qd)
         qdd = plant.derivative(u=tau)[n:2 * n]
-        dynamics.kinematics(p, q, scratch)
-        dynamics.rnea(p, qd, qdd, tau_back, scratch)
+        dynamics.inverse_dynamics(p, q, qd, qdd, tau_back, scratch)
         damping = parse.load(synthetic, None, "tool").damping
         assert np.allclose(tau_back + damping * qd, tau, rtol=0, atol=1e-11)
 
