@@ -59,19 +59,19 @@ BATCHES = 1000         # another process's time slice on a shared machine
 CALLS = 20000          # Python-timed calls of Pinocchio and MuJoCo
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _mechanism_batch(q, qd, p, mass, bias, n):
     for _ in range(n):
         dynamics.mechanism(q, qd, p, mass, bias)
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _derivative_batch(p, jams, x, u, dx, work, n, mech):
     for _ in range(n):
         derivative(p, jams, 0.0, x, u, dx, work, mech)
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _tick_batch(p, jams, x, u, h, work, stages, n, mech):
     t = 0.0
     for _ in range(n):
@@ -79,7 +79,7 @@ def _tick_batch(p, jams, x, u, h, work, stages, n, mech):
         t += h
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _law_batch(pos, vel, cur, params, state, u, n):
     for _ in range(n):
         builtin_command(0.5, pos, vel, cur, params, state, u)

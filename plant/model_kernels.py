@@ -160,10 +160,10 @@ def inverse_dynamics(model, q, qd, qdd, out):
         serial_arm.mass_and_bias(p, q, qd, mass, out, matrix_view(s, 0, 3, n))
         if len(qdd) > 0:
             for j in range(n):
-                acc = 0.0
+                acc = out[j]
                 for k in range(n):
                     acc += mass[j, k] * qdd[k]
-                out[j] += acc
+                out[j] = acc
     else:
         _nan_vector(out)
 

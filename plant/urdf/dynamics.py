@@ -31,7 +31,7 @@ MAX_JOINTS, so that it is re-entrant and needs nothing from the loops.
 import math
 
 import numpy as np
-from hilrig.jit.kernel import inline_kernel, kernel
+from hilrig.jit.kernel import fused_kernel, inline_kernel, kernel
 from hilrig.plant.trig import sincos
 from llvmlite import ir
 from numba import types
@@ -111,10 +111,11 @@ def block(chain, gravity, damping) -> np.ndarray:
 
 
 @inline_kernel
-def _place(p, r, angle, r00, r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2):
+def _place(p, r, angle, sn, c, r00, r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2):
     """Body k's pose from body k-1's (rotation r, row-major, and origin o, base frame) at
-    joint k's coordinate ``angle`` (rad or m), ``r`` its row in the block: the new rotation
-    (9) and origin (3), then S_k (6)."""
+    joint k's coordinate ``angle`` (rad or m; ``sn``, ``c`` its sine and cosine for a
+    revolute joint), ``r`` its row in the block: the new rotation (9) and origin (3), then
+    S_k (6)."""
     # the joint frame (its rotation's columns j0, j1, z) and origin x
     x0 = o0 + r00 * p[r + J_ORIGIN] + r01 * p[r + J_ORIGIN + 1] + r02 * p[r + J_ORIGIN + 2]
     x1 = o1 + r10 * p[r + J_ORIGIN] + r11 * p[r + J_ORIGIN + 1] + r12 * p[r + J_ORIGIN + 2]
@@ -134,8 +135,8 @@ def _place(p, r, angle, r00, r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2)
     if p[r + J_PRISMATIC] != 0.0:
         return (a00, a01, z0, a10, a11, z1, a20, a21, z2, x0 + z0 * angle, x1 + z1 * angle,
                 x2 + z2 * angle, 0.0, 0.0, 0.0, z0, z1, z2)
-    sn, c = math.sin(angle), math.cos(angle)                         # the joint frame times Rot(z, angle)
-    return (c * a00 + sn * a01, c * a01 - sn * a00, z0,
+    return (                                    # the joint frame times Rot(z, angle)
+c * a00 + sn * a01, c * a01 - sn * a00, z0,
             c * a10 + sn * a11, c * a11 - sn * a10, z1,
             c * a20 + sn * a21, c * a21 - sn * a20, z2, x0, x1, x2,
             z0, z1, z2, x1 * z2 - x2 * z1, x2 * z0 - x0 * z2, x0 * z1 - x1 * z0)
@@ -161,8 +162,8 @@ def kinematics(p, q, s):
     r01 = r02 = r10 = r12 = r20 = r21 = o0 = o1 = o2 = 0.0
     for k in range(n):
         r00, r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2, m0, m1, m2, m3, m4, m5 = \
-            _place(p, P_JOINTS + JOINT_STRIDE * k, q[k], r00, r01, r02, r10, r11, r12, r20,
-                   r21, r22, o0, o1, o2)
+            _place(p, P_JOINTS + JOINT_STRIDE * k, q[k], math.sin(q[k]), math.cos(q[k]), r00,
+                   r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2)
         b = BODY_STRIDE * k + S_MOTION
         s[b], s[b + 1], s[b + 2], s[b + 3], s[b + 4], s[b + 5] = m0, m1, m2, m3, m4, m5
     pose = BODY_STRIDE * n
@@ -172,7 +173,7 @@ def kinematics(p, q, s):
     s[pose + 9], s[pose + 10], s[pose + 11] = o0, o1, o2
 
 
-@kernel
+@fused_kernel
 def forward(p, q, qd, qdd, s):
     """The pass base to tip (module docstring) at (q, qd, qdd): S_k, I_k and f_k into the
     scratch ``s``; returns the potential energy of gravity (J). An empty ``qdd`` stands
@@ -187,11 +188,15 @@ def forward(p, q, qd, qdd, s):
     a0 = a1 = a2 = 0.0                         # its spatial acceleration: a_0 = -gravity
     a3, a4, a5 = -gx, -gy, -gz
     potential = 0.0
+    for k in range(n):       # the sines and cosines first, side by side (into the forces' slots)
+        b = BODY_STRIDE * k + S_FORCE
+        s[b], s[b + 1] = sincos(q[k])
     for k in range(n):
         r = P_JOINTS + JOINT_STRIDE * k
         b = BODY_STRIDE * k
         r00, r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2, m0, m1, m2, m3, m4, m5 = \
-            _place(p, r, q[k], r00, r01, r02, r10, r11, r12, r20, r21, r22, o0, o1, o2)
+            _place(p, r, q[k], s[b + S_FORCE], s[b + S_FORCE + 1], r00, r01, r02, r10, r11,
+                   r12, r20, r21, r22, o0, o1, o2)
         # the body's inertia about the base origin: J = R Ic R^T + m (|c|^2 1 - c c^T)
         m = p[r + J_MASS]
         bx, by, bz = p[r + J_COM], p[r + J_COM + 1], p[r + J_COM + 2]
@@ -258,7 +263,7 @@ def forward(p, q, qd, qdd, s):
     return potential
 
 
-@kernel
+@fused_kernel
 def inverse_dynamics(p, q, qd, qdd, tau, s):
     """tau = M(q) qdd + c(q, qd) + g(q) (N m, N), without damping; an empty ``qdd`` stands
     for zero (tau is the bias). ``s``: scratch of scratch_size(n) floats. Returns the
@@ -280,7 +285,7 @@ def inverse_dynamics(p, q, qd, qdd, tau, s):
     return potential
 
 
-@kernel
+@fused_kernel
 def mass_and_bias(p, q, qd, mass, bias, s):
     """M(q) into ``mass`` (n x n) and c(q, qd) + g(q) into ``bias`` (n), without damping, in
     one pass base to tip (``forward``) and one back, which sums the forces (RNEA) and the
