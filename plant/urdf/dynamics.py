@@ -3,24 +3,24 @@ block: forward kinematics, the recursive Newton-Euler algorithm (inverse dynamic
 bias), the composite-rigid-body algorithm (the mass matrix) and the chain's mechanism
 (plant.interface), which the loops call through a function pointer like any chain's.
 
-Every spatial quantity is in the base frame (base_link, fixed to the world) about its
-origin, so that the passes add vectors without transforming them (Featherstone's
-"spatial vectors in a fixed frame"): a motion m = (w, v) (rad/s, m/s of the body point at
-the origin), a force f = (n, F) (N m about the origin, N), a body's inertia (mass kg,
-first moment h = m c kg m, rotational inertia J about the origin kg m^2, symmetric), so
-that its momentum is I m = (J w + h x v, m v - h x w). Joint k's motion subspace is
-S_k = (z, p x z) for a revolute joint about the unit axis z through the point p, (0, z) for
-a prismatic one.
+In forward and mass_and_bias every spatial quantity is in the base frame (base_link,
+fixed to the world) about its origin, so that the passes add vectors without transforming
+them (Featherstone's "spatial vectors in a fixed frame"): a motion m = (w, v) (rad/s, m/s
+of the body point at the origin), a force f = (n, F) (N m about the origin, N), a body's
+inertia (mass kg, first moment h = m c kg m, rotational inertia J about the origin
+kg m^2, symmetric), so that its momentum is I m = (J w + h x v, m v - h x w). Joint k's
+motion subspace is S_k = (z, p x z) for a revolute joint about the unit axis z through the
+point p, (0, z) for a prismatic one.
 
     forward:          one pass base to tip: each body's pose, S_k and inertia I_k, its
-                      velocity v_k = v_k-1 + S_k qd_k, acceleration a_k = a_k-1 + S_k qdd_k
+                      velocity v_k = v_k-1 + S_k qd_k, acceleration a_k = a_k-1
                       + v_k x S_k qd_k (a_0 = -gravity) and force f_k = I_k a_k
                       + v_k x* I_k v_k; the potential energy
-    inverse_dynamics: then tip to base tau_k = S_k . sum_{j >= k} f_j:
-                      tau = M(q) qdd + c(q, qd) + g(q)
-    mass_and_bias:    the same pass with qdd = 0 (the bias), and in the same pass tip to
-                      base the composite inertias I^c_k = sum_{j >= k} I_j and
-                      M(q)_jk = S_j . (I^c_k S_k), j <= k (CRBA)
+    mass_and_bias:    then tip to base the bias c(q, qd) + g(q) = S_k . sum_{j >= k} f_j
+                      (RNEA) and, in the same pass, the composite inertias
+                      I^c_k = sum_{j >= k} I_j and M(q)_jk = S_j . (I^c_k S_k), j <= k (CRBA)
+    inverse_dynamics: tau = M(q) qdd + c(q, qd) + g(q) by RNEA in the bodies' own frames
+                      (no mass matrix, no inertia rotated: what the feed-forward law calls)
 
 Each joint's axis is z of its body's frame in the block (``block`` re-expresses every body
 in such a frame, once), so a revolute joint's rotation mixes two columns of the pose.
@@ -29,6 +29,7 @@ the mechanism takes its scratch on its own stack frame (``_stack``), sized for
 MAX_JOINTS, so that it is re-entrant and needs nothing from the loops.
 """
 import math
+from functools import lru_cache
 
 import numpy as np
 from hilrig.jit.kernel import fused_kernel, inline_kernel, kernel
@@ -83,13 +84,22 @@ def aligning(axis: np.ndarray) -> np.ndarray:
 
 def block(chain, gravity, damping) -> np.ndarray:
     """The params block of a parse.UrdfChain with ``gravity`` (3, m/s^2, base frame) and the
-    joints' ``damping`` (n). Body k's frame F_k becomes F_k Q_k (Q_k = aligning(axis_k)):
-    the joint's placement Q_k-1^T (R, o) Q_k, its centre of mass Q_k^T c, its inertia
-    Q_k^T I Q_k and the tip frame Q_n-1^T T follow, since Rot(a, q) Q = Q Rot(Q^T a, q)."""
+    joints' ``damping`` (n) (a new array: its chain's part made once, ``_chain_block``)."""
+    out = _chain_block(chain).copy()
+    out[P_GRAVITY:P_GRAVITY + 3] = gravity
+    out[P_JOINTS + J_DAMPING:P_JOINTS + JOINT_STRIDE * chain.n:JOINT_STRIDE] = damping
+    return out
+
+
+@lru_cache(maxsize=64)
+def _chain_block(chain) -> np.ndarray:
+    """The block of a chain without gravity and damping. Body k's frame F_k becomes
+    F_k Q_k (Q_k = aligning(axis_k)): the joint's placement Q_k-1^T (R, o) Q_k, its centre
+    of mass Q_k^T c, its inertia Q_k^T I Q_k and the tip frame Q_n-1^T T follow, since
+    Rot(a, q) Q = Q Rot(Q^T a, q)."""
     n = chain.n
     out = np.zeros(P_JOINTS + JOINT_STRIDE * n + TIP_SIZE)
     out[P_N] = n
-    out[P_GRAVITY:P_GRAVITY + 3] = gravity
     before = np.eye(3)
     for k in range(n):
         turn = aligning(chain.axis[k])
@@ -102,7 +112,6 @@ def block(chain, gravity, damping) -> np.ndarray:
         row[J_COM:J_COM + 3] = turn.T @ chain.com[k]
         row[J_INERTIA:J_INERTIA + 6] = (inertia[0, 0], inertia[1, 1], inertia[2, 2],
                                         inertia[0, 1], inertia[0, 2], inertia[1, 2])
-        row[J_DAMPING] = damping[k]
         before = turn
     tip = P_JOINTS + JOINT_STRIDE * n
     out[tip:tip + 9] = (before.T @ chain.tip_frame[:3, :3]).ravel()
@@ -174,13 +183,12 @@ def kinematics(p, q, s):
 
 
 @fused_kernel
-def forward(p, q, qd, qdd, s):
-    """The pass base to tip (module docstring) at (q, qd, qdd): S_k, I_k and f_k into the
-    scratch ``s``; returns the potential energy of gravity (J). An empty ``qdd`` stands
-    for zero. Everything of one body stays in registers: a body's pose, inertia, velocity
-    and acceleration are locals, only what the pass tip to base reads is stored."""
+def forward(p, q, qd, s):
+    """The pass base to tip (module docstring) at (q, qd) and qdd = 0: S_k, I_k and f_k into
+    the scratch ``s``; returns the potential energy of gravity (J). Everything of one body
+    stays in registers (its pose, inertia, velocity and acceleration are locals); only
+    what the pass tip to base reads is stored."""
     n = int(p[P_N])
-    accelerating = len(qdd) > 0
     gx, gy, gz = p[P_GRAVITY], p[P_GRAVITY + 1], p[P_GRAVITY + 2]
     r00 = r11 = r22 = 1.0
     r01 = r02 = r10 = r12 = r20 = r21 = o0 = o1 = o2 = 0.0
@@ -222,7 +230,7 @@ def forward(p, q, qd, qdd, s):
         j01 = t00 * r10 + t01 * r11 + t02 * r12 - h0 * cy
         j02 = t00 * r20 + t01 * r21 + t02 * r22 - h0 * cz
         j12 = t10 * r20 + t11 * r21 + t12 * r22 - h1 * cz
-        # v += S qd; a += S qdd + v x (S qd)
+        # v += S qd; a += v x (S qd)
         rate = qd[k]
         e0, e1, e2, e3, e4, e5 = m0 * rate, m1 * rate, m2 * rate, m3 * rate, m4 * rate, m5 * rate
         w0 += e0
@@ -231,13 +239,12 @@ def forward(p, q, qd, qdd, s):
         v0 += e3
         v1 += e4
         v2 += e5
-        acc = qdd[k] if accelerating else 0.0
-        a0 += m0 * acc + w1 * e2 - w2 * e1
-        a1 += m1 * acc + w2 * e0 - w0 * e2
-        a2 += m2 * acc + w0 * e1 - w1 * e0
-        a3 += m3 * acc + w1 * e5 - w2 * e4 + v1 * e2 - v2 * e1
-        a4 += m4 * acc + w2 * e3 - w0 * e5 + v2 * e0 - v0 * e2
-        a5 += m5 * acc + w0 * e4 - w1 * e3 + v0 * e1 - v1 * e0
+        a0 += w1 * e2 - w2 * e1
+        a1 += w2 * e0 - w0 * e2
+        a2 += w0 * e1 - w1 * e0
+        a3 += w1 * e5 - w2 * e4 + v1 * e2 - v2 * e1
+        a4 += w2 * e3 - w0 * e5 + v2 * e0 - v0 * e2
+        a5 += w0 * e4 - w1 * e3 + v0 * e1 - v1 * e0
         # f = I a + v x* (I v)
         n0, n1, n2, f0, f1, f2 = _momentum(m, h0, h1, h2, j00, j11, j22, j01, j02, j12,
                                            a0, a1, a2, a3, a4, a5)
@@ -266,12 +273,81 @@ def forward(p, q, qd, qdd, s):
 @fused_kernel
 def inverse_dynamics(p, q, qd, qdd, tau, s):
     """tau = M(q) qdd + c(q, qd) + g(q) (N m, N), without damping; an empty ``qdd`` stands
-    for zero (tau is the bias). ``s``: scratch of scratch_size(n) floats. Returns the
-    potential energy (J)."""
+    for zero (tau is the bias). ``s``: scratch of scratch_size(n) floats.
+
+    RNEA in the bodies' own frames (Featherstone's): no inertia is rotated, each body's
+    velocity and acceleration come from its parent's through the joint's transform
+    (rotation E = B Rz(q), B the placement's, and origin t in the parent's frame), and
+    the forces go back through it; S_k = (e_z, 0) (revolute) or (0, e_z) (prismatic),
+    so tau_k is one component of the force. About 35 % fewer operations than ``forward``
+    in the base frame, which the mass matrix needs."""
     n = int(p[P_N])
-    potential = forward(p, q, qd, qdd, s)
-    f0 = f1 = f2 = f3 = f4 = f5 = 0.0          # the force the subtree below passes on
+    accelerating = len(qdd) > 0
+    for k in range(n):       # the sines and cosines first, side by side (S's slots: unused)
+        b = BODY_STRIDE * k + S_MOTION
+        s[b], s[b + 1] = sincos(q[k])
+    w0 = w1 = w2 = v0 = v1 = v2 = 0.0          # the body's velocity, in its frame
+    a0 = a1 = a2 = 0.0                         # its acceleration: a_0 = -gravity
+    a3, a4, a5 = -p[P_GRAVITY], -p[P_GRAVITY + 1], -p[P_GRAVITY + 2]
+    for k in range(n):
+        r = P_JOINTS + JOINT_STRIDE * k
+        b = BODY_STRIDE * k
+        sn, c = s[b + S_MOTION], s[b + S_MOTION + 1]
+        e00, e01, e02, e10, e11, e12, e20, e21, e22, t0, t1, t2 = _joint(p, r, q[k], sn, c)
+        # the parent's motion at this body's origin, then in this body's frame (E^T)
+        u0 = v0 + w1 * t2 - w2 * t1
+        u1 = v1 + w2 * t0 - w0 * t2
+        u2 = v2 + w0 * t1 - w1 * t0
+        x0 = a3 + a1 * t2 - a2 * t1
+        x1 = a4 + a2 * t0 - a0 * t2
+        x2 = a5 + a0 * t1 - a1 * t0
+        w0, w1, w2 = (e00 * w0 + e10 * w1 + e20 * w2, e01 * w0 + e11 * w1 + e21 * w2,
+                      e02 * w0 + e12 * w1 + e22 * w2)
+        v0, v1, v2 = (e00 * u0 + e10 * u1 + e20 * u2, e01 * u0 + e11 * u1 + e21 * u2,
+                      e02 * u0 + e12 * u1 + e22 * u2)
+        a0, a1, a2 = (e00 * a0 + e10 * a1 + e20 * a2, e01 * a0 + e11 * a1 + e21 * a2,
+                      e02 * a0 + e12 * a1 + e22 * a2)
+        a3, a4, a5 = (e00 * x0 + e10 * x1 + e20 * x2, e01 * x0 + e11 * x1 + e21 * x2,
+                      e02 * x0 + e12 * x1 + e22 * x2)
+        # v += S qd; a += S qdd + v x (S qd)
+        rate = qd[k]
+        acc = qdd[k] if accelerating else 0.0
+        if p[r + J_PRISMATIC] != 0.0:
+            v2 += rate
+            a3 += w1 * rate
+            a4 -= w0 * rate
+            a5 += acc
+        else:
+            w2 += rate
+            a0 += w1 * rate
+            a1 -= w0 * rate
+            a2 += acc
+            a3 += v1 * rate
+            a4 -= v0 * rate
+        # f = I a + v x* (I v), the inertia about this body's origin in its frame
+        m = p[r + J_MASS]
+        cx, cy, cz = p[r + J_COM], p[r + J_COM + 1], p[r + J_COM + 2]
+        h0, h1, h2 = m * cx, m * cy, m * cz
+        j00 = p[r + J_INERTIA] + h1 * cy + h2 * cz
+        j11 = p[r + J_INERTIA + 1] + h0 * cx + h2 * cz
+        j22 = p[r + J_INERTIA + 2] + h0 * cx + h1 * cy
+        j01 = p[r + J_INERTIA + 3] - h0 * cy
+        j02 = p[r + J_INERTIA + 4] - h0 * cz
+        j12 = p[r + J_INERTIA + 5] - h1 * cz
+        n0, n1, n2, f0, f1, f2 = _momentum(m, h0, h1, h2, j00, j11, j22, j01, j02, j12,
+                                           a0, a1, a2, a3, a4, a5)
+        l0, l1, l2, l3, l4, l5 = _momentum(m, h0, h1, h2, j00, j11, j22, j01, j02, j12,
+                                           w0, w1, w2, v0, v1, v2)
+        o = b + S_FORCE
+        s[o] = n0 + w1 * l2 - w2 * l1 + v1 * l5 - v2 * l4
+        s[o + 1] = n1 + w2 * l0 - w0 * l2 + v2 * l3 - v0 * l5
+        s[o + 2] = n2 + w0 * l1 - w1 * l0 + v0 * l4 - v1 * l3
+        s[o + 3] = f0 + w1 * l5 - w2 * l4
+        s[o + 4] = f1 + w2 * l3 - w0 * l5
+        s[o + 5] = f2 + w0 * l4 - w1 * l3
+    f0 = f1 = f2 = f3 = f4 = f5 = 0.0          # the force the child passes on, its frame
     for k in range(n - 1, -1, -1):
+        r = P_JOINTS + JOINT_STRIDE * k
         b = BODY_STRIDE * k
         o = b + S_FORCE
         f0 += s[o]
@@ -280,9 +356,32 @@ def inverse_dynamics(p, q, qd, qdd, tau, s):
         f3 += s[o + 3]
         f4 += s[o + 4]
         f5 += s[o + 5]
-        tau[k] = s[b] * f0 + s[b + 1] * f1 + s[b + 2] * f2 + s[b + 3] * f3 \
-            + s[b + 4] * f4 + s[b + 5] * f5
-    return potential
+        tau[k] = f5 if p[r + J_PRISMATIC] != 0.0 else f2
+        e00, e01, e02, e10, e11, e12, e20, e21, e22, t0, t1, t2 = \
+            _joint(p, r, q[k], s[b + S_MOTION], s[b + S_MOTION + 1])
+        # into the parent's frame: f' = E f, n' = E n + t x f'
+        f3, f4, f5 = (e00 * f3 + e01 * f4 + e02 * f5, e10 * f3 + e11 * f4 + e12 * f5,
+                      e20 * f3 + e21 * f4 + e22 * f5)
+        f0, f1, f2 = (e00 * f0 + e01 * f1 + e02 * f2 + t1 * f5 - t2 * f4,
+                      e10 * f0 + e11 * f1 + e12 * f2 + t2 * f3 - t0 * f5,
+                      e20 * f0 + e21 * f1 + e22 * f2 + t0 * f4 - t1 * f3)
+
+
+@inline_kernel
+def _joint(p, r, angle, sn, c):
+    """Joint k's transform (``r`` its row in the block) at its coordinate ``angle`` (rad or
+    m; ``sn``, ``c`` its sine and cosine): the rotation E (row-major) from body k's frame
+    to body k-1's and body k's origin t in body k-1's frame (m)."""
+    b00, b01, b02 = p[r + J_ROTATION], p[r + J_ROTATION + 1], p[r + J_ROTATION + 2]
+    b10, b11, b12 = p[r + J_ROTATION + 3], p[r + J_ROTATION + 4], p[r + J_ROTATION + 5]
+    b20, b21, b22 = p[r + J_ROTATION + 6], p[r + J_ROTATION + 7], p[r + J_ROTATION + 8]
+    t0, t1, t2 = p[r + J_ORIGIN], p[r + J_ORIGIN + 1], p[r + J_ORIGIN + 2]
+    if p[r + J_PRISMATIC] != 0.0:
+        return (b00, b01, b02, b10, b11, b12, b20, b21, b22, t0 + b02 * angle,
+                t1 + b12 * angle, t2 + b22 * angle)
+    return (c * b00 + sn * b01, c * b01 - sn * b00, b02,
+            c * b10 + sn * b11, c * b11 - sn * b10, b12,
+            c * b20 + sn * b21, c * b21 - sn * b20, b22, t0, t1, t2)
 
 
 @fused_kernel
@@ -292,7 +391,7 @@ def mass_and_bias(p, q, qd, mass, bias, s):
     composite inertias (CRBA) together. ``s``: scratch of scratch_size(n) floats. Returns
     the potential energy (J)."""
     n = int(p[P_N])
-    potential = forward(p, q, qd, qd[:0], s)
+    potential = forward(p, q, qd, s)
     f0 = f1 = f2 = f3 = f4 = f5 = 0.0          # the force the subtree below passes on
     m = h0 = h1 = h2 = j00 = j11 = j22 = j01 = j02 = j12 = 0.0    # its composite inertia
     for k in range(n - 1, -1, -1):
