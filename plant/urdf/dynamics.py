@@ -32,7 +32,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from hilrig.jit.kernel import fused_kernel, inline_kernel, kernel
+from hilrig.jit.kernel import fused_helper, inline_kernel, kernel
 from hilrig.plant.trig import sincos
 from llvmlite import ir
 from numba import types
@@ -182,7 +182,7 @@ def kinematics(p, q, s):
     s[pose + 9], s[pose + 10], s[pose + 11] = o0, o1, o2
 
 
-@fused_kernel
+@fused_helper
 def forward(p, q, qd, s):
     """The pass base to tip (module docstring) at (q, qd) and qdd = 0: S_k, I_k and f_k into
     the scratch ``s``; returns the potential energy of gravity (J). Everything of one body
@@ -270,7 +270,7 @@ def forward(p, q, qd, s):
     return potential
 
 
-@fused_kernel
+@fused_helper
 def inverse_dynamics(p, q, qd, qdd, tau, s):
     """tau = M(q) qdd + c(q, qd) + g(q) (N m, N), without damping; an empty ``qdd`` stands
     for zero (tau is the bias). ``s``: scratch of scratch_size(n) floats.
@@ -384,7 +384,7 @@ def _joint(p, r, angle, sn, c):
             c * b20 + sn * b21, c * b21 - sn * b20, b22, t0, t1, t2)
 
 
-@fused_kernel
+@fused_helper
 def mass_and_bias(p, q, qd, mass, bias, s):
     """M(q) into ``mass`` (n x n) and c(q, qd) + g(q) into ``bias`` (n), without damping, in
     one pass base to tip (``forward``) and one back, which sums the forces (RNEA) and the
