@@ -15,7 +15,7 @@ Prints medians and 99th percentiles (per call, ns) of:
   by that one-joint work;
 - one 1 ms RK4 tick of panda_pd (7 joints, geared DC motors, simplified motor model) in
   a compiled loop, the controller's computed torque alone (the built-in feed-forward: one
-  more CRBA + RNEA per tick), and a 10 s panda_pd scenario through hil sim's path
+  more RNEA pass per tick), and a 10 s panda_pd scenario through hil sim's path
   (rt.sim.simulate: its stepping time, wall clock, and the whole run's CPU time of this
   thread, which another process's time slices do not inflate);
 - a campaign of 10 s Panda scenarios (panda_jams' grid, 10 s each) on a LocalCluster of
@@ -59,19 +59,19 @@ BATCHES = 1000         # another process's time slice on a shared machine
 CALLS = 20000          # Python-timed calls of Pinocchio and MuJoCo
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _mechanism_batch(q, qd, p, mass, bias, n):
     for _ in range(n):
         dynamics.mechanism(q, qd, p, mass, bias)
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _derivative_batch(p, jams, x, u, dx, work, n, mech):
     for _ in range(n):
         derivative(p, jams, 0.0, x, u, dx, work, mech)
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _tick_batch(p, jams, x, u, h, work, stages, n, mech):
     t = 0.0
     for _ in range(n):
@@ -79,7 +79,7 @@ def _tick_batch(p, jams, x, u, h, work, stages, n, mech):
         t += h
 
 
-@njit(cache=True)
+@njit(cache=False)   # not cached: numba's stamp is this file's, not the kernels' it inlines
 def _law_batch(pos, vel, cur, params, state, u, n):
     for _ in range(n):
         builtin_command(0.5, pos, vel, cur, params, state, u)
@@ -220,7 +220,7 @@ def main() -> int:
                                        plant.work, plant.stages, n, for_plant(plant))))
     controller = controller_from_config(cfg, "V")
     pos, vel, cur, command = plant.q.copy(), plant.qd.copy(), np.zeros(7), np.zeros(7)
-    line("the feed-forward law (CRBA + RNEA + PD), compiled loop",
+    line("the feed-forward law (RNEA + PD), compiled loop",
          batched(lambda n: _law_batch(pos, vel, cur, controller.params, controller.state,
                                       command, n)))
     ten = cfg.replace(sim=dataclasses.replace(cfg.sim, duration=10.0))

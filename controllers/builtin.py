@@ -132,7 +132,7 @@ def build(cfg: Config, unit: str) -> Controller:
         return _controller(ctrl, model, rows, cols, "open_loop", feedback=False)
     if c.type == "feedforward":
         model = model_kernels.block(cfg)
-        rows = WORK_MODEL + nact + 1        # M(r) and the bias (controllers.law.command)
+        rows = WORK_MODEL + 1       # the feed-forward torque (controllers.law.command)
     output, blocks = OUT_DIRECT, {}
     if voltage_driven and c.output == "torque":
         m = motor_params(cfg)

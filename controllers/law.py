@@ -21,7 +21,8 @@ What c means and how it becomes u (``ctrl[C_OUTPUT]``):
   u = R_a / (r K_m) (c + r² J_m r'' + r² D_m q') + K_e r q'.
 
 Layout of ``ctrl``: controllers.layout. ``work``: 2-D scratch, rows 0–2 hold
-r, r', r'' and rows from WORK_MODEL on hold the model's M(r) (n rows) and bias (one row).
+r, r', r'' and row WORK_MODEL the feed-forward's torque M(r) r'' + c(r, r') + g(r) + D r'
+(plant.model_kernels.inverse_dynamics: for the URDF arm one RNEA pass, no mass matrix).
 """
 from hilrig.controllers.layout import (
     B_KD,
@@ -70,15 +71,11 @@ def command(ctrl, model, work, t, pos, vel, u):
         u[j] = at(ctrl, B_KP, n, j) * (work[0, j] - pos[j]) \
             + at(ctrl, B_KD, n, j) * (work[1, j] - vel[j])
     if model is not None:        # None: a law compiled without the feed-forward (above)
-        if kind == FEEDFORWARD:
-            mass = work[WORK_MODEL:WORK_MODEL + n, :n]
-            bias = work[WORK_MODEL + n, :n]
-            model_kernels.mass_and_bias(model, work[0, :n], work[1, :n], mass, bias)
+        if kind == FEEDFORWARD:     # M(r) r'' + c(r, r') + g(r) + D r': one RNEA pass
+            tau = work[WORK_MODEL, :n]
+            model_kernels.inverse_dynamics(model, work[0, :n], work[1, :n], work[2, :n], tau)
             for j in range(n):
-                tau = bias[j]
-                for k in range(n):
-                    tau += mass[j, k] * work[2, k]
-                u[j] += tau
+                u[j] += tau[j]
     output = int(ctrl[C_OUTPUT])
     if output == OUT_GAIN:
         for j in range(n):

@@ -15,7 +15,7 @@ model. A jam is an event the model accepts at any step boundary.
 import numpy as np
 from hilrig.jit.kernel import kernel
 from hilrig.plant.layout import BLOCKED, HEALTHY, JAM_PHASE, JAM_QDD, JAM_T_END, JAMMING
-from hilrig.plant.linalg import cholesky_solve
+from hilrig.plant.linalg import chain_solve
 
 
 @kernel
@@ -36,7 +36,7 @@ def restructured_accel(mass, bias, force, jams, qdd, scratch):
     if healthy:  # E = I: solve M qdd = force - bias directly
         for i in range(n):
             qdd[i] = force[i] - bias[i]
-        return cholesky_solve(mass, qdd, n)
+        return chain_solve(mass, qdd, n)
     reduced = scratch[:n, :n]
     free = scratch[n, :n]
     rhs = scratch[n + 1, :n]
@@ -59,7 +59,7 @@ def restructured_accel(mass, bias, force, jams, qdd, scratch):
         rhs[a] = r
         for b in range(nfree):
             reduced[a, b] = mass[i, int(free[b])]
-    pivot = cholesky_solve(reduced, rhs, nfree) if nfree > 0 else np.inf
+    pivot = chain_solve(reduced, rhs, nfree) if nfree > 0 else np.inf
     for a in range(nfree):
         qdd[int(free[a])] = rhs[a]
     return pivot

@@ -49,6 +49,8 @@ from hilrig.plant.serial_arm import _offsets
 from hilrig.plant.urdf import dynamics, kinematics
 from hilrig.plant.urdf.dynamics import SCRATCH, _stack
 
+MASS_SCRATCH = SCRATCH + 2 * dynamics.MAX_JOINTS   # mass_matrix's: a zero qd and a bias too
+
 KIND_NONE = 0.0
 KIND_URDF = 1.0
 KIND_SERIAL_ARM = 2.0
@@ -98,9 +100,7 @@ def mass_and_bias(model, q, qd, mass, bias):
     kind = model[0]
     if kind == KIND_URDF:
         p = model[1:]
-        dynamics.kinematics(p, q, s)
-        dynamics.rnea(p, qd, qd[:0], bias, s)
-        dynamics.crba(p, mass, s)
+        dynamics.mass_and_bias(p, q, qd, mass, bias, s)
         _add_damping(p, qd, bias)
     elif kind == KIND_SERIAL_ARM:
         p = model[1:]
@@ -120,19 +120,19 @@ def _add_damping(p, qd, out):
 @kernel
 def mass_matrix(model, q, mass):
     """M(q) into ``mass`` (n x n)."""
-    s = _stack(SCRATCH)
+    s = _stack(MASS_SCRATCH)
     kind = model[0]
-    if kind == KIND_URDF:
-        p = model[1:]
-        dynamics.kinematics(p, q, s)
-        dynamics.crba(p, mass, s)
-    elif kind == KIND_SERIAL_ARM:
-        p = model[1:]
-        n = int(p[H_NQ])
-        rest = s[3 * n:4 * n]           # the serial arm's kernel wants a bias and qd: 0
+    if kind == KIND_URDF or kind == KIND_SERIAL_ARM:
+        n = dof(model)
+        rest = s[:n]                    # the kernels want a bias and qd: 0
         for k in range(n):
             rest[k] = 0.0
-        serial_arm.mass_and_bias(p, q, rest, mass, s[4 * n:5 * n], matrix_view(s, 0, 3, n))
+        p = model[1:]
+        if kind == KIND_URDF:
+            dynamics.mass_and_bias(p, q, rest, mass, s[n:2 * n], s[2 * n:])
+        else:
+            serial_arm.mass_and_bias(p, q, rest, mass, s[4 * n:5 * n],
+                                     matrix_view(s, n, 3, n))
     else:
         _nan_matrix(mass)
 
@@ -151,8 +151,7 @@ def inverse_dynamics(model, q, qd, qdd, out):
     kind = model[0]
     if kind == KIND_URDF:
         p = model[1:]
-        dynamics.kinematics(p, q, s)
-        dynamics.rnea(p, qd, qdd, out, s)
+        dynamics.inverse_dynamics(p, q, qd, qdd, out, s)
         _add_damping(p, qd, out)
     elif kind == KIND_SERIAL_ARM:
         p = model[1:]
@@ -161,10 +160,10 @@ def inverse_dynamics(model, q, qd, qdd, out):
         serial_arm.mass_and_bias(p, q, qd, mass, out, matrix_view(s, 0, 3, n))
         if len(qdd) > 0:
             for j in range(n):
-                acc = 0.0
+                acc = out[j]
                 for k in range(n):
                     acc += mass[j, k] * qdd[k]
-                out[j] += acc
+                out[j] = acc
     else:
         _nan_vector(out)
 

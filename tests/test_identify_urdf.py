@@ -36,7 +36,7 @@ def _chain(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(ROBOTS))
 def test_regressor_is_the_plants_rnea_and_pinocchios(name, tmp_path):
     """At 30 random states (q, qd, qdd): Y(q, qd, qdd) pi of the URDF's own parameters is
-    the plant's inverse dynamics (plant.urdf.dynamics.rnea) and Y is Pinocchio's
+    the plant's inverse dynamics (plant.urdf.dynamics.inverse_dynamics) and Y is Pinocchio's
     computeJointTorqueRegressor, pi its inertias' dynamic parameters, to 1e-10 relative
     (the shipped Panda, UR5 and Kinova, and a synthetic chain with a prismatic joint and
     unaligned axes)."""
@@ -54,8 +54,7 @@ def test_regressor_is_the_plants_rnea_and_pinocchios(name, tmp_path):
         [model.inertias[k].toDynamicParameters() for k in range(1, model.njoints)]),
         rtol=1e-10, atol=1e-12)
     for k in range(len(q)):
-        dynamics.kinematics(p, q[k], scratch)
-        dynamics.rnea(p, qd[k], qdd[k], tau, scratch)
+        dynamics.inverse_dynamics(p, q[k], qd[k], qdd[k], tau, scratch)
         np.testing.assert_allclose(Y[k] @ pi, tau, rtol=1e-10, atol=1e-10 * np.abs(tau).max())
         reference = pin.computeJointTorqueRegressor(model, data, pinocchio_q(model, q[k]),
                                                     qd[k], qdd[k])

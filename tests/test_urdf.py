@@ -170,10 +170,11 @@ def relative(a, b):
 
 @pytest.mark.parametrize("name", sorted(ROBOTS))
 def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic, rng):
-    """At 200 random states (q within limits or +-pi, qd, tau): M(q), the bias c + g and
+    """At 200 random states (q within limits or +-pi, qd, tau, qdd): M(q), the bias c + g and
     qdd of the plant's own derivative (with the URDF's damping as [friction]'s default
-    viscous friction) equal Pinocchio's crba, rnea and aba (less damping) to 1e-10
-    relative."""
+    viscous friction) equal Pinocchio's crba, rnea and aba (less damping), and the inverse
+    dynamics (RNEA in the bodies' frames, dynamics.inverse_dynamics) Pinocchio's rnea at
+    qdd, to 1e-10 relative."""
     cfg = urdf_config(**robot(name, synthetic))
     plant = plant_from_config(cfg)
     chain = parse.load(cfg.plant.urdf, cfg.plant.base_link, cfg.plant.tip_link)
@@ -184,13 +185,16 @@ def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic,
     lower = np.where(np.isfinite(chain.lower), chain.lower, -math.pi)
     upper = np.where(np.isfinite(chain.upper), chain.upper, math.pi)
     p = plant.params[int(plant.params[H_BODY]):]
-    mass, bias = np.zeros((n, n)), np.zeros(n)
-    worst = {"M": 0.0, "bias": 0.0, "qdd": 0.0, "V": 0.0}
+    mass, bias, inverse = np.zeros((n, n)), np.zeros(n), np.zeros(n)
+    scratch = np.zeros(dynamics.scratch_size(n))
+    worst = {"M": 0.0, "bias": 0.0, "qdd": 0.0, "V": 0.0, "inverse": 0.0}
     for _ in range(200):
         q = rng.uniform(lower, upper)
         qd = rng.uniform(-2.0, 2.0, n)
         tau = rng.uniform(-20.0, 20.0, n)
+        accel = rng.uniform(-10.0, 10.0, n)
         potential = dynamics.mechanism(q, qd, p, mass, bias)
+        dynamics.inverse_dynamics(p, q, qd, accel, inverse, scratch)
         qp = pinocchio_q(model, q)
         m_pin = pin.crba(model, data, qp)
         m_pin = np.triu(m_pin) + np.triu(m_pin, 1).T
@@ -201,13 +205,15 @@ def test_mass_matrix_bias_and_forward_dynamics_equal_pinocchios(name, synthetic,
         worst["M"] = max(worst["M"], relative(mass, m_pin))
         worst["bias"] = max(worst["bias"], relative(bias, b_pin))
         worst["qdd"] = max(worst["qdd"], relative(qdd, a_pin))
+        worst["inverse"] = max(worst["inverse"],
+                               relative(inverse, pin.rnea(model, data, qp, qd, accel)))
         worst["V"] = max(worst["V"], abs(potential - pin.computePotentialEnergy(model, data, qp))
                          / max(abs(potential), 1.0))
     assert max(worst.values()) < 1e-10, worst
 
 
 def test_inverse_dynamics_of_the_forward_dynamics_gives_the_torque_back(synthetic, rng):
-    """rnea(q, qd, qdd) with the plant's own qdd returns the applied torque (less the
+    """inverse_dynamics(q, qd, qdd) with the plant's own qdd returns the applied torque (less the
     URDF's damping, the default viscous friction)."""
     cfg = urdf_config(synthetic, tip_link="tool")
     plant = plant_from_config(cfg)
@@ -218,8 +224,7 @@ def test_inverse_dynamics_of_the_forward_dynamics_gives_the_torque_back(syntheti
         q, qd, tau = rng.uniform(-0.3, 0.3, n), rng.uniform(-1, 1, n), rng.uniform(-5, 5, n)
         plant.set_state(q, qd)
         qdd = plant.derivative(u=tau)[n:2 * n]
-        dynamics.kinematics(p, q, scratch)
-        dynamics.rnea(p, qd, qdd, tau_back, scratch)
+        dynamics.inverse_dynamics(p, q, qd, qdd, tau_back, scratch)
         damping = parse.load(synthetic, None, "tool").damping
         assert np.allclose(tau_back + damping * qd, tau, rtol=0, atol=1e-11)
 

@@ -6,6 +6,8 @@ gears, jams, both integrators and every loop take it as they take any chain.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import model_viscous, motor_params
@@ -39,12 +41,20 @@ def chain(plant) -> parse.UrdfChain:
     if not isinstance(urdf, str) or not urdf:
         raise ConfigError("plant.urdf: required with plant.model = \"urdf\": a URDF file or a "
                           f"shipped robot ({', '.join(parse.shipped_robots())})")
-    chain = parse.with_payload(parse.load(urdf, get("base_link"), get("tip_link")),
-                               get("payload"))
+    payload = get("payload")
+    chain = _with_payload(parse.load(urdf, get("base_link"), get("tip_link")),
+                          None if payload is None else tuple(payload))
     if chain.n > dynamics.MAX_JOINTS:
         raise ConfigError(f"plant.tip_link: the chain to {chain.tip_link!r} has {chain.n} "
                           f"moving joints; the URDF plant takes at most {dynamics.MAX_JOINTS}")
     return chain
+
+
+@lru_cache(maxsize=64)
+def _with_payload(robot: parse.UrdfChain, payload: tuple | None) -> parse.UrdfChain:
+    """parse.with_payload, once per chain (parse.load's, one per file version) and payload:
+    a campaign builds each scenario's plant and controller from the same few."""
+    return parse.with_payload(robot, payload)
 
 
 def sizes(plant: dict) -> tuple[int, int]:

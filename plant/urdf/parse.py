@@ -79,6 +79,7 @@ class UrdfChain:
         return len(self.joints)
 
 
+@lru_cache(maxsize=None)     # the package's files: read once per process
 def shipped_robots() -> tuple[str, ...]:
     """The names of the robots shipped with hilrig (plant/urdf/robots/NAME.urdf)."""
     folder = resources.files(ROBOTS_PACKAGE) / "robots"
@@ -92,11 +93,16 @@ def resolve(urdf: str) -> str:
     if os.path.isfile(urdf):
         return os.path.abspath(urdf)
     if urdf in shipped_robots():
-        with resources.as_file(resources.files(ROBOTS_PACKAGE) / "robots" / f"{urdf}.urdf") \
-                as path:
-            return str(path)
+        return _shipped(urdf)
     raise ConfigError(f"plant.urdf: {urdf!r} is neither a file nor a shipped robot "
                       f"({', '.join(shipped_robots())})")
+
+
+@lru_cache(maxsize=None)
+def _shipped(name: str) -> str:
+    """The file of the shipped robot ``name``."""
+    with resources.as_file(resources.files(ROBOTS_PACKAGE) / "robots" / f"{name}.urdf") as path:
+        return str(path)
 
 
 def load(urdf: str, base_link: str | None = None, tip_link: str | None = None) -> UrdfChain:
