@@ -638,3 +638,9 @@ def sense_measurement(table, jams, t, k, meas, nact):
                 meas[1 + c * nact + j] += jams[j, S_OFFSET + c]
     elif mode != SENSE_NONE:
         sense(table, t, k, meas, nact)
+
+
+@kernel
+def sense_faulty(table, jams, t, k, meas, nact):
+    """``sense_measurement`` as a called kernel (rt.tick's faulty branch)."""
+    sense_measurement(table, jams, t, k, meas, nact)

@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import hold_previous, holding, holds_faults, sense_measurement
+from hilrig.plant.faults import hold_previous, holding, holds_faults, sense_faulty
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -264,7 +264,7 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
     if faulty:
-        sense_measurement(faults, plant.jams, t, k, meas, nact)
+        sense_faulty(faults, plant.jams, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
         timing[1] = (t_read - wake) * 1e-9    # set now: a supervisor sees the law began
