@@ -17,18 +17,19 @@ placement moves it by as much), so the figures are medians over all workers.
 What a tick does to its plant (rt.tick.tick and the loops around it), in one compiled loop
 of ``--steps`` steps under a constant command: the fault table at the boundary
 (plant.stepping.apply_schedule), the sensor passes while the table holds a fault
-(plant.faults.hold_previous, sense_measurement, behind rt.tick's one check), the
-measurement and the motor currents (plant.motor.currents), the plant step with the
-config's correction (plant.stepping.advance). The sensor passes run while the table's
-summary asks for them (plant.faults.holding, sense_measurement: the jams' constant
-offsets or ``sense``), as in rt.tick; a checkout without that summary runs ``sense`` at
-every tick of a table with faults, one without ``sense_measurement`` calls ``sense``
-while ``sensing``, as its tick did. Tables: none (no rows), spare rows (a real-time
-run's table without faults: 64 spare rows, hil run's), three active (effectiveness 0.7
-on joint 1, viscous friction 0.5 N m s/rad on joint 2, a 0.01 rad bias on joint 1's
-position; chains only: a 3RRR takes no actuator fault), three, drift (the same with a
-drift of 0.01 rad/s for the bias: a sensor row that ``sense`` serves). The clock is
-read every ``--block`` steps.
+(plant.faults.hold_previous, sense, behind rt.tick's one check), the measurement and
+the motor currents (plant.motor.currents), the plant step with the config's correction
+(plant.stepping.advance). The sensor passes run while the table's summary asks for them
+(plant.faults.holding, sensing), as in rt.tick; a checkout without that summary runs
+``sense`` at every tick of a table with faults, as its tick did, and the checkouts of
+this branch's two experiments (commits 8fbcedb and 0ed1ce7: constant sensor offsets
+added from the jams without a pass over the rows, ``plant.faults.sense_measurement``,
+inlined or in a called kernel, ``sense_faulty``; docs/FAULTS.md, Cost) run theirs.
+Tables: none (no rows), spare rows (a real-time run's table without faults: 64 spare
+rows, hil run's), three active (effectiveness 0.7 on joint 1, viscous friction 0.5 N m
+s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains only: a 3RRR takes no
+actuator fault), three, drift (the same with a drift of 0.01 rad/s for the bias, which
+the experiments' offsets do not serve). The clock is read every ``--block`` steps.
 
 Printed per plant, checkout and table: the median over rounds and workers of each run's
 median and p99 of the blocks' ns per step, and of its mean ns per step, with the change
@@ -72,11 +73,11 @@ try:        # a checkout whose table has a summary (rt.tick asks it before each 
     from hilrig.plant.faults import holding, sensing
 except ImportError:
     holding = sensing = None
-try:        # a checkout whose tick adds constant sensor offsets without a pass
+try:        # the experiment of commit 8fbcedb: constant sensor offsets without a pass
     from hilrig.plant.faults import sense_measurement
 except ImportError:
     sense_measurement = None
-try:        # ... in a called kernel
+try:        # ... and of 0ed1ce7: the same in a called kernel
     from hilrig.plant.faults import sense_faulty as sense_measurement  # noqa: F811
 except ImportError:
     pass

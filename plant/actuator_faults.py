@@ -44,7 +44,6 @@ from hilrig.plant.layout import (
     MOT_RA,
     MOT_RATIO,
     MOTOR_STRIDE,
-    S_OFFSET,
     W_HEALTHY,
     W_OPEN,
     W_SHORT,
@@ -53,11 +52,8 @@ from hilrig.plant.layout import (
 
 @kernel
 def healthy_actuators(jams):
-    """Set every coordinate's actuator columns and sensor offsets (plant.layout
-    ``S_OFFSET``: -0.0) to their neutral values (no fault)."""
+    """Set every coordinate's actuator columns to their neutral values (no fault)."""
     for j in range(jams.shape[0]):
-        for c in range(3):
-            jams[j, S_OFFSET + c] = -0.0
         jams[j, A_ON] = 0.0
         jams[j, A_GAIN] = 1.0
         jams[j, A_OFFSET] = 0.0

@@ -11,11 +11,8 @@ holds, ``C_T_OFF`` the time it ended) and the state a loop last reported as an e
 (``C_REPORTED``). The first row also carries the table's summary, which spares the
 loops their passes over the rows on the ticks where nothing is to do: ``C_NEXT``, the
 earliest time (s) at which a row may start or end (``apply_faults`` skips the table
-before it; -inf: check at the next boundary, as a new row requires), ``C_SENSING``
-(while a sensor row is active: ``SENSE_OFFSETS`` when the active sensor rows are
-constant offsets, a ``sensor_bias`` or ``count_jump`` each on a channel of its own,
-which ``sense_measurement`` adds from the ``jams``' ``S_OFFSET`` columns without a pass
-over the rows; else ``SENSE_ROWS``: it calls ``sense``) and ``C_HOLD`` (1 while a
+before it; -inf: check at the next boundary, as a new row requires), ``C_SENSING`` (1
+while a sensor row is active: the tick calls ``sense``) and ``C_HOLD`` (1 while a
 dropout that has started has not yet taken the value it holds: ``hold_previous``).
 Rows of kind 0
 are spare and come last: live faults (``hil fault``) are written there, in the order they
@@ -25,8 +22,7 @@ arithmetic; every loop over the rows stops at the first spare one.
 ``apply_faults`` (plant.stepping.apply_schedule, at each tick boundary) starts the due
 rows and ends the expired ones; actuator faults then set the coordinates' ``A_*``
 columns of ``jams`` (plant.actuator_faults), a brake or jam starts the jam law
-(plant.jam), sensor offsets set the ``S_OFFSET`` columns. ``sense`` corrupts what the
-law is about to see (rt.tick's measure step: ``sense_measurement``).
+(plant.jam). ``sense`` corrupts what the law is about to see (rt.tick's measure step).
 A table without faults costs one check a tick (``holds_faults``: the loops call
 no fault pass while its first row is spare); one with faults, a comparison a pass
 (``faults_due``, ``holding``, ``sensing``) on the ticks where that pass has nothing to do.
@@ -52,7 +48,6 @@ from hilrig.plant.layout import (
     DRIVE_VOLTAGE_FULL,
     H_DRIVE,
     H_NQ,
-    S_OFFSET,
     W_OPEN,
     W_SHORT,
 )
@@ -67,9 +62,6 @@ N_PARAMS = 4
 LIVE_ROWS = 64          # spare rows for live faults in a real-time run's table
 # row states
 S_PENDING, S_ACTIVE, S_OVER = 0.0, 1.0, 2.0
-# the summary's C_SENSING: no active sensor row, only constant offsets on channels of
-# their own (sense_measurement adds the jams' S_OFFSET columns), others (it calls sense)
-SENSE_NONE, SENSE_OFFSETS, SENSE_ROWS = 0.0, 1.0, 2.0
 # channels of a sensor fault
 CH_POSITION, CH_RATE, CH_CURRENT = 0, 1, 2
 CHANNELS = {"position": CH_POSITION, "rate": CH_RATE, "current": CH_CURRENT}
@@ -408,7 +400,7 @@ def holding(table):
 @inline_kernel
 def sensing(table):
     """True while a table that holds faults has an active sensor row (``sense``)."""
-    return table[0, C_SENSING] != SENSE_NONE
+    return table[0, C_SENSING] != 0.0
 
 
 @kernel
@@ -446,35 +438,12 @@ def _start(p, jams, table, r, t, x, nq):
         x[2 * nq + joint] = 0.0
 
 
-@inline_kernel
-def jump_size(table, r):
-    """What count_jump row r adds to its channel: its ``size``, else ``counts`` of a
-    ``counts_per_rev`` encoder (rad)."""
-    return table[r, C_P2] if not np.isnan(table[r, C_P2]) else \
-        table[r, C_P0] * 2.0 * math.pi / table[r, C_P1]
-
-
-@kernel
-def _shares_offset(table, r):
-    """True when an active sensor_bias or count_jump row before row r acts on its channel
-    of its joint (the two add up in row order: ``sense`` adds them one after the other)."""
-    for o in range(r):
-        kind = int(table[o, C_KIND])
-        if table[o, C_STATE] == S_ACTIVE and (kind == K_SENSOR_BIAS or kind == K_COUNT_JUMP) \
-                and table[o, C_JOINT] == table[r, C_JOINT] \
-                and table[o, C_CHANNEL] == table[r, C_CHANNEL]:
-            return True
-    return False
-
-
 @kernel
 def _actuators(p, jams, table):
-    """After a change: the coordinates' actuator columns and sensor offsets from the
-    active rows, and the summary's sensor flags (``C_SENSING``, ``C_HOLD``). A sensor_bias
-    or count_jump alone on its channel is an offset (``S_OFFSET``); the summary says
-    ``SENSE_OFFSETS`` while all active sensor rows are such, ``SENSE_ROWS`` otherwise."""
+    """After a change: the coordinates' actuator columns from the active actuator rows,
+    and the summary's sensor flags (``C_SENSING``, ``C_HOLD``) from the sensor rows."""
     healthy_actuators(jams)
-    table[0, C_SENSING] = SENSE_NONE
+    table[0, C_SENSING] = 0.0
     table[0, C_HOLD] = 0.0
     for r in range(table.shape[0]):
         kind = int(table[r, C_KIND])
@@ -483,12 +452,7 @@ def _actuators(p, jams, table):
         if table[r, C_STATE] != S_ACTIVE:
             continue
         if K_SENSOR_BIAS <= kind <= K_NOISE_BURST:
-            mode = SENSE_ROWS
-            if (kind == K_SENSOR_BIAS or kind == K_COUNT_JUMP) and not _shares_offset(table, r):
-                mode = SENSE_OFFSETS
-                jams[int(table[r, C_JOINT]), S_OFFSET + int(table[r, C_CHANNEL])] = \
-                    table[r, C_P0] if kind == K_SENSOR_BIAS else jump_size(table, r)
-            table[0, C_SENSING] = max(table[0, C_SENSING], mode)
+            table[0, C_SENSING] = 1.0
             if kind == K_SENSOR_DROPOUT and table[r, C_HELD] == 0.0:
                 table[0, C_HOLD] = 1.0
             continue
@@ -617,30 +581,8 @@ def sense(table, t, k, meas, nact):
                 2.0 * math.pi / table[r, C_P0]
             meas[i] = math.floor(meas[i] / step) * step
         elif kind == K_COUNT_JUMP:
-            meas[i] += jump_size(table, r)
+            size = table[r, C_P2] if not np.isnan(table[r, C_P2]) else \
+                table[r, C_P0] * 2.0 * math.pi / table[r, C_P1]
+            meas[i] += size
         elif kind == K_NOISE_BURST:
             meas[i] += table[r, C_P0] * gaussian(int(table[r, C_P1]), k, i)
-
-
-@inline_kernel
-def sense_measurement(table, jams, t, k, meas, nact):
-    """The active sensor faults of a table that holds faults on ``meas`` (as ``sense``)
-    by its summary: nothing (``SENSE_NONE``), the constant offsets of the ``jams``'
-    ``S_OFFSET`` columns added to every channel, 3 nact additions without a branch
-    (``SENSE_OFFSETS``: the same sums as ``sense``'s, and -0.0 where none acts), or the
-    pass over the rows (``SENSE_ROWS``). Inlined into the loops' faulty branch: a call
-    of ``sense`` for one bias cost the 3-link arm's tick about 13 ns (docs/FAULTS.md,
-    Cost)."""
-    mode = table[0, C_SENSING]
-    if mode == SENSE_OFFSETS:
-        for c in range(3):
-            for j in range(nact):
-                meas[1 + c * nact + j] += jams[j, S_OFFSET + c]
-    elif mode != SENSE_NONE:
-        sense(table, t, k, meas, nact)
-
-
-@kernel
-def sense_faulty(table, jams, t, k, meas, nact):
-    """``sense_measurement`` as a called kernel (rt.tick's faulty branch)."""
-    sense_measurement(table, jams, t, k, meas, nact)

@@ -14,7 +14,7 @@ plant.friction: qd = qdd = 0 like BLOCKED, released when the torque holding it e
 the breakaway). For a HEALTHY joint with friction, ``qdd_prescribed`` holds the sign of
 its rate at the last step boundary (plant.friction.stick_slip detects a reversal by it).
 The columns after these three hold the coordinate's actuator faults (``A_*``:
-plant.actuator_faults) and its sensors' constant offsets (``S_OFFSET``: plant.faults).
+plant.actuator_faults).
 """
 
 # model ids (header entry H_MODEL)
@@ -65,12 +65,7 @@ A_WINDING = 6     # W_HEALTHY, W_OPEN or W_SHORT
 A_SAG = 7         # volts at the winding per volt commanded
 A_VMAX = 8        # most the supply gives, V
 A_VISCOUS = 9     # added viscous friction, N m s/rad
-# the constant offsets of the coordinate's measured channels (plant.faults: a
-# sensor_bias or count_jump, read while the fault table's summary says SENSE_OFFSETS),
-# S_OFFSET + channel (position 0, rate 1, current 2); neutral -0.0, which x + (-0.0)
-# leaves exactly x (+0.0 would turn a -0.0 into +0.0)
-S_OFFSET = 10
-JAM_COLUMNS = 13
+JAM_COLUMNS = 10
 W_HEALTHY, W_OPEN, W_SHORT = 0.0, 1.0, 2.0
 
 

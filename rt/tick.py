@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import hold_previous, holding, holds_faults, sense_faulty
+from hilrig.plant.faults import hold_previous, holding, holds_faults, sense, sensing
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -219,14 +219,14 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
 
     Measure: ``io.meas`` gets t, the actuated joints' positions and rates (plus row k of
     ``imperfect.noise``) and the motor currents under the held command, then the active
-    sensor faults of the fault table ``faults`` (plant.faults.sense_measurement).
-    Control: the law (``command``) computes ``io.u`` (with ``imperfect.pending`` rows:
-    the command computed that many ticks ago, this tick's kept for later),
-    ``limit_tick`` clamps it into ``io.held``, and a fault the law reports for the first
-    time goes into ``ctrl.detection`` (controllers.interface.note_detection). Record:
-    ``ring`` (RingArrays) gets the row (t, x before the step, the held command and the
-    currents under it; the caller publishes it), ``rec`` (Records) row k of t, x and what
-    the law saw (u is ``io.u``, which the offline loops point at row k). Step: unless
+    sensor faults of the fault table ``faults`` (plant.faults.sense). Control: the law
+    (``command``) computes ``io.u`` (with ``imperfect.pending`` rows: the command computed
+    that many ticks ago, this tick's kept for later), ``limit_tick`` clamps it into
+    ``io.held``, and a fault the law reports for the first time goes into
+    ``ctrl.detection`` (controllers.interface.note_detection). Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
+    held command and the currents under it; the caller publishes it), ``rec`` (Records)
+    row k of t, x and what the law saw (u is ``io.u``, which the offline loops point at
+    row k). Step: unless
     ``last``, the plant advances over h under the held command (plant.stepping.advance).
 
     ``timing`` (a row of 5, or None): [1..4] get the read, control, write and whole-tick
@@ -263,8 +263,8 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     _currents(p, x, held, cur, plant.jams, faulty)
     if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
-    if faulty:
-        sense_faulty(faults, plant.jams, t, k, meas, nact)
+    if faulty and sensing(faults):
+        sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
         timing[1] = (t_read - wake) * 1e-9    # set now: a supervisor sees the law began

@@ -1,24 +1,20 @@
 """The fault table's summary (plant.faults: C_NEXT, C_SENSING, C_HOLD) lets the loops skip
 their passes over the rows on the ticks where nothing is to do (issue 24's benchmark:
 three active faults cost < 10 % of the plant's tick). Skipping must change nothing: a
-table driven the loops' way (apply_schedule, hold_previous while ``holding``,
-sense_measurement: the jams' offsets or sense, by ``C_SENSING``) goes through exactly
-the states, actuator columns and corrupted measurements of one whose every pass runs at
-every tick."""
+table driven the loops' way (apply_schedule, hold_previous while ``holding``, sense while
+``sensing``) goes through exactly the states, actuator columns and corrupted
+measurements of one whose every pass runs at every tick."""
 import numpy as np
 from conftest import config
 from hilrig.plant.factory import plant_from_config
 from hilrig.plant.faults import (
     C_HELD,
     C_KIND,
-    C_SENSING,
     C_STATE,
     K_NOISE_BURST,
     K_SENSOR_BIAS,
     K_SENSOR_DROPOUT,
     S_ACTIVE,
-    SENSE_OFFSETS,
-    SENSE_ROWS,
     add_row,
     apply_faults,
     fault_row,
@@ -27,7 +23,6 @@ from hilrig.plant.faults import (
     holding,
     phases,
     sense,
-    sense_measurement,
     sensing,
 )
 from hilrig.plant.stepping import apply_schedule
@@ -91,7 +86,8 @@ def test_the_summary_skips_no_change_of_the_fault_table():
         for plant, _, m in (fast, full):
             m[0] = t
             m[1:1 + 2 * nact] = np.concatenate([plant.x[:nact], plant.x[nact:2 * nact]])
-        sense_measurement(fast[1], fast[0].jams, t, k, fast[2], nact)     # as rt.tick
+        if sensing(fast[1]):
+            sense(fast[1], t, k, fast[2], nact)
         sense(full[1], t, k, full[2], nact)
         np.testing.assert_array_equal(fast[1], full[1], err_msg=f"tick {k}")
         np.testing.assert_array_equal(fast[0].jams, full[0].jams, err_msg=f"tick {k}")
@@ -100,38 +96,3 @@ def test_the_summary_skips_no_change_of_the_fault_table():
     assert (tables[0][:named, C_STATE] != 0.0).all()         # every named row started,
     assert tables[0][len(rows(h)), C_STATE] != 0.0            # and the live one
     assert skipped > 100
-
-
-def test_constant_offsets_equal_the_pass_over_the_rows_bit_for_bit():
-    """While the active sensor rows are biases and count jumps each on a channel of its
-    own, the tick adds the jams' offset columns (SENSE_OFFSETS) instead of calling
-    ``sense``: the measurement equals the pass's bit for bit, a -0.0 on a channel without
-    an offset included. A second bias on a biased channel, or a drift, is summed in row
-    order by the pass (SENSE_ROWS), as is everything while it is active."""
-    cfg = config("serial3_free")
-    plant = plant_from_config(cfg)
-    h, tol, nact = 0.001, 1e-12, 3
-    table = np.array([
-        fault_row("sensor_bias", 0, 0.0, np.inf, {"bias": 0.01}),
-        fault_row("count_jump", 1, 0.002, np.inf, {"counts": -3, "counts_per_rev": 4096},
-                  "rate"),
-        fault_row("sensor_bias", 2, 0.002, np.inf, {"bias": 0.3}, "current"),
-        fault_row("sensor_bias", 0, 0.004, 0.002, {"bias": 1e-17}),     # on joint 1's too
-        fault_row("sensor_drift", 1, 0.008, 0.002, {"rate": 0.5}),
-        fault_row("count_jump", 2, 0.011, np.inf, {"size": 0.125}, "rate")])
-    modes = []
-    for k in range(14):
-        t = k * h
-        apply_schedule(plant.params, plant.jams, table, t, plant.x, tol)
-        modes.append(table[0, C_SENSING])
-        true = np.array([t, 0.3 + 0.01 * k, -0.0, 0.0, 0.0, -0.0, 1.7, -0.0, 0.25, -2.0])
-        fast, full = true.copy(), true.copy()
-        sense_measurement(table, plant.jams, t, k, fast, nact)
-        sense(table, t, k, full, nact)
-        assert fast.view(np.int64).tolist() == full.view(np.int64).tolist(), k
-        assert fast[1] != true[1], k
-        if modes[-1] == SENSE_OFFSETS:                      # -0.0 stays -0.0
-            assert fast[2:4].view(np.int64).tolist() == true[2:4].view(np.int64).tolist(), k
-    assert modes == [SENSE_OFFSETS] * 4 + [SENSE_ROWS] * 2 + [SENSE_OFFSETS] * 2 + \
-        [SENSE_ROWS] * 2 + [SENSE_OFFSETS] * 4
-    assert full[4 + 1] == 0.0 + -3 * 2.0 * np.pi / 4096 and full[7 + 2] == -2.0 + 0.3
