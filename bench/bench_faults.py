@@ -2,7 +2,7 @@
 
     python bench/bench_faults.py --path base=/tmp/base-path --path this=/work/wt/X-path \
         [--plants serial3_free,ur5_pd,rrr3_pd] [--steps 20000] [--rounds 9] [--block 16] \
-        [--workers 3]
+        [--workers 3] [--each]
 
 Each ``--path`` is a PYTHONPATH under which ``import hilrig`` finds one checkout (default:
 this process's PYTHONPATH, labelled ``this``); a checkout from before the fault table
@@ -10,8 +10,8 @@ this process's PYTHONPATH, labelled ``this``); a checkout from before the fault 
 symlink ``hilrig -> /tmp/base``) runs its "none" case only. ``--workers`` worker
 processes per checkout (this file with ``--worker``) each compile their loops once; then
 round by round the checkouts' workers run in turn, so all see the same host. Several
-workers: on the loaded development VM the same loop measured 143 ns a step in the
-workers of one run and 171 ns in those of another (docs/FAULTS.md, Cost; the loop's code
+workers: on the loaded development VM the same loop measured 143 ns a step in some
+workers of a run and 174 ns in another (docs/FAULTS.md, Cost; the loop's code
 placement moves it by as much), so the figures are medians over all workers.
 
 What a tick does to its plant (rt.tick.tick and the loops around it), in one compiled loop
@@ -21,14 +21,22 @@ of ``--steps`` steps under a constant command: the fault table at the boundary
 the motor currents (plant.motor.currents), the plant step with the config's correction
 (plant.stepping.advance). The sensor passes run while the table's summary asks for them
 (plant.faults.holding, sensing), as in rt.tick; a checkout without that summary runs
-them at every tick, as its tick did. Tables: none (no rows), spare rows (a real-time run's table
-without faults: 64 spare rows, hil run's), three active (effectiveness 0.7 on joint 1,
-viscous friction 0.5 N m s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains
-only: a 3RRR takes no actuator fault). The clock is read every ``--block`` steps.
+``sense`` at every tick of a table with faults, as its tick did, and the checkouts of
+this branch's two experiments (commits 8fbcedb and 0ed1ce7: constant sensor offsets
+added from the jams without a pass over the rows, ``plant.faults.sense_measurement``,
+inlined or in a called kernel, ``sense_faulty``; docs/FAULTS.md, Cost) run theirs.
+Tables: none (no rows), spare rows (a real-time run's table without faults: 64 spare
+rows, hil run's), three active (effectiveness 0.7 on joint 1, viscous friction 0.5 N m
+s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains only: a 3RRR takes no
+actuator fault), three, drift (the same with a drift of 0.01 rad/s for the bias, which
+the experiments' offsets do not serve). The clock is read every ``--block`` steps.
 
-Printed per plant, checkout and table: the median over rounds of each round's median
-and p99 of the blocks' ns per step, and of its mean ns per step, with the change of
-the median against the first checkout's "none".
+Printed per plant, checkout and table: the median over rounds and workers of each run's
+median and p99 of the blocks' ns per step, and of its mean ns per step, with the change
+of the median against the first checkout's "none"; then each table's change against
+its own checkout's "none" measured just before by the same worker (the pairs' median and
+quartiles: the fault cost without the spread of code placements between workers and of
+the host's load between rounds); with ``--each``, each worker's median.
 """
 from __future__ import annotations
 
@@ -65,6 +73,14 @@ try:        # a checkout whose table has a summary (rt.tick asks it before each 
     from hilrig.plant.faults import holding, sensing
 except ImportError:
     holding = sensing = None
+try:        # the experiment of commit 8fbcedb: constant sensor offsets without a pass
+    from hilrig.plant.faults import sense_measurement
+except ImportError:
+    sense_measurement = None
+try:        # ... and of 0ed1ce7: the same in a called kernel
+    from hilrig.plant.faults import sense_faulty as sense_measurement  # noqa: F811
+except ImportError:
+    pass
 
 CHAINS = ("serial3_free", "ur5_pd")     # the plants that take actuator faults
 
@@ -80,6 +96,12 @@ if FAULT_COLUMNS is not None and holding is None:     # a table without a summar
     @njit(inline="always")
     def sensing(table):
         return True
+
+if FAULT_COLUMNS is not None and sense_measurement is None:     # sense for every kind
+    @njit(inline="always")
+    def sense_measurement(table, jams, t, k, meas, nact):
+        if sensing(table):
+            sense(table, t, k, meas, nact)
 
 if FAULT_COLUMNS is not None:
     @kernel
@@ -104,8 +126,8 @@ if FAULT_COLUMNS is not None:
                 currents(p, x, u, cur, jams)
             else:
                 currents(p, x, u, cur)
-            if faulty and sensing(table):
-                sense(table, t, k, meas, nact)
+            if faulty:
+                sense_measurement(table, jams, t, k, meas, nact)
             if not advance(p, jams, t, x, u, h, method, correction, work, stages, mech):
                 return False
             if (k + 1) % block == 0:
@@ -123,6 +145,8 @@ if FAULT_COLUMNS is not None:
                 fault_row("effectiveness", 0, 0.0, np.inf, {"factor": 0.7}),
                 fault_row("friction", 1, 0.0, np.inf, {"viscous": 0.5}),
                 fault_row("sensor_bias", 0, 0.0, np.inf, {"bias": 0.01})])
+            out["three, drift"] = out["three active"].copy()
+            out["three, drift"][2] = fault_row("sensor_drift", 0, 0.0, np.inf, {"rate": 0.01})
         return out
 else:
     @kernel
@@ -212,6 +236,8 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=16)
     parser.add_argument("--workers", type=int, default=3,
                         help="worker processes per checkout (code placements)")
+    parser.add_argument("--each", action="store_true",
+                        help="also print each worker's median (its code placement)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -234,6 +260,7 @@ def main() -> None:
                                             "steps": args.steps, "block": args.block})
                             assert answer["ok"], (plant, label, table)
                             if r:
+                                answer["worker"] = id(w)
                                 results.setdefault((plant, label, table), []).append(answer)
                 print(f"round {r}/{args.rounds} done", file=sys.stderr)
         except Exception:
@@ -257,6 +284,22 @@ def main() -> None:
             mean = statistics.median(a["mean"] for a in answers)
             print(f"  {plant:<13} {label:<6} {table:<13} median {med:7.1f}  p99 {p99:7.1f}  "
                   f"mean {mean:7.1f}  ({100 * (med / ref - 1):+5.1f} % vs {first} none)")
+        for (name, label, table), answers in results.items():
+            if name != plant or table == "none":
+                continue
+            own = results[plant, label, "none"]
+            change = sorted(100 * (a["median"] / b["median"] - 1) for a, b in zip(answers, own))
+            q1, q2, q3 = statistics.quantiles(change, n=4)
+            print(f"  {plant:<13} {label:<6} {table:<13} paired with its own none: "
+                  f"{q2:+5.1f} % (quartiles {q1:+5.1f}, {q3:+5.1f}; {len(change)} pairs)")
+        if args.each:
+            for (name, label, table), answers in results.items():
+                if name == plant:
+                    each = {}
+                    for a in answers:
+                        each.setdefault(a["worker"], []).append(a["median"])
+                    print(f"  {plant:<13} {label:<6} {table:<13} by worker: " + " ".join(
+                        f"{statistics.median(m):7.1f}" for m in each.values()))
 
 
 if __name__ == "__main__":
