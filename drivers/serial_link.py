@@ -24,7 +24,11 @@ deadline, start + ``budget``; a failed exchange (no reply, truncated, bad CRC,
 not ACK) is flushed and repeated up to ``retries`` times while the deadline
 allows; a reply that comes after its attempt gave up is skipped by the exchanges
 after it (``late_bytes``), which take the last bytes that decode as their reply
-(a write's ACK has no CRC: a late ACK of an earlier duty can pass for the next one's).
+(a write's ACK has no CRC: a late ACK of an earlier duty can pass for the next one's);
+an exchange whose own reply does not come while a late one does is missing its reply
+(ExchangeTimeout), not corrupted: the late bytes are recognised as the reply, CRC checked,
+to one of the latest attempts that gave up. On a busy host a pty delivers late now and
+then (docs/RIGPC.md: its kernel worker runs at normal priority).
 So ``read`` and ``write`` each return within ``budget`` s plus the Python work
 after the last wait (tens of microseconds). pyserial opens, configures, flushes
 and closes the port; requests and replies go through os.write/select/os.read on
@@ -70,6 +74,7 @@ import logging
 import math
 import os
 import select
+from collections import deque
 from time import perf_counter
 
 import numpy as np
@@ -83,6 +88,7 @@ log = logging.getLogger("hil.link.serial")
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
 OPEN_ATTEMPTS = 3
+UNANSWERED = 8          # attempts that gave up, remembered to recognise their late replies
 
 
 class ExchangeTimeout(LinkTimeout):
@@ -169,6 +175,8 @@ class SerialLink(Link):
         self.crc_errors = 0                 # replies corrupted on the line (CrcError)
         self._crc_unsaid = 0                # ... since the last line that said them
         self.late_bytes = 0                 # late replies to earlier attempts, skipped
+        # (address, command) of the latest attempts that gave up: their replies may come late
+        self._unanswered: deque = deque(maxlen=UNANSWERED)
         self._pos, self._vel, self._cur = np.zeros(n), np.zeros(n), np.zeros(n)
         self._raw: list[int | None] = [None] * n
         self._count = [0] * n
@@ -378,6 +386,7 @@ class SerialLink(Link):
             except (rc.FrameError, ExchangeTimeout) as exc:
                 error = exc
                 self._dirty = True
+                self._unanswered.append((address, command))
                 self.last_error = str(exc)
                 self.failed_exchanges += 1
                 if isinstance(exc, rc.CrcError):
@@ -431,8 +440,10 @@ class SerialLink(Link):
         exchange's reply, it failed that one too, whose own reply then came late, and so on
         to the end of the tick (bench/bench_rigs.py, rig_serial on a busy host). What never
         decodes is the error of the last ``reply_length`` bytes at ``until`` (CrcError,
-        FrameError: truncated); nothing at all is an ExchangeTimeout (``sent``: when the
-        attempt began, perf_counter s).
+        FrameError: truncated), unless those bytes end with a reply to one of the latest
+        attempts that gave up (``_late``): then, as when nothing came at all, this reply is
+        missing, an ExchangeTimeout, and not corrupted (``sent``: when the attempt began,
+        perf_counter s).
         """
         n = command.reply_length
         received = b""
@@ -451,12 +462,29 @@ class SerialLink(Link):
                 continue
             self.late_bytes += len(received) - n
             return values
-        if not received:
+        if not received or self._late(received):
+            self.late_bytes += len(received)
+            late = f" ({len(received)} late bytes of earlier requests skipped)" \
+                if received else ""
             raise ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
-                                  f"no reply within {(until - sent) * 1e3:.2f} ms")
+                                  f"no reply within {(until - sent) * 1e3:.2f} ms{late}")
         if error is None:
             rc.decode_reply(address, command, received)     # raises: a truncated reply
         raise error
+
+    def _late(self, received: bytes) -> bool:
+        """Whether ``received`` ends with a complete reply, CRC checked, to one of the latest
+        attempts that gave up: a reply that the pty (or the drive) delivered late, not one
+        corrupted on the line (an ACK has no CRC: a late one cannot be told apart)."""
+        for address, command in self._unanswered:
+            n = command.reply_length
+            if command.is_read and len(received) >= n:
+                try:
+                    rc.decode_reply(address, command, received[-n:])
+                except rc.FrameError:
+                    continue
+                return True
+        return False
 
     def _receive(self, until: float) -> bytes:
         """What has arrived (waiting for something no later than ``until``, perf_counter
