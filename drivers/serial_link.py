@@ -11,6 +11,10 @@ Exchanges per tick (drivers.roboclaw_codec), per controller address:
   (32/33), each acknowledged by 0xFF.
 For 3 axes on two controllers that is 10 reads and 2 writes, 102 bytes: 2.2 ms
 of wire time at 460800 baud, 8.9 ms at 115200 (ptys and USB have no baud limit).
+With ``pipeline`` a controller's reads go out in one write and their replies are
+awaited together (``timeout`` per request): 4 round trips a tick instead of 12, for a pty
+delivers each through a kernel worker of normal priority, late on a busy host
+(docs/RIGPC.md).
 
 Units: joint angle q = count * 2 pi / (counts_per_rev * gear_ratio) rad, joint
 rate from the drive's speed (counts/s) the same way, currents A (10 mA steps),
