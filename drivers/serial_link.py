@@ -643,13 +643,11 @@ def _named(address: int, commands: tuple) -> str:
 
 
 def _decode(address: int, commands: tuple, data: bytes) -> list:
-    """The values of each reply in ``data`` (the replies to ``commands``, back to back);
-    FrameError of the first that does not decode (truncated when ``data`` is short)."""
+    """The values of each reply in ``data`` (the replies to ``commands``, back to back,
+    their lengths summed or fewer); FrameError of the first that does not decode
+    (truncated when ``data`` is short)."""
     values, at = [], 0
     for command in commands:
         values.append(rc.decode_reply(address, command, data[at:at + command.reply_length]))
         at += command.reply_length
-    if at != len(data):
-        raise rc.FrameError(f"{_named(address, commands)}: overlong reply, {len(data)} of "
-                            f"{at} bytes")
     return values
