@@ -2,7 +2,7 @@
 
     python bench/bench_rigs.py [--only zmq_free,zmq_lockstep,canopen,serial]
                                [--loads quiet,loaded] [--runs N] [--duration S]
-                               [--floor S] [--set KEY=VALUE ...]
+                               [--floor S] [--set KEY=VALUE ...] [--pty N]
 
 Each run is what a user types in two terminals: ``hil emulate CONFIG`` (a real
 subprocess; the run starts once it printed its ready line) and then ``hil control
@@ -15,6 +15,11 @@ First it measures the machine's floor (``--floor`` s, bench/machine_floor.py): a
 1 kHz loop at SCHED_FIFO 99 on every CPU at once, and the longest stretches it could not
 run (the host taking the vCPU away, the kernel's own work). No loop can keep a deadline
 through such a stall, nor a link a watchdog shorter than it.
+
+``--pty N`` measures instead N round trips (a 5-byte request, a 7-byte reply, as
+rig_serial's reads) between two processes at SCHED_FIFO 80 and 70 over a pty and, for
+comparison, over a socket pair, quiet and loaded: a pty hands its bytes to the other end
+through a kernel worker of normal priority, which the hogs delay (docs/RIGPC.md).
 
 Per scenario and load it prints: runs that lost the link (the controller's watchdog,
 a missing TPDO or reply: any run that did not end "done", with its reasons), and
@@ -168,6 +173,71 @@ def machine_floor(duration: float) -> None:
               flush=True)
 
 
+def round_trips(n: int, kind: str) -> "np.ndarray":
+    """``n`` request/reply round trips over a pty (``kind`` "pty") or a socket pair, this
+    process at SCHED_FIFO 80 (the link) and a forked echo at 70 (the drive); s each."""
+    import select
+    import socket
+    import time
+    import tty
+
+    import numpy as np
+
+    if kind == "pty":
+        near, far = os.openpty()
+        tty.setraw(near)
+        tty.setraw(far)
+    else:
+        a, b = socket.socketpair()
+        near, far = b.detach(), a.detach()
+    pid = os.fork()
+    if pid == 0:                                  # the drive: answer each request
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(70))
+            os.close(near)
+            while (request := os.read(far, 64)) not in (b"", b"q"):
+                os.write(far, b"\x01" * (7 * (len(request) // 5)))
+        finally:
+            os._exit(0)
+    os.close(far)
+    times = np.zeros(n)
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(80))
+    try:
+        for k in range(n):
+            start = time.perf_counter()
+            os.write(near, b"\x80\x10\x00\x00\x00")
+            got = 0
+            while got < 7 and select.select((near,), (), (), 1.0)[0]:
+                got += len(os.read(near, 64))
+            times[k] = time.perf_counter() - start
+            time.sleep(0.001)
+    finally:
+        os.sched_setscheduler(0, policy, param)
+        os.write(near, b"q")
+        os.waitpid(pid, 0)
+        os.close(near)
+    return times
+
+
+def pty_scenario(n: int, loaded: bool) -> None:
+    """Round trips over a pty and a socket pair (``round_trips``), quiet or under the hogs."""
+    import numpy as np
+
+    load_avg = os.getloadavg()[0]
+    hogs = Hogs(os.cpu_count() or 1) if loaded else None
+    try:
+        results = {kind: round_trips(n, kind) * 1e3 for kind in ("pty", "socketpair")}
+    finally:
+        if hogs is not None:
+            hogs.stop()
+    for kind, ms in results.items():
+        print(f"round trip {kind:<10} {'loaded' if loaded else 'quiet':<6} load {load_avg:4.1f}  "
+              f"n {n}  median {np.median(ms):.3f} ms  p99 {np.percentile(ms, 99):.2f}  "
+              f"p99.9 {np.percentile(ms, 99.9):.2f}  max {ms.max():.2f}  > 2 ms "
+              f"{np.sum(ms > 2.0)}", flush=True)
+
+
 def scenario(name: str, runs: int, duration: float | None, loaded: bool,
              extra: list = ()) -> None:
     config, sets, _ = SCENARIOS[name]
@@ -210,10 +280,17 @@ def main() -> None:
                         help="s of the machine's floor first (0: skip)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for both processes (a variant to compare)")
+    parser.add_argument("--pty", type=int, default=0, metavar="N",
+                        help="measure N pty and socket-pair round trips instead (needs "
+                             "SCHED_FIFO)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # the hogs stop in any case
     print(f"{os.cpu_count()} CPUs; hilrig from {Path(hilrig.__file__).parent}"
           + (f"; --set {' '.join(args.set)}" if args.set else ""), flush=True)
+    if args.pty:
+        for load in args.loads.split(","):
+            pty_scenario(args.pty, load == "loaded")
+        return
     if args.floor > 0:
         machine_floor(args.floor)
     for name in args.only.split(","):

@@ -43,6 +43,11 @@ KEYS = {  # RoboClaw-style packet serial (drivers/serial_link.py)
                         doc="a reply with a bad CRC (or a corrupted ACK): retry (counted in "
                             "crc_errors, the exchange repeated; one line when the link "
                             "recovers) or stop (the run stops at the first, in one line)"),
+    "pipeline": Key("bool", False,
+                    doc="send each controller's read requests in one write and wait for "
+                        "their replies together, timeout per request: one round trip per "
+                        "controller and tick instead of four to six (a pty delivers each "
+                        "with a kernel worker of normal priority, late on a busy host)"),
     "overcurrent_ticks": Key("int", 20, minimum=0,
                              doc="an over-current warning on this many consecutive "
                                  "reads is a drive fault (a stalled or jammed joint); "

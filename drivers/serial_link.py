@@ -11,6 +11,10 @@ Exchanges per tick (drivers.roboclaw_codec), per controller address:
   (32/33), each acknowledged by 0xFF.
 For 3 axes on two controllers that is 10 reads and 2 writes, 102 bytes: 2.2 ms
 of wire time at 460800 baud, 8.9 ms at 115200 (ptys and USB have no baud limit).
+With ``pipeline`` a controller's reads go out in one write and their replies are
+awaited together (``timeout`` per request): 4 round trips a tick instead of 12, for a pty
+delivers each through a kernel worker of normal priority, late on a busy host
+(docs/RIGPC.md).
 
 Units: joint angle q = count * 2 pi / (counts_per_rev * gear_ratio) rad, joint
 rate from the drive's speed (counts/s) the same way, currents A (10 mA steps),
@@ -24,7 +28,11 @@ deadline, start + ``budget``; a failed exchange (no reply, truncated, bad CRC,
 not ACK) is flushed and repeated up to ``retries`` times while the deadline
 allows; a reply that comes after its attempt gave up is skipped by the exchanges
 after it (``late_bytes``), which take the last bytes that decode as their reply
-(a write's ACK has no CRC: a late ACK of an earlier duty can pass for the next one's).
+(a write's ACK has no CRC: a late ACK of an earlier duty can pass for the next one's);
+an exchange whose own reply does not come while a late one does is missing its reply
+(ExchangeTimeout), not corrupted: the late bytes are recognised as the reply, CRC checked,
+to one of the latest attempts that gave up. On a busy host a pty delivers late now and
+then (docs/RIGPC.md: its kernel worker runs at normal priority).
 So ``read`` and ``write`` each return within ``budget`` s plus the Python work
 after the last wait (tens of microseconds). pyserial opens, configures, flushes
 and closes the port; requests and replies go through os.write/select/os.read on
@@ -70,6 +78,7 @@ import logging
 import math
 import os
 import select
+from collections import deque
 from time import perf_counter
 
 import numpy as np
@@ -83,6 +92,7 @@ log = logging.getLogger("hil.link.serial")
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
 OPEN_ATTEMPTS = 3
+UNANSWERED = 8          # attempts that gave up, remembered to recognise their late replies
 
 
 class ExchangeTimeout(LinkTimeout):
@@ -108,6 +118,10 @@ class SerialLink(Link):
             drive's.
         overcurrent_ticks: consecutive over-current warnings that make a DriveFault; 0 = never.
         on_crc_error: "retry" (count, repeat, one line on recovery) or "stop" (LinkError).
+        pipeline: send each controller's read requests in one write and wait for their
+            replies together (one round trip per controller instead of four to six), an
+            attempt waiting ``timeout`` per request; False: one request, one reply, then the
+            next.
         command_mode: "duty" (cmds 32..34: duty = u / supply) or "speed" (cmds 35..37:
             the drive's velocity PID follows speed = duty x QPPS / 32767 counts/s, the QPPS
             of each channel read at ``configure`` with cmds 55/56: the no-load speed that
@@ -120,12 +134,13 @@ class SerialLink(Link):
                  supply_voltage: float = 0.0, timeout: float = 0.002, retries: int = 1,
                  budget: float = 0.004, lost_after: float = 0.1, drive_timeout: float = 0.0,
                  max_current=0.0, overcurrent_ticks: int = 20, command_mode: str = "duty",
-                 on_crc_error: str = "retry"):
+                 on_crc_error: str = "retry", pipeline: bool = False):
         if command_mode not in ("duty", "speed"):
             raise ValueError(f"command_mode must be 'duty' or 'speed', got {command_mode!r}")
         if on_crc_error not in ("retry", "stop"):
             raise ValueError(f"on_crc_error must be 'retry' or 'stop', got {on_crc_error!r}")
         self.on_crc_error = on_crc_error
+        self.pipeline = bool(pipeline)
         self.command_mode = command_mode
         self.port = port
         self.axes = [(int(a), int(c)) for a, c in axes]
@@ -159,6 +174,13 @@ class SerialLink(Link):
                        for a, _ in self.controllers
                        for cmd in (rc.READ_ENC_M1, rc.READ_ENC_M2, rc.READ_SPEED_M1,
                                    rc.READ_SPEED_M2, rc.READ_CURRENTS, rc.READ_STATUS)}
+        # per controller: its read requests in the read phase's order, and their bytes
+        self._batches = {}
+        for a, row in self.controllers:
+            commands = tuple(cmd for channel, _ in row
+                             for cmd in (rc.READ_ENC[channel], rc.READ_SPEED[channel])) + \
+                (rc.READ_CURRENTS, rc.READ_STATUS)
+            self._batches[a] = (commands, b"".join(self._reads[a, cmd.code] for cmd in commands))
         self.supply = np.zeros(n)           # V per joint, set by configure
         self.qpps = np.zeros(n)             # counts/s at full duty, speed mode (configure)
         self.status = {a: 0 for a, _ in self.controllers}   # last status word per address
@@ -169,6 +191,8 @@ class SerialLink(Link):
         self.crc_errors = 0                 # replies corrupted on the line (CrcError)
         self._crc_unsaid = 0                # ... since the last line that said them
         self.late_bytes = 0                 # late replies to earlier attempts, skipped
+        # (address, command) of the latest attempts that gave up: their replies may come late
+        self._unanswered: deque = deque(maxlen=UNANSWERED)
         self._pos, self._vel, self._cur = np.zeros(n), np.zeros(n), np.zeros(n)
         self._raw: list[int | None] = [None] * n
         self._count = [0] * n
@@ -188,7 +212,7 @@ class SerialLink(Link):
                    retries=s.retries, budget=s.budget, lost_after=cfg.link.timeout,
                    drive_timeout=s.drive_timeout, max_current=s.max_current,
                    overcurrent_ticks=s.overcurrent_ticks, command_mode=s.command,
-                   on_crc_error=s.on_crc_error)
+                   on_crc_error=s.on_crc_error, pipeline=s.pipeline)
 
     # -- Link ---------------------------------------------------------------------
 
@@ -361,6 +385,16 @@ class SerialLink(Link):
 
     def _exchange(self, address: int, command: rc.Command, request: bytes, deadline: float,
                   wait: float, tries: int) -> tuple:
+        """One request and its reply, within ``deadline``: ``_exchanges`` of one."""
+        return self._exchanges(address, (command,), request, deadline, wait, tries)[0]
+
+    def _exchanges(self, address: int, commands: tuple, request: bytes, deadline: float,
+                   wait: float, tries: int) -> list:
+        """``request`` (the requests of ``commands`` to one controller, back to back) and
+        their replies, in order; an attempt waits ``wait`` s per request, never past
+        ``deadline``, and a failed one is repeated while ``tries`` and ``deadline`` allow.
+        Returns each reply's values."""
+        command = commands[0]
         if self._serial is None:
             raise LinkError(f"{self.port}: the link is not open")
         error: LinkError | None = None
@@ -371,19 +405,21 @@ class SerialLink(Link):
             if self._dirty:
                 self._serial.reset_input_buffer()
                 self._dirty = False
-            until = min(now + wait, deadline)
+            until = min(now + wait * len(commands), deadline)
             self._send(request, until, address, command)
             try:
-                return self._reply(address, command, until, now)
+                return self._reply(address, commands, until, now)
             except (rc.FrameError, ExchangeTimeout) as exc:
                 error = exc
                 self._dirty = True
+                self._unanswered.append((address, commands[-1]))   # its replies end with
+                # the last request's
                 self.last_error = str(exc)
                 self.failed_exchanges += 1
                 if isinstance(exc, rc.CrcError):
                     self._crc_error(exc)
         if error is None:
-            error = ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
+            error = ExchangeTimeout(f"{_named(address, commands)}: "
                                     "not sent, no time left before the call's deadline "
                                     f"(link.serial.budget = {self.budget * 1e3:.2f} ms)")
         raise error
@@ -420,21 +456,25 @@ class SerialLink(Link):
                                       f"0x{address:02X}: the port did not take the request "
                                       "in time (output buffer full)")
 
-    def _reply(self, address: int, command: rc.Command, until: float, sent: float) -> tuple:
-        """The values of the reply to the request just sent, waiting no later than ``until``.
+    def _reply(self, address: int, commands: tuple, until: float, sent: float) -> list:
+        """The values of the replies to the requests just sent (of ``commands``, in order),
+        waiting no later than ``until``.
 
-        Bytes are read as they come, and the reply is the last ``reply_length`` of them
-        once those decode (a read's CRC covers the address, the command and the data).
+        Bytes are read as they come, and the replies are the last of them (their
+        ``reply_length`` summed) once those decode (a read's CRC covers the address, the
+        command and the data).
         Bytes before it are late replies to earlier attempts: a reply that came after its
         attempt had timed out and the input had been flushed. They are skipped and counted
         (``late_bytes``), so a late reply costs its own attempt only; taken for the next
         exchange's reply, it failed that one too, whose own reply then came late, and so on
         to the end of the tick (bench/bench_rigs.py, rig_serial on a busy host). What never
         decodes is the error of the last ``reply_length`` bytes at ``until`` (CrcError,
-        FrameError: truncated); nothing at all is an ExchangeTimeout (``sent``: when the
-        attempt began, perf_counter s).
+        FrameError: truncated), unless those bytes end with a reply to one of the latest
+        attempts that gave up (``_late``): then, as when nothing came at all, this reply is
+        missing, an ExchangeTimeout, and not corrupted (``sent``: when the attempt began,
+        perf_counter s).
         """
-        n = command.reply_length
+        n = sum(c.reply_length for c in commands)
         received = b""
         error: rc.FrameError | None = None
         while True:
@@ -445,18 +485,35 @@ class SerialLink(Link):
             if len(received) < n:
                 continue
             try:
-                values = rc.decode_reply(address, command, received[-n:])
+                values = _decode(address, commands, received[-n:])
             except rc.FrameError as exc:
                 error = exc             # late bytes, or this reply corrupted: wait on
                 continue
             self.late_bytes += len(received) - n
             return values
-        if not received:
-            raise ExchangeTimeout(f"{command.name} (cmd {command.code}) at 0x{address:02X}: "
-                                  f"no reply within {(until - sent) * 1e3:.2f} ms")
+        if not received or self._late(received):
+            self.late_bytes += len(received)
+            late = f" ({len(received)} late bytes of earlier requests skipped)" \
+                if received else ""
+            raise ExchangeTimeout(f"{_named(address, commands)}: "
+                                  f"no reply within {(until - sent) * 1e3:.2f} ms{late}")
         if error is None:
-            rc.decode_reply(address, command, received)     # raises: a truncated reply
+            _decode(address, commands, received)     # raises: a truncated reply
         raise error
+
+    def _late(self, received: bytes) -> bool:
+        """Whether ``received`` ends with a complete reply, CRC checked, to one of the latest
+        attempts that gave up: a reply that the pty (or the drive) delivered late, not one
+        corrupted on the line (an ACK has no CRC: a late one cannot be told apart)."""
+        for address, command in self._unanswered:
+            n = command.reply_length
+            if command.is_read and len(received) >= n:
+                try:
+                    rc.decode_reply(address, command, received[-n:])
+                except rc.FrameError:
+                    continue
+                return True
+        return False
 
     def _receive(self, until: float) -> bytes:
         """What has arrived (waiting for something no later than ``until``, perf_counter
@@ -478,12 +535,17 @@ class SerialLink(Link):
     # -- the phases ---------------------------------------------------------------
 
     def _read_controller(self, address: int, row, deadline: float) -> None:
-        reads, wait, tries = self._reads, self.timeout, self.retries + 1
-        for channel, j in row:
-            count, _ = self._exchange(address, rc.READ_ENC[channel],
-                                      reads[address, 15 + channel], deadline, wait, tries)
-            speed, _ = self._exchange(address, rc.READ_SPEED[channel],
-                                      reads[address, 17 + channel], deadline, wait, tries)
+        """The read phase of one controller: encoder and speed of each used channel, the
+        currents, the status word (with ``pipeline``, in one exchange)."""
+        commands, batch = self._batches[address]
+        wait, tries = self.timeout, self.retries + 1
+        if self.pipeline:
+            replies = self._exchanges(address, commands, batch, deadline, wait, tries)
+        else:
+            replies = [self._exchange(address, cmd, self._reads[address, cmd.code], deadline,
+                                      wait, tries) for cmd in commands]
+        for k, (_, j) in enumerate(row):
+            (count, _), (speed, _) = replies[2 * k], replies[2 * k + 1]
             raw = self._raw[j]
             if raw is None:
                 self._count[j] = count - (1 << 32) if count >= 1 << 31 else count
@@ -492,12 +554,10 @@ class SerialLink(Link):
             self._raw[j] = count
             self._pos[j] = self._count[j] * self.rad_per_count[j]
             self._vel[j] = speed * self.rad_per_count[j]
-        m1, m2 = self._exchange(address, rc.READ_CURRENTS, reads[address, 49], deadline, wait,
-                                tries)
+        m1, m2 = replies[-2]
         for channel, j in row:
             self._cur[j] = 0.01 * (m1 if channel == 1 else m2)
-        (word,) = self._exchange(address, rc.READ_STATUS, reads[address, 90], deadline, wait,
-                                 tries)
+        (word,) = replies[-1]
         self._check_status(address, row, word)
 
     def _check_status(self, address: int, row, word: int) -> None:
@@ -574,3 +634,20 @@ class SerialLink(Link):
         except (rc.FrameError, ExchangeTimeout) as exc:
             raise LinkError(f"setting up the RoboClaw at 0x{address:02X} on {self.port} "
                             f"failed: {exc}") from None
+
+
+def _named(address: int, commands: tuple) -> str:
+    """An exchange in messages: its (first) command and the address."""
+    more = f" and {len(commands) - 1} more requests" if len(commands) > 1 else ""
+    return f"{commands[0].name} (cmd {commands[0].code}){more} at 0x{address:02X}"
+
+
+def _decode(address: int, commands: tuple, data: bytes) -> list:
+    """The values of each reply in ``data`` (the replies to ``commands``, back to back,
+    their lengths summed or fewer); FrameError of the first that does not decode
+    (truncated when ``data`` is short)."""
+    values, at = [], 0
+    for command in commands:
+        values.append(rc.decode_reply(address, command, data[at:at + command.reply_length]))
+        at += command.reply_length
+    return values

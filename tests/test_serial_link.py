@@ -31,6 +31,8 @@ LOCKSTEP = ("emulator.mode=lockstep",)
 PATIENT = ("link.serial.timeout=0.5", "link.serial.budget=2.0", "link.timeout=5.0")
 IMPATIENT = ("link.serial.timeout=0.1", "link.serial.budget=1.0")
 LOST_AFTER = "link.timeout=0.25"
+SLOW_PTY = ("link.serial.timeout=0.5", "link.serial.budget=1.0")
+SEQUENTIAL = "link.serial.pipeline=false"   # one request, one reply (rig_serial pipelines)
 TRACKING_BOUND = 1e-3       # rad: serial run vs in-process run, at every tick
 TARGET_BOUND = 0.02         # rad: |q - target| after the 3 s run, both runs
 
@@ -217,7 +219,7 @@ def test_sensor_noise_is_seeded():
 @pytest.mark.slow
 def test_emulated_latency_delays_every_reply():
     # 50 ms latency against a 10 ms reply timeout: nothing arrives in time
-    cfg = rig("emulator.serial.latency=0.05", "link.serial.timeout=0.01")
+    cfg = rig("emulator.serial.latency=0.05", "link.serial.timeout=0.01", SEQUENTIAL)
     with RoboClawEmulator(cfg) as emu:
         cfg = replaced(cfg, "link.serial", port=emu.port)
         with SerialLink.from_config(cfg) as link:     # open's exchanges wait 0.1 s each
@@ -255,7 +257,7 @@ def test_one_bad_crc_is_retried_and_the_tick_stays_fresh(emulator, connect):
 ])
 def test_a_read_that_fails_every_retry_is_stale_and_keeps_the_measurement(emulator, connect,
                                                                            inject, cause):
-    link = connect(emulator, *IMPATIENT)
+    link = connect(emulator, *IMPATIENT, SEQUENTIAL)
     meas = Measurement(3)
     emulator.set_state(np.array([0.1, 0.2, 0.3]))
     assert link.read(meas)
@@ -277,7 +279,7 @@ def test_a_reply_that_comes_after_its_attempt_gave_up_fails_no_other_exchange(em
     is skipped by ReadSpeedM1 instead of being taken for its reply (a bad CRC, whose retry's
     reply came late in turn: on a busy host every tick failed that way until the link was
     lost; bench/bench_rigs.py)."""
-    link = connect(emulator, "link.serial.timeout=0.3", "link.serial.retries=1")
+    link = connect(emulator, "link.serial.timeout=0.3", "link.serial.retries=1", SEQUENTIAL)
     meas = Measurement(3)
     emulator.set_state(np.array([0.1, 0.2, 0.3]))
     assert link.read(meas)
@@ -291,6 +293,38 @@ def test_a_reply_that_comes_after_its_attempt_gave_up_fails_no_other_exchange(em
         assert link.read(meas)
         link.write(np.zeros(3))
     assert link.failed_exchanges == 1 and link.failed_writes == 0
+
+
+def test_a_pipelined_read_waits_one_round_trip_per_controller_not_one_per_request(
+        emulator, connect):
+    """Every reply 0.12 s after its request, as a busy host's pty may deliver them
+    (docs/RIGPC.md): one request after another, the ten of a read need 1.2 s and the read
+    fails its 1 s budget; pipelined (rig_serial), the two controllers' batches 0.24 s. The
+    reply timeout (0.5 s) is above the delay: no attempt is repeated, no reply is late."""
+    meas = Measurement(3)
+    emulator.set_state(np.array([0.1, 0.2, 0.3]))
+    pipelined = connect(emulator, *SLOW_PTY)
+    assert pipelined.pipeline
+    emulator.latency = 0.12                    # from now on (the set-up answered at once)
+    assert pipelined.read(meas)
+    assert meas.pos == pytest.approx([0.1, 0.2, 0.3], abs=2e-4)
+    assert pipelined.failed_exchanges == 0
+    pipelined.close()
+    emulator.latency = 0.0
+    sequential = connect(emulator, *SLOW_PTY, SEQUENTIAL)
+    emulator.latency = 0.12
+    assert sequential.read(meas) is False
+    assert "at 0x81" in sequential.last_error  # 0x80's six replies took 0.72 s of the 1 s
+    assert sequential.failed_exchanges == 1
+
+
+def test_a_pipelined_read_names_the_reply_that_failed(emulator, connect):
+    link = connect(emulator, *IMPATIENT)
+    assert link.read(Measurement(3))
+    emulator.corrupt_replies(1)                # ReadEncM1's reply in 0x80's batch
+    assert link.read(Measurement(3))           # the batch is repeated
+    assert link.failed_exchanges == 1 and link.crc_errors == 1
+    assert "ReadEncM1 (cmd 16) at 0x80: bad CRC" in link.last_error
 
 
 def test_a_nack_on_a_duty_command_is_retried(emulator, connect):
@@ -323,7 +357,7 @@ def test_a_silent_drive_is_a_link_timeout_naming_the_last_error(emulator, connec
             assert link.read(meas) is False
     message = str(info.value)
     assert "no complete measurement for" in message and "link.timeout = 0.25 s" in message
-    assert "ReadEncM1 (cmd 16) at 0x80: no reply within" in message
+    assert "ReadEncM1 (cmd 16) and 5 more requests at 0x80: no reply within" in message
 
 
 def test_a_silent_drive_makes_writes_time_out_too(emulator, connect):
