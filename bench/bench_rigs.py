@@ -173,7 +173,7 @@ def machine_floor(duration: float) -> None:
               flush=True)
 
 
-def round_trips(n: int, kind: str) -> "np.ndarray":
+def round_trips(n: int, kind: str):
     """``n`` request/reply round trips over a pty (``kind`` "pty") or a socket pair, this
     process at SCHED_FIFO 80 (the link) and a forked echo at 70 (the drive); s each."""
     import select
