@@ -29,8 +29,16 @@ loaded.
 - ``<tmp>/hilrig-<uid>/numba``.
 
 Directories of older fingerprints stay until ``hil warmup --prune`` removes them
-(about 10 MB each). The kernels of other code (user kernels, tests, bench) keep numba's
-default locators and stamps; ``NUMBA_CACHE_DIR`` does not move hilrig's kernels.
+(about 10 MB each). ``NUMBA_CACHE_DIR`` does not move hilrig's kernels.
+
+**A user's kernels** (a control law, a chain's mechanism, the functions they call; tests
+and bench scripts too) keep numba's locators, beside their own file, but their stamp
+also holds the fingerprint (``UserCodeLocator``): such a kernel that calls one of
+hilrig's (the plant's model kernels in a computed-torque law) carries that kernel's
+machine code in its own cache entry, and numba's stamp alone (its own file's) kept it
+after hilrig changed: an upgraded hilrig ran the user's law with the old kernel, e.g.
+reading the model block in its old layout (NaN commands). Code installed in a
+site-packages folder (other libraries) keeps numba's stamp.
 
 **Processes at once.** numba saves a specialisation by reading the kernel's index,
 naming a data file and writing both; hilrig makes that one step under a file lock
@@ -243,6 +251,45 @@ class FingerprintLocator(_CacheLocator):
         return locator
 
 
+class UserCodeLocator(_CacheLocator):
+    """numba's own locator for a kernel outside hilrig (``inner``: where numba would
+    cache it, beside its file or in the user-wide cache), with hilrig's fingerprint in
+    its stamp (module docstring, "A user's kernels")."""
+
+    def __init__(self, inner: _CacheLocator):
+        self._inner = inner
+        self._py_file = getattr(inner, "_py_file", "")
+
+    def ensure_cache_path(self) -> None:
+        self._inner.ensure_cache_path()
+
+    def get_cache_path(self) -> str:
+        return self._inner.get_cache_path()
+
+    def get_source_stamp(self):
+        return self._inner.get_source_stamp(), fingerprint()
+
+    def get_disambiguator(self) -> str:
+        return self._inner.get_disambiguator()
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if kernel_package(py_file) is not None or _installed(py_file):
+            return None
+        for locator_class in _CACHE_IMPL._locator_classes:
+            if locator_class in (FingerprintLocator, UserCodeLocator):
+                continue
+            inner = locator_class.from_function(py_func, py_file)
+            if inner is not None:
+                return cls(inner)
+        return None
+
+
+def _installed(py_file: str) -> bool:
+    """Whether ``py_file`` belongs to an installed distribution (a site-packages folder)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(py_file).parts)
+
+
 def is_hilrig_kernel(dispatcher) -> bool:
     """Whether a numba dispatcher compiles one of hilrig's kernels."""
     py_func = getattr(dispatcher, "py_func", None)
@@ -350,10 +397,10 @@ class LockedIndexDataCacheFile(caching.IndexDataCacheFile):
 
 
 def install() -> None:
-    """Put FingerprintLocator first among numba's locators, save every cache entry under
-    a lock (LockedIndexDataCacheFile) and listen for compilations (idempotent; done by
-    jit.kernel before any kernel is defined)."""
+    """Put FingerprintLocator, then UserCodeLocator, first among numba's locators, save
+    every cache entry under a lock (LockedIndexDataCacheFile) and listen for compilations
+    (idempotent; done by jit.kernel before any kernel is defined)."""
     if FingerprintLocator not in _CACHE_IMPL._locator_classes:
-        _CACHE_IMPL._locator_classes.insert(0, FingerprintLocator)
+        _CACHE_IMPL._locator_classes[:0] = [FingerprintLocator, UserCodeLocator]
         caching.IndexDataCacheFile = LockedIndexDataCacheFile
         event.register("numba:compile", progress)

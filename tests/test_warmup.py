@@ -89,6 +89,38 @@ def test_a_kernel_recompiles_when_a_kernel_it_calls_from_another_file_changes(tm
     assert len(list(cache.iterdir())) == 2           # a new fingerprint directory
 
 
+USER_LAW = """
+from hilrig.plant.wt_callee import gain
+from numba import njit
+
+
+@njit(cache=True)
+def law(x):
+    return gain() * x
+"""
+
+
+@pytest.mark.system
+def test_a_users_kernel_that_calls_hilrigs_recompiles_when_hilrig_changes(tmp_path):
+    """A user's cached kernel (a law calling the plant's model kernels, say) holds the
+    machine code of the hilrig kernel it calls: numba stamps it with its own file only,
+    so after hilrig changed it kept computing with the old kernel (an upgraded hilrig
+    gave the example laws' NaN commands). Its stamp now holds hilrig's fingerprint."""
+    src = _package_copy(tmp_path, gain=2.0)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "user_law.py").write_text(USER_LAW)
+    cache = tmp_path / "cache"
+    call = [sys.executable, "-c", "from user_law import law; print(law(1.5), "
+            "law.stats.cache_hits[law.signatures[0]])"]
+    path = os.pathsep.join([str(user), str(src.parent)])
+    assert _run(call, cache, path, cwd=user).stdout.split() == ["3.0", "0"]
+    assert _run(call, cache, path, cwd=user).stdout.split() == ["3.0", "1"]   # its cache
+    assert list((user / "__pycache__").glob("user_law.law-*.nbi"))          # beside it
+    (src / "plant" / "wt_callee.py").write_text(CALLEE.format(gain=4.0))
+    assert _run(call, cache, path, cwd=user).stdout.split() == ["6.0", "0"]
+
+
 FINGERPRINT = [sys.executable, "-c",
                "from hilrig.jit import compilation; print(compilation.fingerprint())"]
 
