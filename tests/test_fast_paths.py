@@ -245,7 +245,7 @@ def test_fused_rrr3_step_equals_generic_rk4(overrides):
     plant = plant_from_config(config(name, *rest))
     for x, u in rrr3_states(name):
         expected = generic_rrr3_rk4(plant, x, u, 1e-3)
-        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 0.0) == 3.0
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 0.0, plant.jams) == 3.0
         assert close(x, expected)
 
 
@@ -270,9 +270,9 @@ def test_fused_step_and_projection_equal_the_step_then_the_projection(name):
         expected = generic_rrr3_rk4(plant, x, u, 1e-3)
         rrr3.project(plant.params, expected, np.zeros((16, 6)))
         separate = x.copy()
-        rrr3_scalar.rk4(plant.params, separate, u, 1e-3, plant.work, 0.0)
+        rrr3_scalar.rk4(plant.params, separate, u, 1e-3, plant.work, 0.0, plant.jams)
         rrr3_scalar.project(plant.params, separate, plant.work)
-        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 1.0) == 3.0
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 1.0, plant.jams) == 3.0
         assert close(x, separate) and close(x, expected)
         assert rrr3.residual(plant.params, x, np.zeros((16, 6))) < 1e-12
 
@@ -293,7 +293,8 @@ def test_singular_s_falls_back_to_the_generic_kernels():
     plant = plant_from_config(config("rrr3_pd", "plant.drive=torque"))
     x = degenerate_leg_state(plant)
     probe = x.copy()
-    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3, plant.work, 0.0) == -1.0
+    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3, plant.work, 0.0,
+                           plant.jams) == -1.0
     assert np.array_equal(probe, x)
     u = np.array([1.0, -2.0, 0.5])
     expected = generic_rrr3_rk4(plant, x, u, 1e-3)
