@@ -124,7 +124,3 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
-
-
-def env_for_subprocess() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT))
