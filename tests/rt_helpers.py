@@ -1,7 +1,6 @@
 """Helpers for the real-time tests: the emulator as a real subprocess, log reading."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
