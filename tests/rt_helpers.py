@@ -1,7 +1,6 @@
 """Helpers for the real-time tests: the emulator as a real subprocess, log reading."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -124,7 +123,3 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
-
-
-def env_for_subprocess() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT))

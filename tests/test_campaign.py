@@ -384,6 +384,7 @@ def test_the_wheel_holds_the_example_specs(wheel):
 
 
 @pytest.mark.parametrize("name", ["serial3_jams", "rrr3_gains_poses"])
+@pytest.mark.system
 def test_the_shipped_campaigns_hold_their_criteria(tmp_path, client, name):
     """Before, both failed by their specs' mistakes: serial3_jams bounded the healthy
     joints' error below the PD's own static error under gravity (0.056 rad without a jam)
@@ -415,6 +416,7 @@ def test_the_shipped_campaigns_hold_their_criteria(tmp_path, client, name):
         assert len(paper) == 2 and all(1.9 < row["reach_time"] < 2.2 for row in paper)
 
 
+@pytest.mark.system
 def test_the_example_campaign_of_a_users_law_runs_on_workers_that_lack_it(
         tmp_path, client, monkeypatch):
     """examples/user_controller/my_pd_campaign.toml names the user's law by a module
@@ -537,6 +539,7 @@ def test_hil_campaign_refuses_a_used_out_before_starting_a_cluster(tmp_path, cap
     assert sorted(path.name for path in out.iterdir()) == ["summary.txt"]
 
 
+@pytest.mark.system
 def test_resume_over_a_damaged_part_or_manifest_is_one_line(tmp_path, client, capsys):
     """Before: a traceback. Now the damaged file is named; a part deleted is run again."""
     spec_path = write_spec(tmp_path, extra="batch = 4")

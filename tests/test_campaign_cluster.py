@@ -130,6 +130,7 @@ def _endpoints(client) -> list:
                                if worker.get("nanny"))})
 
 
+@pytest.mark.system
 def test_a_stranger_cannot_run_code_in_the_local_clusters_scheduler_or_workers(
         tmp_path, stranger_python):
     """Before: the LocalCluster listened on loopback TCP without authentication, and
@@ -317,6 +318,7 @@ def hil_campaign(spec: Path, *args: str, cwd: Path) -> subprocess.CompletedProce
                            *args], cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.system
 def test_a_users_law_in_a_users_package_runs_on_a_hand_started_tls_cluster(
         tmp_path, tls_cluster, monkeypatch):
     """The law's package exists only in the user's folder (the client's current folder):
@@ -346,6 +348,7 @@ def test_a_users_law_in_a_users_package_runs_on_a_hand_started_tls_cluster(
         assert 0.0 < row["peak_command"] <= 48.0 and row["peak_residual"] < 1e-9
 
 
+@pytest.mark.system
 def test_a_law_whose_module_the_workers_cannot_import_is_refused_before_any_scenario(
         tmp_path, tls_cluster):
     """The law imports a top-level module beside its package, which is not sent: the
@@ -410,6 +413,7 @@ def test_a_bad_scheduler_address_or_certificate_is_one_line_at_once(tmp_path, ca
     assert not out.exists()
 
 
+@pytest.mark.system
 def test_a_tls_scheduler_refuses_a_client_of_another_authority_in_one_line(tmp_path, capsys,
                                                                           tls_cluster):
     address, _ = tls_cluster

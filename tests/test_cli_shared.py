@@ -221,6 +221,7 @@ def test_fault_estop_and_set_take_the_same_run_address(address, line, runtime, c
         assert _hil(["estop", *address[1:]], capsys) == (2, [line])
 
 
+@pytest.mark.system
 def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_not(
         tmp_path, runtime, capsys):
     """One `hil control`: `hil set --run ID` and `--connect` reach it, `hil fault --run ID`
@@ -261,6 +262,7 @@ def test_a_control_run_is_found_by_its_id_by_set_and_estop_and_fault_says_why_no
             ctl.communicate()
 
 
+@pytest.mark.system
 def test_hil_control_says_why_its_run_ended_once(tmp_path, runtime):
     """`hil control` with no emulator at --connect printed the reason twice on stderr (the
     loop's log line, then the command's own); once now."""
@@ -331,6 +333,7 @@ def test_every_output_option_is_checked_before_any_work(index, tmp_path, runtime
     (["emulate", "rig_zmq", "--set", "emulator.mdoe=free"],
      "'emulator.mdoe' (did you mean 'emulator.mode'?)"),
 ])
+@pytest.mark.system
 def test_a_misspelt_key_is_one_line_before_any_kernel_compiles(argv, key, tmp_path):
     """A misspelt --set key compiled kernels for 23 s (cold cache) before its one line:
     now nothing is compiled: the kernel cache stays empty (from 8-11 s to 1 s on a warm
@@ -343,6 +346,7 @@ def test_a_misspelt_key_is_one_line_before_any_kernel_compiles(argv, key, tmp_pa
     assert not cache.exists() or not any(cache.rglob("*.nbi"))
 
 
+@pytest.mark.system
 def test_library_messages_do_not_speak_as_hil(tmp_path):
     """The Foxglove SDK's "Started server", "Shutting down" and "Shutdown complete" were
     printed as `hil: ...` lines: only hilrig's own messages carry the prefix now, another

@@ -11,7 +11,7 @@ import pytest
 from hilrig.plant.flex_chain import integrators as ci
 from hilrig.plant.flex_chain import chain as fc
 from hilrig.plant.flex_chain.model import paper_chain, paper_initial_state
-from rt_helpers import env_for_subprocess, hil, read_complete
+from rt_helpers import hil, read_complete
 
 DURATION = 0.6
 DT = 1e-3
@@ -20,11 +20,12 @@ G = 9.81
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory):
-    """The q rows of ``hil run chain_drop_ss_rt --duration 0.6`` (paced, real time)."""
+    """The q rows of ``hil run chain_drop_ss_rt --duration 0.6`` (paced, real time), run by
+    the hilrig under test (the environment's PYTHONPATH kept)."""
     log = tmp_path_factory.mktemp("drop") / "drop.mcap"
     proc = subprocess.run(hil("run", "chain_drop_ss_rt", "--duration", str(DURATION), "--log",
                               str(log), "--no-plot"), capture_output=True, text=True,
-                          env=env_for_subprocess(), timeout=900)
+                          timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ended: done" in proc.stdout
     arrays, _, _, _ = read_complete(log)

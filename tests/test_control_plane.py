@@ -503,6 +503,7 @@ def test_a_controller_whose_emulator_takes_no_more_commands_drops_them_without_a
 @pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None
                     or not os.path.exists("/usr/bin/python3"),
                     reason="a stranger is `nobody` through setpriv, as root")
+@pytest.mark.system
 def test_a_strangers_socket_at_the_endpoint_is_refused_with_one_line(tmp_path):
     """A stranger who bound the emulator's path first got the user's `hil control` (and
     `hil fault`) talking to a fake emulator: an ipc socket file of another user is

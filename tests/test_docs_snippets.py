@@ -334,12 +334,14 @@ def run_document(path: Path, folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+@pytest.mark.system
 def test_the_snippets_run(path, tmp_path):
     folder = tmp_path / "doc"
     folder.mkdir()
     run_document(path, folder)
 
 
+@pytest.mark.system
 def test_a_broken_snippet_fails(tmp_path):
     """A python block that raises, and a run line that fails, fail the document."""
     doc = tmp_path / "broken_doc.md"

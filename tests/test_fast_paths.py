@@ -13,6 +13,7 @@ import pytest
 from conftest import arm_config, config
 from hilrig.plant import rrr3, rrr3_scalar, serial_arm
 from hilrig.plant.factory import plant_from_config
+from hilrig.plant.family import for_plant
 from hilrig.plant.faults import fault_row
 from hilrig.plant.integrators import METHOD_RK4, step
 from hilrig.plant.jam import finish_jams, restructured_accel
@@ -76,6 +77,14 @@ def random_state(plant, rng):
     return x
 
 
+def family_step(plant, x, u, h):
+    """plant.integrators.step of x from t = 0 over h (s), RK4, compiled for the plant's family
+    (plant.family.for_plant), as the loops and Plant.step compile it: without ``mech`` it
+    would compile the code of every model (40-75 s) for these tests alone."""
+    return step(plant.params, plant.jams, 0.0, x, u, h, plant.work, plant.stages, METHOD_RK4,
+                for_plant(plant))
+
+
 def close(fast, generic):
     return np.abs(fast - generic).max() <= TOL * max(1.0, np.abs(generic).max())
 
@@ -112,8 +121,7 @@ def test_fused_rk4_step_equals_generic_rk4(drive, jam_state, rng):
         x = random_state(plant, rng)
         u = rng.uniform(-10, 10, 3)
         expected = generic_rk4(plant, x, u, 1e-3)
-        health = step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages,
-                      METHOD_RK4)
+        health = family_step(plant, x, u, 1e-3)
         assert health > 0.0
         assert close(x, expected)
 
@@ -144,8 +152,7 @@ def test_the_fast_paths_take_actuator_faults_as_the_generic_path(drive, rng):
         serial_arm.accel3(plant.params, x, u, fast, plant.jams)
         assert close(fast, generic[3:])
         expected = generic_rk4(plant, x, u, 1e-3)
-        assert step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages,
-                    METHOD_RK4) > 0.0
+        assert family_step(plant, x, u, 1e-3) > 0.0
         assert close(x, expected)
 
 
@@ -160,7 +167,7 @@ def test_fused_rk4_splits_a_step_at_a_jam_end(rng):
     finish_jams(plant.jams, expected, 3, 3e-4, 1e-12)
     expected = generic_rk4(plant, expected, u, 7e-4)
     plant.jams[:] = reference_jams
-    step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages, METHOD_RK4)
+    family_step(plant, x, u, 1e-3)
     assert plant.jams[1, JAM_PHASE] == BLOCKED and x[4] == 0.0
     assert close(x, expected)
 
@@ -208,7 +215,7 @@ def test_fused_rk4_step_for_fast_links(h, rng):
         x = np.concatenate([rng.uniform(-3, 3, 3), rng.uniform(-150, 150, 3)])
         u = rng.uniform(-10, 10, 3)
         expected = generic_rk4(plant, x, u, h)
-        step(plant.params, plant.jams, 0.0, x, u, h, plant.work, plant.stages, METHOD_RK4)
+        family_step(plant, x, u, h)
         assert close(x, expected)
 
 
@@ -238,7 +245,7 @@ def test_fused_rrr3_step_equals_generic_rk4(overrides):
     plant = plant_from_config(config(name, *rest))
     for x, u in rrr3_states(name):
         expected = generic_rrr3_rk4(plant, x, u, 1e-3)
-        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 0.0) == 3.0
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 0.0, plant.jams) == 3.0
         assert close(x, expected)
 
 
@@ -263,9 +270,9 @@ def test_fused_step_and_projection_equal_the_step_then_the_projection(name):
         expected = generic_rrr3_rk4(plant, x, u, 1e-3)
         rrr3.project(plant.params, expected, np.zeros((16, 6)))
         separate = x.copy()
-        rrr3_scalar.rk4(plant.params, separate, u, 1e-3, plant.work, 0.0)
+        rrr3_scalar.rk4(plant.params, separate, u, 1e-3, plant.work, 0.0, plant.jams)
         rrr3_scalar.project(plant.params, separate, plant.work)
-        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 1.0) == 3.0
+        assert rrr3_scalar.rk4(plant.params, x, u, 1e-3, plant.work, 1.0, plant.jams) == 3.0
         assert close(x, separate) and close(x, expected)
         assert rrr3.residual(plant.params, x, np.zeros((16, 6))) < 1e-12
 
@@ -286,11 +293,12 @@ def test_singular_s_falls_back_to_the_generic_kernels():
     plant = plant_from_config(config("rrr3_pd", "plant.drive=torque"))
     x = degenerate_leg_state(plant)
     probe = x.copy()
-    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3, plant.work, 0.0) == -1.0
+    assert rrr3_scalar.rk4(plant.params, probe, np.ones(3), 1e-3, plant.work, 0.0,
+                           plant.jams) == -1.0
     assert np.array_equal(probe, x)
     u = np.array([1.0, -2.0, 0.5])
     expected = generic_rrr3_rk4(plant, x, u, 1e-3)
-    step(plant.params, plant.jams, 0.0, x, u, 1e-3, plant.work, plant.stages, METHOD_RK4)
+    family_step(plant, x, u, 1e-3)
     assert np.all(np.isfinite(x)) and close(x, expected)
     x = degenerate_leg_state(plant)
     expected = x.copy()

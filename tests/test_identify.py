@@ -4,8 +4,9 @@ emulated run of paper 000's arm with DC motors, joint friction (viscous and Coul
 exact stick-slip) and hidden parameters, its log corrupted as a rig's sensors would
 (encoder quantisation, position and current noise), fitted, and the fitted plant
 validated on another trajectory. The runs that are not the point of a test are made
-through the Python API (identify.excite, rt.sim); one `hil identify` round trip and the
-one-line refusals go through the command."""
+through the Python API (identify.excite, rt.sim); one `hil identify` round trip goes
+through the command in a process of its own, the one-line refusals through its entry
+(cli.main) in this one."""
 from __future__ import annotations
 
 import os
@@ -21,6 +22,7 @@ from hilrig.controllers.layout import make_ctrl
 from hilrig.controllers.reference import FOURIER, reference
 from hilrig.identify import regressor
 from hilrig.identify.excite import excite, trajectory
+from hilrig.cli.main import main
 from hilrig.identify.fit import identify, raw_of, write_config
 from hilrig.plant import serial_arm
 from hilrig.plant.factory import plant_from_config
@@ -377,35 +379,39 @@ def test_stribeck_hump(rig):
 
 # -- bad input: one line each --------------------------------------------------------------
 
-def _one_line(done: subprocess.CompletedProcess, *words: str) -> None:
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("hil: "), done.stderr
+def _one_line(capsys, argv: list[str], *words: str) -> None:
+    """``hil ARGV`` through the command's entry (cli.main, in this process: the refusals
+    come before any run) exits 2 with one line on stderr holding ``words``."""
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hil: "), err
     for word in words:
         assert word in lines[0], lines[0]
 
 
-@pytest.mark.system
-def test_bad_input_one_line_each(tmp_path):
+def test_bad_input_one_line_each(tmp_path, monkeypatch, capsys):
     (tmp_path / "base.toml").write_text(BASE.replace("duration = 20.0", "duration = 2.0"))
     run(load(tmp_path / "base.toml"), tmp_path / "log.npz")
     run(load(tmp_path / "base.toml", ["plant.length=[0.9, 0.7, 0.6]"]), tmp_path / "long.npz")
     data = dict(np.load(tmp_path / "log.npz", allow_pickle=False))
     data["q"] = data["q"][:0]
     np.savez(tmp_path / "empty.npz", **data)
-    _one_line(hil("identify", "empty.npz", "--config", "base.toml", cwd=tmp_path),
+    monkeypatch.chdir(tmp_path)
+    _one_line(capsys, ["identify", "empty.npz", "--config", "base.toml"],
               "empty.npz", "no measurements")
-    _one_line(hil("identify", "log.npz", "--config", "base.toml", "--fit",
-                  "plant.inertia,motor.ktt", cwd=tmp_path),
+    _one_line(capsys, ["identify", "log.npz", "--config", "base.toml", "--fit",
+                       "plant.inertia,motor.ktt"],
               "--fit motor.ktt", "not a parameter")
-    _one_line(hil("identify", "log.npz", "long.npz", "--config", "base.toml", cwd=tmp_path),
+    _one_line(capsys, ["identify", "log.npz", "long.npz", "--config", "base.toml"],
               "long.npz", "logs of different plants", "plant.length")
-    _one_line(hil("identify", "log.npz", "--config", "base.toml", "--set",
-                  "friction.coulomb=0", "--fit", "plant.damping,friction.static", cwd=tmp_path),
+    _one_line(capsys, ["identify", "log.npz", "--config", "base.toml", "--set",
+                       "friction.coulomb=0", "--fit", "plant.damping,friction.static"],
               "--fit friction.static", "Stribeck", "fit friction.coulomb with it")
-    _one_line(hil("excite", "rrr3_pd", "--out", "x.toml", cwd=tmp_path), "planar serial arm")
-    _one_line(hil("sim", "base.toml", "--set", "controller.reference='fourier'", "--set",
-                  "controller.frequency=0.1", "--set", "controller.harmonics=2", "--set",
-                  "controller.fourier_a=[0.1, 0.2]", "--out", "x.npz", cwd=tmp_path),
+    _one_line(capsys, ["excite", "rrr3_pd", "--out", "x.toml"], "planar serial arm")
+    _one_line(capsys, ["sim", "base.toml", "--set", "controller.reference='fourier'", "--set",
+                       "controller.frequency=0.1", "--set", "controller.harmonics=2", "--set",
+                       "controller.fourier_a=[0.1, 0.2]", "--out", "x.npz"],
               "controller.fourier_a: 2 values",
               "needs 6")

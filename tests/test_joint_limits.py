@@ -24,6 +24,7 @@ LINE = (r"joint 1 at 0\.30\d* \(rad or m\) left its position limits \[-inf, 0\.3
                                      ("run", "--no-plot", "--log", "{tmp}/run.mcap"),
                                      ("control", "--log", "{tmp}/run.mcap")],
                          ids=["sim", "run-fast", "run-paced", "control"])
+@pytest.mark.system
 def test_leaving_a_position_limit_stops_every_loop_with_one_line(command, tmp_path):
     """hil sim, hil run (--fast and paced) and hil control (the measured position, over the
     in-process link) stop on the first tick whose measured q1 is past 0.3 rad, exit 1,

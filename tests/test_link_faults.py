@@ -54,6 +54,7 @@ def test_a_fault_the_device_cannot_take_is_one_config_error(override, message):
         LinkFaults(config("rig_zmq", override), "zmq", 3)
 
 
+@pytest.mark.system
 def test_hil_emulate_says_a_bad_link_fault_in_one_line(tmp_path):
     out = subprocess.run(hil("emulate", str(ROOT / "configs" / "rig_zmq.toml"), "--bind",
                              endpoint(tmp_path), "--set", "faults.stall={t1=0.1}"),

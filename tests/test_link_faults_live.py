@@ -93,6 +93,7 @@ def test_a_link_fault_the_emulator_cannot_take_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("command, table", [
     ("sim", "faults.delay={t1=0.1, delay=0.01}"), ("run", "faults.drop={t1=0.1}")])
+@pytest.mark.system
 def test_hil_run_and_sim_refuse_a_link_fault_table_in_one_line(tmp_path, command, table):
     """No emulated device, no link to fault: the table is refused, not ignored."""
     kind = table.split("=")[0]

@@ -209,6 +209,7 @@ def test_repair_of_a_compression_bomb_is_bounded(tmp_path, declared, zeros):
         assert make_reader(stream).get_summary() is not None
 
 
+@pytest.mark.system
 def test_repair_never_writes_through_a_link_to_its_source_and_passes_the_doctor(tmp_path):
     """--out a hard link of the source is refused (it used to overwrite the source); a
     repaired log is a valid MCAP in 64 kB chunks, with no summary offset pointing at an

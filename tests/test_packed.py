@@ -1,8 +1,10 @@
-"""plant.packed: the one-argument step equals plant.stepping.advance on separate arrays."""
+"""plant.packed: the one-argument step equals plant.stepping.advance on separate arrays
+(compiled for the plant's family, plant.family.for_plant, as the loops compile it)."""
 import numpy as np
 import pytest
 from conftest import arm_config, config
 from hilrig.plant.factory import correction_id, plant_from_config
+from hilrig.plant.family import for_plant
 from hilrig.plant.integrators import METHOD_EULER, METHOD_RK4
 from hilrig.plant.layout import MODEL_SERIAL_ARM
 from hilrig.plant.packed import P_T, PackedStep
@@ -35,7 +37,7 @@ def test_packed_step_equals_advance(case, rng):
         packed.u[:] = u
         assert packed.step()
         assert advance(plant.params, plant.jams, plant.t, plant.x, u, 1e-3, method, correction,
-                       plant.work, plant.stages)
+                       plant.work, plant.stages, for_plant(plant))
         plant.t += 1e-3
         assert np.array_equal(packed_plant.x, plant.x)
         assert np.array_equal(packed_plant.jams, plant.jams)
@@ -64,7 +66,7 @@ def test_plant_link_steps_through_the_packed_call():
         u = np.array([1.0, -2.0, 0.5]) * np.sin(0.1 * k)
         link.write(u)
         advance(reference.params, reference.jams, reference.t, reference.x, u, 1e-3, METHOD_RK4,
-                0, reference.work, reference.stages)
+                0, reference.work, reference.stages, for_plant(reference))
         reference.t += 1e-3
     assert link.read(meas)
     assert meas.t == reference.t

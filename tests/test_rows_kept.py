@@ -43,6 +43,7 @@ def _gap_warnings(path):
     return [str(w.message) for w in caught if issubclass(w.category, RowGapWarning)]
 
 
+@pytest.mark.system
 def test_a_30_s_fast_run_logs_its_30001_rows_equal_to_hil_sim_bit_for_bit(tmp_path):
     """It kept only the last 4095 rows (the loop lapped its writer) and said "ended:
     done"; `hil log export` gave 3000 rows of a 3 s run where `hil sim` gives 3001."""
@@ -112,6 +113,7 @@ def test_a_paced_run_that_laps_a_tiny_ring_stops_and_names_the_count(tmp_path):
     assert sum(e["lost"] for e in events if e["kind"] == "ring_overrun") == lost
 
 
+@pytest.mark.system
 def test_warn_goes_on_says_so_and_export_names_the_gaps(tmp_path):
     """telemetry.on_overrun = "warn": the run goes to its end, says so on stderr at once
     and with the total at the end, exit code 1; `hil log export` names the gaps."""
@@ -137,6 +139,7 @@ def test_warn_goes_on_says_so_and_export_names_the_gaps(tmp_path):
         == lost
 
 
+@pytest.mark.system
 def test_export_names_the_rows_a_lapped_ring_lost(tmp_path):
     """A log whose writer was lapped: 937 of 1000 rows lost. `hil log export` said
     nothing; now one warning line names the count and the rows."""
@@ -174,6 +177,7 @@ def test_missing_ticks_are_named_unless_an_overrun_skipped_them(tmp_path):
                          "rows, t = 0 .. 0.199 s"])
 
 
+@pytest.mark.system
 def test_lockstep_controller_and_emulator_wait_for_their_writers(tmp_path):
     """`hil control` against `hil emulate --mode lockstep`, both with a 16-row ring: neither
     has a deadline, so both wait for their writers and keep every row."""

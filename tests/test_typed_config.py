@@ -127,6 +127,7 @@ def test_every_resolved_value_is_of_its_fields_type(path):
     assert _all_match(cfg)
 
 
+@pytest.mark.system
 def test_a_config_pickled_into_another_process_equals_its_own_load():
     """Configs travel to Dask workers and spawned processes: the static tables by name, the
     tables made at run time (a model's, a controller type's, a link's keys) as their plain
@@ -170,6 +171,7 @@ def test_a_table_class_is_its_declarations():
         declarations(NeverUnset)
 
 
+@pytest.mark.system
 def test_a_type_checker_knows_the_fields(tmp_path):
     """mypy reads cfg.sim.dt as a float and refuses cfg.sim.dtt; a model's own keys (made at
     run time) are Any to it; hilrig.schema itself type-checks."""
