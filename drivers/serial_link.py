@@ -412,8 +412,8 @@ class SerialLink(Link):
             except (rc.FrameError, ExchangeTimeout) as exc:
                 error = exc
                 self._dirty = True
-                self._unanswered.append((address, commands[-1]))   # its replies end with
-                # the last request's
+                # its replies, if they come late, end with the last request's
+                self._unanswered.append((address, commands[-1]))
                 self.last_error = str(exc)
                 self.failed_exchanges += 1
                 if isinstance(exc, rc.CrcError):
