@@ -110,3 +110,13 @@ def add_friction(p, jams, qd, bias):
 def can_stick(p, r):
     """Whether the joint whose row is at ``r`` has a Coulomb or breakaway level."""
     return p[r + FR_COULOMB] > 0.0 or p[r + FR_STATIC] > 0.0
+
+
+@kernel
+def any_can_stick(p):
+    """Whether a joint of the plant (with a friction block) can stick (``can_stick``): with
+    viscous friction alone plant.stick_slip has nothing to decide, and is not called."""
+    for k in range(int(p[H_NQ])):
+        if can_stick(p, row(p, k)):
+            return True
+    return False
