@@ -81,12 +81,18 @@ def row(p, k):
 
 @kernel
 def sliding_torque(p, r, v):
-    """tau_f (N m) of the joint whose row is at ``r`` sliding at rate v (rad/s); 0 at v = 0."""
+    """tau_f (N m) of the joint whose row is at ``r`` sliding at rate v (rad/s); 0 at v = 0.
+    Without a Stribeck hump (static = coulomb: a URDF's damping alone, say) the level is
+    coulomb, the exponential's term being exactly 0: it is not computed (four per RK4 step
+    and joint, about a tenth of a Panda's tick)."""
     if v == 0.0:
         return 0.0
     coulomb = p[r + FR_COULOMB]
-    ratio = v / p[r + FR_STRIBECK]
-    level = coulomb + (p[r + FR_STATIC] - coulomb) * np.exp(-ratio * ratio)
+    level = coulomb
+    hump = p[r + FR_STATIC] - coulomb
+    if hump != 0.0:
+        ratio = v / p[r + FR_STRIBECK]
+        level = coulomb + hump * np.exp(-ratio * ratio)
     return p[r + FR_VISCOUS] * v + (level if v > 0.0 else -level)
 
 
@@ -104,3 +110,13 @@ def add_friction(p, jams, qd, bias):
 def can_stick(p, r):
     """Whether the joint whose row is at ``r`` has a Coulomb or breakaway level."""
     return p[r + FR_COULOMB] > 0.0 or p[r + FR_STATIC] > 0.0
+
+
+@kernel
+def any_can_stick(p):
+    """Whether a joint of the plant (with a friction block) can stick (``can_stick``): with
+    viscous friction alone plant.stick_slip has nothing to decide, and is not called."""
+    for k in range(int(p[H_NQ])):
+        if can_stick(p, row(p, k)):
+            return True
+    return False

@@ -19,6 +19,7 @@ Phi_q loses rank, takes _rk4 over plant.dynamics.derivative.
 from hilrig.plant import rosenbrock, rrr3_scalar
 from hilrig.plant.dynamics import derivative, is_arm3
 from hilrig.plant.family import CHAINS, compiled
+from hilrig.plant.friction import any_can_stick
 from hilrig.plant.jam import any_jamming, finish_jams, next_jam_end
 from hilrig.jit.kernel import inline_kernel, kernel
 from hilrig.plant.layout import (
@@ -103,7 +104,8 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     case, is then one call with four arrays (each array argument of a compiled call is
     copied field by field: passing this step's ten cost tens of ns a tick). ``mech``:
     what the kernel is compiled for (plant.family)."""
-    if p[H_FRICTION] != 0.0:     # a chain with joint friction: who sticks, who slips
+    # a chain with a joint that friction can hold: who sticks, who slips
+    if p[H_FRICTION] != 0.0 and any_can_stick(p):
         compiled(mech, CHAINS, stick_slip, None, p, jams, t, x, u, h, work, stages, mech)
     if method == METHOD_RK4 and is_arm3(p) and not any_jamming(jams):
         # no jamming phase can end inside the step

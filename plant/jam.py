@@ -38,30 +38,36 @@ def restructured_accel(mass, bias, force, jams, qdd, scratch):
             qdd[i] = force[i] - bias[i]
         return chain_solve(mass, qdd, n)
     reduced = scratch[:n, :n]
-    free = scratch[n, :n]
     rhs = scratch[n + 1, :n]
     nfree = 0
     for k in range(n):
         phase = jams[k, JAM_PHASE]
         if phase == HEALTHY:
-            free[nfree] = k
             nfree += 1
         elif phase == JAMMING:
             qdd[k] = jams[k, JAM_QDD]
         else:
             qdd[k] = 0.0
-    for a in range(nfree):
-        i = int(free[a])
+    a = 0
+    for i in range(n):          # the free joints' rows of M_a and h_a, in order
+        if jams[i, JAM_PHASE] != HEALTHY:
+            continue
         r = force[i] - bias[i]
+        b = 0
         for k in range(n):
             if jams[k, JAM_PHASE] != HEALTHY:
                 r -= mass[i, k] * qdd[k]
+            else:
+                reduced[a, b] = mass[i, k]
+                b += 1
         rhs[a] = r
-        for b in range(nfree):
-            reduced[a, b] = mass[i, int(free[b])]
+        a += 1
     pivot = chain_solve(reduced, rhs, nfree) if nfree > 0 else np.inf
-    for a in range(nfree):
-        qdd[int(free[a])] = rhs[a]
+    a = 0
+    for i in range(n):
+        if jams[i, JAM_PHASE] == HEALTHY:
+            qdd[i] = rhs[a]
+            a += 1
     return pivot
 
 
