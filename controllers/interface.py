@@ -55,6 +55,7 @@ import numpy as np
 from hilrig.errors import ConfigError
 from hilrig.jit.kernel import compile_pointer, inline_kernel, kernel
 from numba import types
+from numba.core import event
 from numba.core.ccallback import CFunc
 
 ARRAY = types.float64[::1]
@@ -167,11 +168,32 @@ class _TrialTimeout(Exception):
     """The trial call ran out of its TRIAL_CPU_S."""
 
 
+class _CompilePause(event.Listener):
+    """Stops the trial's CPU clock while numba compiles: a helper the law calls compiles
+    at its first call, which is not the law's own time (and no exception may be raised
+    inside numba's compiler)."""
+
+    def __init__(self):
+        self.depth = 0
+        self.left = 0.0      # s of the bound left when the outermost compilation began
+
+    def on_start(self, ev) -> None:
+        if self.depth == 0:
+            self.left = signal.setitimer(signal.ITIMER_VIRTUAL, 0.0)[0]
+        self.depth += 1
+
+    def on_end(self, ev) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.left > 0.0:
+            signal.setitimer(signal.ITIMER_VIRTUAL, self.left)
+
+
 @contextlib.contextmanager
 def _cpu_time_bound(seconds: float):
     """Raise _TrialTimeout inside once this process has spent ``seconds`` of user CPU
-    time in it (ITIMER_VIRTUAL, so that a busy host does not shorten it); no bound
-    outside the main thread, where no signal handler runs."""
+    time in it (ITIMER_VIRTUAL, so that a busy host does not shorten it), numba's
+    compilations not counted (_CompilePause); no bound outside the main thread, where no
+    signal handler runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -179,12 +201,15 @@ def _cpu_time_bound(seconds: float):
     def expire(signum, frame):
         raise _TrialTimeout
 
+    pause = _CompilePause()
     previous = signal.signal(signal.SIGVTALRM, expire)
+    event.register("numba:compile", pause)
     signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0.0)
+        event.unregister("numba:compile", pause)
         signal.signal(signal.SIGVTALRM, previous)
 
 

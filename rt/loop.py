@@ -239,25 +239,27 @@ class LinkLoop:
         thread is stuck inside the law at ``tick``: the link safe-stopped and closed (its
         last frames leave), the one line, the e-stop endpoint closed, the log closed with
         every row so far and the summary, ``on_abandon``; then the process ends, exit 1."""
-        reason = f"{cause}; drives stopped"
-        self.link.safe_stop()
-        self.link.close()
-        log.error("%s", reason)
-        if self.estop is not None:
-            endpoints.close(self.estop, self.estop_endpoint)
-            self.estop_context.term()
-        ran = max(tick, 0)
-        tel = self.telemetry
-        tel.event("stop", t=ran * self.h, tick=ran, reason=reason)
-        for hook in self.hooks:
-            hook.stop()
-        summary = summarize(self.timings[:ran], self.pacer.overruns, self.scheduling)
-        summary.update(reason=reason, status="error", rate_hz=1.0 / self.h,
-                       policy=self.cfg.loop.overrun, **self.lifecycle_summary())
-        close_log(tel, summary)
-        if self.on_abandon is not None:
-            self.on_abandon(SessionResult(ran, reason, summary, tel.path, "error"))
-        end_process(1)
+        try:       # the process ends whatever fails here (a closed stdout, say)
+            reason = f"{cause}; drives stopped"
+            self.link.safe_stop()
+            self.link.close()
+            log.error("%s", reason)
+            if self.estop is not None:
+                endpoints.close(self.estop, self.estop_endpoint)
+                self.estop_context.term()
+            ran = max(tick, 0)
+            tel = self.telemetry
+            tel.event("stop", t=ran * self.h, tick=ran, reason=reason)
+            for hook in self.hooks:
+                hook.stop()
+            summary = summarize(self.timings[:ran], self.pacer.overruns, self.scheduling)
+            summary.update(reason=reason, status="error", rate_hz=1.0 / self.h,
+                           policy=self.cfg.loop.overrun, **self.lifecycle_summary())
+            close_log(tel, summary)
+            if self.on_abandon is not None:
+                self.on_abandon(SessionResult(ran, reason, summary, tel.path, "error"))
+        finally:
+            end_process(1)
 
     def warm_up(self) -> None:
         """Compile or load, and call once, every kernel the tick calls from Python (the link

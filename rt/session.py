@@ -388,19 +388,21 @@ class Session:
         else:
             cause = f"{what} did not return within {timeout_ns / 1e6:g} ms at tick {k}{where}"
         reason = f"{cause}; run stopped"
-        log.error("%s", reason)
-        self.forward_events()
-        self.telemetry.event("stop", t=k * self.h, tick=k, reason=reason)
-        for hook in self.hooks:
-            hook.stop()
-        summary = summarize(self.timings[:k], int(self.mail[rtk.M_OVERRUNS]), self.scheduling)
-        summary.update(reason=reason, rate_hz=1.0 / self.h, fast=self.fast,
-                       policy=self.cfg.loop.overrun)
-        self.telemetry.released[0] = k
-        close_log(self.telemetry, summary)
-        if self.on_abandon is not None:
-            self.on_abandon(SessionResult(k, reason, summary, self.telemetry.path, "error"))
-        end_process(1)
+        try:       # the process ends whatever fails here (a closed stdout, say)
+            log.error("%s", reason)
+            self.forward_events()
+            self.telemetry.event("stop", t=k * self.h, tick=k, reason=reason)
+            for hook in self.hooks:
+                hook.stop()
+            summary = summarize(self.timings[:k], int(self.mail[rtk.M_OVERRUNS]), self.scheduling)
+            summary.update(reason=reason, rate_hz=1.0 / self.h, fast=self.fast,
+                           policy=self.cfg.loop.overrun)
+            self.telemetry.released[0] = k
+            close_log(self.telemetry, summary)
+            if self.on_abandon is not None:
+                self.on_abandon(SessionResult(k, reason, summary, self.telemetry.path, "error"))
+        finally:
+            end_process(1)
 
     def run(self, on_tick=None) -> SessionResult:
         """Run to the end (or Ctrl-C); ``on_tick(session)`` is called every ``poll`` s

@@ -6,6 +6,7 @@ the law's, with its inputs, not as an invalid plant state. The laws are in
 tests/user_parts.py."""
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +159,35 @@ def test_a_non_finite_command_is_reported_as_the_laws_with_its_inputs(tmp_path):
         ended = next(line for line in run.stdout.splitlines() if ", ended: " in line)
         assert ended.split(", ended: ")[1].startswith(law), ended
         assert "for t = 0.100000 s, pos = [" in ended and "plant state" not in run.stdout
+
+
+def test_the_trial_calls_time_bound_counts_the_laws_time_not_numbas_compiling(monkeypatch):
+    """The trial call's CPU bound (TRIAL_CPU_S) refuses a law that loops for ever, but not
+    one whose first call compiles a helper for longer than the bound: numba's compiling
+    is not the law's time (and no exception may land inside numba's compiler)."""
+    from hilrig.controllers import interface
+    from numba import njit
+
+    @njit
+    def helper(x):                       # compiled at the trial's first call
+        total = 0.0
+        for k in range(x.shape[0]):
+            total += np.sin(x[k]) * np.cos(x[k]) + np.exp(-x[k] * x[k])
+        return total
+
+    def law(t, pos, vel, cur, params, state, u):
+        u[:] = helper(pos) - params[0] * vel
+
+    def stuck(t, pos, vel, cur, params, state, u):
+        while u[0] == u[0]:
+            u[0] += 1.0
+
+    njit(lambda x: x + 1.0)(1.0)          # numba's machinery ready: the trial's time is the
+    monkeypatch.setattr(interface, "TRIAL_CPU_S", 0.01)   # helper's compile, above the bound
+    params, state = np.array([1.0]), np.zeros(0)
+    started = time.process_time()
+    interface.trial_call(law, "law", params, state, 3)
+    assert helper.signatures                              # it did compile, in the trial,
+    assert time.process_time() - started > 0.01           # for longer than the bound
+    with pytest.raises(ConfigError, match=r"'stuck' did not return within 0.01 s of CPU"):
+        interface.trial_call(stuck, "stuck", params, state, 3)

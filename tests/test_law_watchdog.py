@@ -167,6 +167,39 @@ def test_a_stop_reaches_a_hil_control_stuck_in_its_law(tmp_path, stop):
 
 
 @pytest.mark.system
+def test_a_stop_ends_a_stuck_hil_control_whose_output_is_gone(tmp_path):
+    """SIGTERM to a `hil control` stuck in its law whose stdout nobody reads any more (its
+    terminal closed, the script that read it gone): the summary's print failed in the
+    watchdog's thread, which died before ending the process, and the process stayed in
+    the law for good. The watchdog's end now ends the process whatever fails in it."""
+    folder = user_folder(tmp_path, '[link]\ntype = "zmq"', SILENCE,
+                         "[safety]\ntick_timeout = 600.0")
+    ep = f"ipc:///tmp/hil-law-{uuid.uuid4().hex[:8]}"
+    emu = Emulator(folder, "--bind", ep)
+    try:
+        ctl = control(folder, "--connect", ep)
+        wait_for(lambda: _last_tick(folder / "ctl.mcap") == STUCK_TICK - 1
+                 or ctl.poll() is not None,
+                 300, "the controller's rows")
+        assert ctl.poll() is None, ctl.communicate()
+        ctl.stdout.close()                      # its reader is gone
+        ctl.send_signal(signal.SIGTERM)
+        try:
+            code = ctl.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            ctl.kill()
+            raise AssertionError("still stuck in its law 120 s after SIGTERM") from None
+        err = ctl.stderr.read()
+    finally:
+        emu.kill()
+    assert code == 1, err
+    standing = re.search(r"had not returned for (\d+) ms", err)
+    assert standing, err
+    _closed_log(folder, f"SIGTERM: the controller law had not returned for {standing[1]} ms "
+                        f"at tick {STUCK_TICK}; drives stopped")
+
+
+@pytest.mark.system
 def test_hil_control_over_canopen_disables_the_drives_when_the_law_never_returns(tmp_path):
     """The CiA 402 drives of `hil emulate` (hilrig_zmq bus between the processes) get the
     quick stop and disable voltage from the watchdog's thread (before: no SYNC came after
