@@ -1,13 +1,15 @@
 """The shipped two-process rigs, as shipped, quiet and with a CPU hog on every core.
 
-    python bench/bench_rigs.py [--only zmq_free,zmq_lockstep,canopen,serial]
+    python bench/bench_rigs.py [--only zmq_free,zmq_lockstep,canopen,serial,serial_pty]
                                [--loads quiet,loaded] [--runs N] [--duration S]
                                [--floor S] [--set KEY=VALUE ...] [--pty N]
 
 Each run is what a user types in two terminals: ``hil emulate CONFIG`` (a real
 subprocess; the run starts once it printed its ready line) and then ``hil control
 CONFIG`` for sim.duration s (the config's 3 s unless --duration), with nothing
-changed but a fresh address (endpoint, CAN channel or pty) per run. "loaded" adds one
+changed but a fresh address (endpoint, CAN channel or serial socket) per run.
+``serial_pty`` is rig_serial over a pty instead of its shipped socket (link.serial.port a
+path), to compare the two transports side by side. "loaded" adds one
 busy loop per core (``sh -c 'while :; do :; done'``, normal priority, killed after
 each scenario), as a browser, a viewer and a compiler would on a rig PC.
 
@@ -17,8 +19,9 @@ run (the host taking the vCPU away, the kernel's own work). No loop can keep a d
 through such a stall, nor a link a watchdog shorter than it.
 
 ``--pty N`` measures instead N round trips (a 5-byte request, a 7-byte reply, as
-rig_serial's reads) between two processes at SCHED_FIFO 80 and 70 over a pty and, for
-comparison, over a socket pair, quiet and loaded: a pty hands its bytes to the other end
+rig_serial's reads) between two processes at SCHED_FIFO 80 and 70 over a pty and over
+rig_serial's Unix socket (``unix://``, drivers.protocol_unix, the near end opened by
+pyserial as the link opens it), quiet and loaded: a pty hands its bytes to the other end
 through a kernel worker of normal priority, which the hogs delay (docs/RIGPC.md).
 
 Per scenario and load it prints: runs that lost the link (the controller's watchdog,
@@ -56,6 +59,7 @@ SCENARIOS = {
     "zmq_lockstep": ("rig_zmq", ["emulator.mode='lockstep'"], 10),
     "canopen": ("rig_canopen", [], 10),
     "serial": ("rig_serial", [], 10),
+    "serial_pty": ("rig_serial", [], 10),
 }
 READY_TIMEOUT = 120.0   # s for `hil emulate` to print its ready line (a cold kernel cache)
 
@@ -64,12 +68,14 @@ def hil(*args: str) -> list:
     return [sys.executable, "-m", "hilrig.cli", *args]
 
 
-def fresh_address(config: str) -> list:
-    """--set overrides that give this run an address of its own."""
+def fresh_address(name: str) -> list:
+    """--set overrides that give a run of scenario ``name`` an address of its own."""
     tag = uuid.uuid4().hex[:10]
-    if config == "rig_canopen":
+    if name == "canopen":
         return [f"link.canopen.channel='ipc:///tmp/hil-bench-can-{tag}'"]
-    if config == "rig_serial":
+    if name == "serial":
+        return [f"link.serial.port='unix://$RUNTIME/bench-roboclaw-{tag}'"]
+    if name == "serial_pty":
         return [f"link.serial.port='/tmp/hil-bench-pty-{tag}'"]
     return [f"link.endpoint='ipc:///tmp/hil-bench-{tag}'"]
 
@@ -93,10 +99,11 @@ def _lines(stream, out: queue.Queue) -> None:
     out.put(None)
 
 
-def run_pair(config: str, sets: list, tmp: Path, duration: float | None) -> dict:
-    """One `hil emulate` + `hil control` run; the controller's summary and the emulator's
-    end lines."""
-    sets = sets + fresh_address(config)
+def run_pair(name: str, sets: list, tmp: Path, duration: float | None) -> dict:
+    """One `hil emulate` + `hil control` run of scenario ``name``; the controller's summary
+    and the emulator's end lines."""
+    config = SCENARIOS[name][0]
+    sets = sets + fresh_address(name)
     if duration is not None:
         sets.append(f"sim.duration={duration}")
     options = [a for s in sets for a in ("--set", s)]
@@ -174,22 +181,34 @@ def machine_floor(duration: float) -> None:
 
 
 def round_trips(n: int, kind: str):
-    """``n`` request/reply round trips over a pty (``kind`` "pty") or a socket pair, this
-    process at SCHED_FIFO 80 (the link) and a forked echo at 70 (the drive); s each."""
+    """``n`` request/reply round trips over a pty (``kind`` "pty") or rig_serial's Unix
+    socket ("unix"), this process at SCHED_FIFO 80 (the link) and a forked echo at 70 (the
+    drive); s each."""
     import select
-    import socket
     import time
     import tty
 
     import numpy as np
+    import serial
+    from hilrig.drivers import protocol_unix
 
     if kind == "pty":
         near, far = os.openpty()
         tty.setraw(near)
         tty.setraw(far)
-    else:
-        a, b = socket.socketpair()
-        near, far = b.detach(), a.detach()
+    else:                  # the listening end as the emulator makes it, the link's as it opens
+        url = f"unix://$RUNTIME/bench-rt-{uuid.uuid4().hex[:10]}"
+        protocol_unix.register()
+        server, made = protocol_unix.listen(url)
+        try:
+            port = serial.serial_for_url(url, timeout=0)
+            server.setblocking(True)
+            far = server.accept()[0].detach()
+        finally:
+            server.close()
+            protocol_unix.remove(made)
+        near = os.dup(port.fileno())
+        port.close()
     pid = os.fork()
     if pid == 0:                                  # the drive: answer each request
         try:
@@ -221,18 +240,18 @@ def round_trips(n: int, kind: str):
 
 
 def pty_scenario(n: int, loaded: bool) -> None:
-    """Round trips over a pty and a socket pair (``round_trips``), quiet or under the hogs."""
+    """Round trips over a pty and a Unix socket (``round_trips``), quiet or under the hogs."""
     import numpy as np
 
     load_avg = os.getloadavg()[0]
     hogs = Hogs(os.cpu_count() or 1) if loaded else None
     try:
-        results = {kind: round_trips(n, kind) * 1e3 for kind in ("pty", "socketpair")}
+        results = {kind: round_trips(n, kind) * 1e3 for kind in ("pty", "unix")}
     finally:
         if hogs is not None:
             hogs.stop()
     for kind, ms in results.items():
-        print(f"round trip {kind:<10} {'loaded' if loaded else 'quiet':<6} load {load_avg:4.1f}  "
+        print(f"round trip {kind:<4} {'loaded' if loaded else 'quiet':<6} load {load_avg:4.1f}  "
               f"n {n}  median {np.median(ms):.3f} ms  p99 {np.percentile(ms, 99):.2f}  "
               f"p99.9 {np.percentile(ms, 99.9):.2f}  max {ms.max():.2f}  > 2 ms "
               f"{np.sum(ms > 2.0)}", flush=True)
@@ -248,7 +267,7 @@ def scenario(name: str, runs: int, duration: float | None, loaded: bool,
     try:
         for _ in range(runs):
             with tempfile.TemporaryDirectory() as tmp:
-                results.append(run_pair(config, list(sets), Path(tmp), duration))
+                results.append(run_pair(name, list(sets), Path(tmp), duration))
     finally:
         if hogs is not None:
             hogs.stop()
@@ -281,7 +300,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a config override for both processes (a variant to compare)")
     parser.add_argument("--pty", type=int, default=0, metavar="N",
-                        help="measure N pty and socket-pair round trips instead (needs "
+                        help="measure N pty and Unix-socket round trips instead (needs "
                              "SCHED_FIFO)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # the hogs stop in any case

@@ -277,11 +277,11 @@ def _emulate(args) -> int:
 
 def _emulate_drives(cfg, duration: float | None, log_path: str | None,
                     fault_endpoint: str | None) -> int:
-    """Emulated drives on the wire the config's link uses (CAN bus or serial pty), for
+    """Emulated drives on the wire the config's link uses (CAN bus, serial socket or pty), for
     ``duration`` s (None: until interrupted), the plant's telemetry to ``log_path``, their
     link faults served to `hil fault` on ``fault_endpoint`` (--bind; None: not served).
-    The "emulating ..." line comes once the drives are up (booted, or the pty in place);
-    Ctrl-C, even right after it, ends with 130 as ``hil run`` does."""
+    The "emulating ..." line comes once the drives are up (booted, or the socket or pty in
+    place); Ctrl-C, even right after it, ends with 130 as ``hil run`` does."""
     import threading
     import types
 
@@ -296,8 +296,11 @@ def _emulate_drives(cfg, duration: float | None, log_path: str | None,
         where = f"CAN {can.interface}:{can.channel}"
     else:
         from hilrig.devices.roboclaw_drive import serve
+        from hilrig.drivers import protocol_unix
 
-        where = f"serial pty {cfg.link.serial.port}"
+        port = cfg.link.serial.port
+        where = f"serial socket {protocol_unix.expanded(port)}" if protocol_unix.is_url(port) \
+            else f"serial pty {port}"
     banner = f"emulating {cfg.plant.model} behind {kind} drives on {where}" + \
         (f"; link faults (hil fault) on {expand(fault_endpoint)}" if fault_endpoint else "")
     ready = types.SimpleNamespace(set=lambda: print(banner, flush=True))

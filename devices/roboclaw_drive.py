@@ -1,12 +1,23 @@
-"""Emulated RoboClaw-style controllers on a pseudo-terminal, with the plant behind them.
+"""Emulated RoboClaw-style controllers on a Unix socket or a pseudo-terminal, with the
+plant behind them.
 
 The emulator impersonates the controllers that ``link.serial`` describes (the
 addresses and channels of ``axes``, the encoders' ``counts_per_rev``; gear
 ratios from ``plant.motor``), so ``SerialLink`` runs against it unchanged. It
-owns a PlantLink (the plant in its process) and serves the master side of a pty
-with os.read/os.write in a select loop; the link opens the slave path
-(``port``) with pyserial, like /dev/ttyACM0. Run it in a thread (``start`` /
-``stop``) or in its own process (``serve``).
+owns a PlantLink (the plant in its process) and serves its line with os.read/os.write
+in a select loop, one of:
+- a Unix-domain stream socket (``socket_url``, ``unix://PATH``: drivers.protocol_unix,
+  its file 0600, a path that a live process serves refused), which the link opens with
+  pyserial's ``serial_for_url``. One link at a time: a second connection is closed at
+  once with one line (the connected link keeps its drives, as a bus keeps its one
+  master), and so is a peer of another user; a link that disconnects is forgotten with
+  its unanswered requests, and the next one may connect (as a pty's next opener).
+  ``hil emulate`` serves this when link.serial.port is such a URL (rig_serial's default):
+  a socket hands the bytes to the peer at once, where a pty's kernel worker of normal
+  priority delays them on a busy host (docs/RIGPC.md, "A pty is not real-time");
+- the master side of a pty, whose slave path (``port``) the link opens with pyserial,
+  like /dev/ttyACM0 (third-party tools that open a device path, basicmicro's library).
+Run it in a thread (``start`` / ``stop``) or in its own process (``serve``).
 
 Plant stepping (``emulator.mode``):
 - "free": the plant advances by sim.dt in real time (monotonic clock) with the
@@ -72,6 +83,7 @@ import math
 import os
 import queue
 import select
+import socket
 import threading
 import tty
 from collections import deque
@@ -81,6 +93,7 @@ import numpy as np
 from hilrig.devices.fault_server import FaultServer
 from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
+from hilrig.drivers import protocol_unix
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
@@ -281,18 +294,23 @@ class RoboClawEmulator:
             and its slave kept open while the emulator lives.
         log_path: telemetry of the plant (devices.plant_log), one row per plant step;
             closed by ``close``.
+        socket_url: serve this ``unix://PATH`` instead of a pty (drivers.protocol_unix;
+            ConfigError when it is taken or cannot be bound).
 
     Attributes:
-        port: slave path for the link (None when ``master_fd`` was given).
+        port: slave path for the link, or ``socket_url`` (None when ``master_fd`` was
+            given).
         plant: the PlantLink behind the drives (touch it only from the
             emulator's thread, or when the emulator is stopped).
         stats: counters: requests, replies, bad_frames, discarded, ignored, unknown, steps,
             resyncs, stalled (requests lost to a ``stall``), dropped (replies lost to a
-            ``drop``).
+            ``drop``); on a socket: connections (links accepted), refused (second links,
+            strangers), unsent (replies whose link had gone, or with no room).
         error: the exception that ended the thread, if any.
     """
 
-    def __init__(self, cfg: Config, master_fd: int | None = None, log_path=None):
+    def __init__(self, cfg: Config, master_fd: int | None = None, log_path=None,
+                 socket_url: str | None = None):
         sim, serial_cfg, emu = cfg.sim, cfg.link.serial, cfg.emulator.serial
         if cfg.plant.drive == "torque":
             raise ConfigError("the emulated RoboClaw drives DC motors: plant.drive must be "
@@ -338,13 +356,20 @@ class RoboClawEmulator:
                                                if a == address) for address in self.controllers}
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self.stats = dict.fromkeys(("requests", "replies", "bad_frames", "discarded", "ignored",
-                                    "unknown", "steps", "resyncs", "stalled", "dropped"), 0)
+                                    "unknown", "steps", "resyncs", "stalled", "dropped",
+                                    "connections", "refused", "unsent"), 0)
         self.last_bad_frame = ""
         self.error: BaseException | None = None
         self._slave = -1
         self.port = None
+        self._listener: socket.socket | None = None   # socket_url's listening socket
+        self._socket_file = None                      # its file (protocol_unix.remove)
         self._owns_master = master_fd is None
-        if master_fd is None:
+        if socket_url is not None:
+            self._listener, self._socket_file = protocol_unix.listen(socket_url)
+            self.port = socket_url
+            master_fd = -1                        # the connected link's socket, once one is
+        elif master_fd is None:
             master_fd, self._slave = os.openpty()
             tty.setraw(self._slave)
             self.port = os.ttyname(self._slave)
@@ -384,7 +409,7 @@ class RoboClawEmulator:
         return self
 
     def stop(self) -> None:
-        """Stop the thread (within POLL s) and close the pty. Idempotent."""
+        """Stop the thread (within POLL s) and close the pty or the socket. Idempotent."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -392,7 +417,8 @@ class RoboClawEmulator:
         self.close()
 
     def close(self, reason: str = "stopped") -> None:
-        """Close the pty if the emulator opened it, and the plant log. Idempotent."""
+        """Close the pty if the emulator opened it (or the socket, its connected link's
+        and its file), and the plant log. Idempotent."""
         if self.plant_log is not None:
             self.log_loss = self.plant_log.close(reason)
             self.plant_log = None
@@ -403,6 +429,10 @@ class RoboClawEmulator:
                 except OSError:
                     pass
         self._master = self._slave = -1
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            protocol_unix.remove(self._socket_file)
 
     def __enter__(self) -> "RoboClawEmulator":
         return self.start()
@@ -423,7 +453,7 @@ class RoboClawEmulator:
         Raises RuntimeError when the pty has no slave end open any more, and
         drivers.link.LinkError when the plant state becomes invalid.
         """
-        fd = self._master
+        listener = -1 if self._listener is None else self._listener.fileno()
         self._next_step = monotonic() + self.dt
         end = math.inf if duration is None else monotonic() + duration
         while not stop_event.is_set():
@@ -439,16 +469,14 @@ class RoboClawEmulator:
                 wait = min(wait, self._pending[0][0] - now)
             if self._buf:
                 wait = min(wait, self._last_byte + PACKET_GAP - now)
-            ready, _, _ = select.select((fd,), (), (), max(wait, 0.0))
+            watch = [fd for fd in (self._master, listener) if fd >= 0]
+            ready, _, _ = select.select(watch, (), (), max(wait, 0.0))
             now = monotonic()
             self._expire_partial(now)
-            if ready:
-                try:
-                    data = os.read(fd, 4096)
-                except OSError as exc:
-                    if exc.errno == errno.EIO:
-                        raise RuntimeError("pty: no process has the slave end open") from None
-                    raise
+            if listener in ready:
+                self._accept()
+            data = self._take() if self._master in ready else b""
+            if data:
                 if self._resync and now - self._last_byte <= PACKET_GAP:
                     self.stats["discarded"] += 1          # the rest of an unknown command
                 else:
@@ -463,6 +491,52 @@ class RoboClawEmulator:
             if not self.lockstep:
                 self._keep_time(now)
         return "stopped"
+
+    def _take(self) -> bytes:
+        """What the link sent (the line is ready to read); b"" when its socket closed (the
+        link is then forgotten: ``_hang_up``)."""
+        try:
+            data = os.read(self._master, 4096)
+        except OSError as exc:
+            if self._listener is None:
+                if exc.errno == errno.EIO:
+                    raise RuntimeError("pty: no process has the slave end open") from None
+                raise
+            data = b""                            # ECONNRESET: the link is gone
+        if not data and self._listener is not None:
+            self._hang_up("disconnected")
+        return data
+
+    def _accept(self) -> None:
+        """A link connecting to the socket: it becomes the line, unless one is connected
+        already or it is another user's (then closed at once, with one line)."""
+        try:
+            conn, _ = self._listener.accept()
+        except BlockingIOError:
+            return                                # it gave up before we got to it
+        uid = protocol_unix.peer_uid(conn)
+        if self._master >= 0 or uid != os.getuid():
+            conn.close()
+            self.stats["refused"] += 1
+            log.warning("refused a link on %s: %s", self.port,
+                        "the drives serve one link at a time, and the connected one keeps "
+                        "them" if self._master >= 0 else f"another user's (uid {uid})")
+            return
+        conn.setblocking(False)
+        self._master = conn.detach()
+        self.stats["connections"] += 1
+        log.info("a link connected on %s", self.port)
+
+    def _hang_up(self, why: str) -> None:
+        """Forget the link of the socket: its connection, its partial request and the
+        replies it has not had; the next link may connect."""
+        os.close(self._master)
+        self._master = -1
+        self._buf.clear()
+        self._resync = False
+        self.stats["unsent"] += len(self._pending)
+        self._pending.clear()
+        log.info("the link on %s %s; waiting for the next", self.port, why)
 
     def _keep_time(self, now: float) -> None:
         while now >= self._next_step:
@@ -586,8 +660,25 @@ class RoboClawEmulator:
         elif link_faults.active_count:
             reply = self._faulty_reply(reply, command, joints)
         if reply:
+            self._send(reply)
+
+    def _send(self, reply: bytes) -> None:
+        """Write ``reply`` to the line. On the socket a reply whose link has gone, or
+        that finds no room (a link that stopped reading), is counted in ``unsent``; a
+        pty blocks until it takes it."""
+        if self._listener is None:
             os.write(self._master, reply)
             self.stats["replies"] += 1
+            return
+        sent = 0
+        if self._master >= 0:
+            try:
+                sent = os.write(self._master, reply)
+            except BlockingIOError:
+                pass
+            except OSError:                       # EPIPE, ECONNRESET: the link is gone
+                self._hang_up("is gone")
+        self.stats["replies" if sent == len(reply) else "unsent"] += 1
 
     def _faulty_reply(self, reply: bytes, command: rc.Command, joints: tuple) -> bytes:
         """``reply`` through the active link faults: dropped (b""), its CRC bytes wrong
@@ -838,21 +929,23 @@ def serve(cfg: Config, port: str | int, stop_event, duration: float | None = Non
     Args:
         cfg: resolved config.
         port: a pty master descriptor to serve (the caller keeps a slave end open
-            and closes both),
-            or a path: a new pty is opened and ``port`` made a symlink to its slave
-            (replacing what was there; removed on return), for the link's
-            ``link.serial.port``.
+            and closes both), or ``unix://PATH``: a socket served there (removed on
+            return; drivers.protocol_unix), or a path: a new pty is opened and ``port``
+            made a symlink to its slave (replacing what was there; removed on return),
+            for the link's ``link.serial.port``.
         stop_event: threading.Event or multiprocessing.Event.
         duration: wall-clock limit, s (None: none).
         log_path: telemetry of the plant (.mcap), flushed on every way out.
-        ready: an optional Event, set once the pty is in place.
+        ready: an optional Event, set once the socket or the pty is in place.
         fault_endpoint: where `hil fault` reaches the drives' link faults
             (devices.fault_server; None: nowhere).
     Raises TelemetryError naming the count if the plant log lost rows (after closing it).
     """
+    link_path = None
     if isinstance(port, int):
         emulator = RoboClawEmulator(cfg, master_fd=port, log_path=log_path)
-        link_path = None
+    elif protocol_unix.is_url(port):
+        emulator = RoboClawEmulator(cfg, log_path=log_path, socket_url=port)
     else:
         emulator = RoboClawEmulator(cfg, log_path=log_path)
         link_path = str(port)

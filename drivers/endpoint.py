@@ -137,7 +137,7 @@ def is_loopback(address: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _claim_ipc(path: str, endpoint: str, what: str) -> None:
+def claim_ipc(path: str, endpoint: str, what: str) -> None:
     """Refuse ``path`` when a live process serves it; remove a dead process's socket file."""
     try:
         info = os.lstat(path)
@@ -176,7 +176,7 @@ def bind(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
     endpoint = expand(endpoint)
     transport, address = check(endpoint, binding=True)
     if transport == "ipc":
-        _claim_ipc(address, endpoint, what)
+        claim_ipc(address, endpoint, what)
         old = os.umask(0o077)            # the socket file is born owner-only
         try:
             _bind(socket, endpoint, what)

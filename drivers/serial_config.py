@@ -8,8 +8,10 @@ from hilrig.errors import ConfigError
 from hilrig.schema import Key
 
 KEYS = {  # RoboClaw-style packet serial (drivers/serial_link.py)
-    "port": Key("str", "/tmp/hilrig-roboclaw",
-                doc="serial device (/dev/ttyACM0, or the emulator's pty link)"),
+    "port": Key("str", "unix://$RUNTIME/roboclaw",
+                doc="serial device path (/dev/ttyACM0; a path where the emulator links its "
+                    "pty), or unix://PATH, the emulator's socket ($RUNTIME: this user's "
+                    "runtime folder; docs/RIGPC.md: a pty is not real-time)"),
     "baud": Key("int", 460800, choices=(2400, 9600, 19200, 38400, 57600, 115200,
                                         230400, 460800),
                 doc="TTL serial baud rate, bit/s (USB and ptys ignore it)"),
@@ -73,6 +75,10 @@ def check(cfg: dict, sizes: dict) -> None:
         if [address, channel] in serial["axes"][:i]:
             raise ConfigError(f"link.serial.axes[{i}]: motor M{channel} of 0x{address:02X} is "
                               "already mapped to another joint")
+    if "://" in serial["port"]:
+        from hilrig.drivers.protocol_unix import url_path
+
+        url_path(serial["port"])        # ConfigError unless unix:///PATH or unix://$RUNTIME/NAME
     units = serial["drive_timeout"] * 10.0
     if units > 255.0 + 1e-9 or abs(units - round(units)) > 1e-6:
         raise ConfigError(f"link.serial.drive_timeout: must be a multiple of 0.1 s up to 25.5 s, "

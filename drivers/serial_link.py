@@ -34,9 +34,11 @@ an exchange whose own reply does not come while a late one does is missing its r
 to one of the latest attempts that gave up. On a busy host a pty delivers late now and
 then (docs/RIGPC.md: its kernel worker runs at normal priority).
 So ``read`` and ``write`` each return within ``budget`` s plus the Python work
-after the last wait (tens of microseconds). pyserial opens, configures, flushes
-and closes the port; requests and replies go through os.write/select/os.read on
-its non-blocking descriptor, because pyserial's
+after the last wait (tens of microseconds). pyserial opens (``serial_for_url``: a
+device path, or ``unix://PATH``, the emulator's socket, drivers.protocol_unix),
+configures, flushes and closes the port; requests and replies go through
+os.write/select/os.read on its non-blocking descriptor (a tty's or the socket's, the
+same calls: the other end gone is EOF or EPIPE, a LinkError), because pyserial's
 timeout setter reconfigures the port (tcsetattr) on every change and its write
 reports a timeout after a complete write when the thread was descheduled
 longer than the write timeout.
@@ -83,12 +85,14 @@ from time import perf_counter
 
 import numpy as np
 import serial
+from hilrig.drivers import protocol_unix
 from hilrig.drivers import roboclaw_codec as rc
 from hilrig.drivers.controlled_stop import RAMP
 from hilrig.drivers.link import DriveFault, Link, LinkError, LinkTimeout, Measurement
 from hilrig.schema import Config
 
 log = logging.getLogger("hil.link.serial")
+protocol_unix.register()    # serial_for_url opens unix://PATH, the emulator's socket
 
 OPEN_TIMEOUT = 0.1      # reply timeout of the set-up exchanges in ``configure``, s
 OPEN_ATTEMPTS = 3
@@ -103,7 +107,8 @@ class SerialLink(Link):
     """RoboClaw-style packet-serial controllers driving the actuated joints' DC motors.
 
     Args:
-        port: serial device path (a pty slave for the emulator).
+        port: serial device path (/dev/ttyACM0; a pty slave for the emulator), or
+            ``unix://PATH``, the emulator's socket (drivers.protocol_unix).
         axes: (address, channel) per joint; address 0x80..0x87, channel 1 (M1) or 2 (M2).
         counts_per_rev: encoder counts per motor revolution, per joint.
         gear_ratio: motor angle / joint angle, per joint.
@@ -226,7 +231,7 @@ class SerialLink(Link):
         closes the port).
         """
         try:
-            self._serial = serial.Serial(self.port, self.baud, timeout=0)
+            self._serial = serial.serial_for_url(self.port, self.baud, timeout=0)
         except (serial.SerialException, OSError, ValueError) as exc:
             raise LinkError(f"cannot open serial port {self.port}: {exc}") from None
         self._fd = self._serial.fileno()
@@ -525,11 +530,14 @@ class SerialLink(Link):
             if not select.select((self._fd,), (), (), left)[0]:
                 return b""
             chunk = os.read(self._fd, 256)
+        except ConnectionResetError:            # a socket's peer closed with bytes unread
+            chunk = b""
         except OSError as exc:
             raise LinkError(f"{self.port}: read failed ({exc}); is the drive (or the "
                             "emulator) still there?") from None
         if not chunk:
-            raise LinkError(f"{self.port}: the port was closed by the other end")
+            raise LinkError(f"{self.port}: the port was closed by the other end (the drive "
+                            "or the emulator went away, or it serves another link)")
         return chunk
 
     # -- the phases ---------------------------------------------------------------
