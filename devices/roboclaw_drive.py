@@ -473,9 +473,9 @@ class RoboClawEmulator:
             ready, _, _ = select.select(watch, (), (), max(wait, 0.0))
             now = monotonic()
             self._expire_partial(now)
-            if listener in ready:
-                self._accept()
             data = self._take() if self._master in ready else b""
+            if listener in ready:                 # after a hang-up seen in the same wake
+                self._accept()
             if data:
                 if self._resync and now - self._last_byte <= PACKET_GAP:
                     self.stats["discarded"] += 1          # the rest of an unknown command

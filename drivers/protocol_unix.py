@@ -163,14 +163,14 @@ class Serial(SerialBase):
             if uid != os.getuid():
                 raise SerialException(f"{path} is served by another user (uid {uid}): "
                                       "refusing to talk to it")
+        except SerialException:         # an OSError too: first
+            conn.close()
+            raise
         except OSError as exc:
             conn.close()
             why = "nobody serves it (a stale socket file)" \
                 if exc.errno == errno.ECONNREFUSED else exc.strerror
             raise SerialException(f"cannot connect to {path}: {why}") from None
-        except SerialException:
-            conn.close()
-            raise
         conn.setblocking(False)
         self._socket = conn
         self.is_open = True

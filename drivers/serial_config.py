@@ -78,7 +78,10 @@ def check(cfg: dict, sizes: dict) -> None:
     if "://" in serial["port"]:
         from hilrig.drivers.protocol_unix import url_path
 
-        url_path(serial["port"])        # ConfigError unless unix:///PATH or unix://$RUNTIME/NAME
+        try:
+            url_path(serial["port"])    # unix:///PATH or unix://$RUNTIME/NAME, nothing else
+        except ConfigError as exc:
+            raise ConfigError(f"link.serial.port: {exc}") from None
     units = serial["drive_timeout"] * 10.0
     if units > 255.0 + 1e-9 or abs(units - round(units)) > 1e-6:
         raise ConfigError(f"link.serial.drive_timeout: must be a multiple of 0.1 s up to 25.5 s, "

@@ -451,6 +451,8 @@ class SerialLink(Link):
                 sent += os.write(self._fd, request[sent:])
             except BlockingIOError:
                 pass
+            except (BrokenPipeError, ConnectionResetError):     # a socket's peer closed
+                raise self._closed() from None
             except OSError as exc:
                 raise LinkError(f"{self.port}: write failed: {exc}") from None
             if sent == len(request):
@@ -536,9 +538,13 @@ class SerialLink(Link):
             raise LinkError(f"{self.port}: read failed ({exc}); is the drive (or the "
                             "emulator) still there?") from None
         if not chunk:
-            raise LinkError(f"{self.port}: the port was closed by the other end (the drive "
-                            "or the emulator went away, or it serves another link)")
+            raise self._closed()
         return chunk
+
+    def _closed(self) -> LinkError:
+        """The other end closed the line (EOF, or a socket's EPIPE / ECONNRESET)."""
+        return LinkError(f"{self.port}: the port was closed by the other end (the drive or "
+                         "the emulator went away, or it serves another link)")
 
     # -- the phases ---------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 The link is configuration only: the same controller code and command run against
 CiA 402 drives on a CAN bus (python-can interface ``hilrig_zmq`` across processes)
-and against packet-serial drives on a pseudo-terminal.
+and against packet-serial drives on a Unix socket (rig_serial's shipped transport; a pty
+through `hil emulate`: tests/test_priorities.py, tests/test_roboclaw_library.py).
 """
 import subprocess
 import uuid
@@ -50,12 +51,15 @@ def test_hil_control_over_canopen_against_emulated_drives_in_another_process(tmp
     assert np.all(np.abs(arrays["u"]) > 0)
 
 
-def test_hil_control_over_packet_serial_against_an_emulated_device_on_a_pty(tmp_path):
-    port = f"/tmp/hil-pty-{uuid.uuid4().hex[:8]}"
+def test_hil_control_over_packet_serial_against_an_emulated_device_on_its_socket(tmp_path):
+    from hilrig.drivers.protocol_unix import socket_path
+
+    port = f"unix://$RUNTIME/hil-serial-{uuid.uuid4().hex[:8]}"
     sets = [f"link.serial.port='{port}'", "emulator.mode='lockstep'", "link.serial.timeout=0.5",
             "link.serial.budget=1.0", "link.timeout=5.0", "safety.watchdog_ticks=1000",
             "loop.overrun='catch_up'"]   # every tick runs: the lockstep device steps once per tick
-    arrays, _, meta, summary = _emulate_and_control("rig_serial", sets, tmp_path, Path(port))
+    arrays, _, meta, summary = _emulate_and_control("rig_serial", sets, tmp_path,
+                                                    Path(socket_path(port)))
     cfg = config("rig_serial", *sets, "link.type='inprocess'")
     assert summary["status"] == "ok"
     assert summary["warm_to_enable_s"] > 0 and summary["enable_to_first_command_s"] > 0
