@@ -7,6 +7,7 @@ on a busy host (docs/RIGPC.md, "A pty is not real-time"); the pty stays for devi
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -108,7 +109,10 @@ def test_pyserial_opens_the_url_and_exchanges_a_request(served):
     with serial.serial_for_url(served.port, timeout=5.0) as port:
         request = rc.encode_request(0x80, rc.READ_MAIN_BATTERY)
         assert port.write(request) == len(request)
+        assert select.select((port.fileno(),), (), (), 5.0)[0]
+        assert port.in_waiting == rc.READ_MAIN_BATTERY.reply_length    # one write, whole
         reply = port.read(rc.READ_MAIN_BATTERY.reply_length)
+        assert port.in_waiting == 0
     assert rc.decode_reply(0x80, rc.READ_MAIN_BATTERY, reply) == (240,)     # 24.0 V
 
 
@@ -185,6 +189,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.system
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv to be another user")
 def test_a_stranger_who_serves_the_path_first_is_refused_by_link_and_emulator(connect):
