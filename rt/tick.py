@@ -164,10 +164,17 @@ def limit_tick(limits, h, u, held):
 
 
 @kernel   # a call of its own, as the loops measured fastest (inlined: 20-40 ns a tick more)
-def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
-    """The law into ``out`` (``command``), then the limits on ``u`` into ``held``
+def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held, faults, k, meas,
+            faulty):
+    """The active sensor faults of the fault table ``faults`` on ``meas`` at tick k
+    (plant.faults.sense, while the table holds a fault, ``faulty``, and its summary says a
+    sensor row is active; ``pos``, ``vel`` and ``cur`` are views of ``meas``), then the
+    law into ``out`` (``command``), then the limits on ``u`` into ``held``
     (``limit_tick``; ``out`` is ``u`` but under a command latency); False on a non-finite
-    command."""
+    command. The sensor pass is here, not in ``tick``, so that it costs no call of its
+    own (docs/FAULTS.md, Cost)."""
+    if faulty and sensing(faults):
+        sense(faults, t, k, meas, pos.shape[0])
     command(law, t, pos, vel, cur, params, state, out)
     return limit_tick(limits, h, u, held)
 
@@ -263,8 +270,6 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     _currents(p, x, held, cur, plant.jams, faulty)
     if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
-    if faulty and sensing(faults):
-        sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
         timing[1] = (t_read - wake) * 1e-9    # set now: a supervisor sees the law began
@@ -273,13 +278,14 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     delay = 0 if imperfect is None else imperfect.pending.shape[0]
     if delay == 0:
         controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, u, ctrl.limits,
-                             stepping.h, u, held)
+                             stepping.h, u, held, faults, k, meas, faulty)
     else:
         due = imperfect.pending[k % delay]
         for j in range(nact):
             u[j] = due[j]                                           # computed d ticks ago
         controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, due,  # applied
-                             ctrl.limits, stepping.h, u, held)                   # d ticks on
+                             ctrl.limits, stepping.h, u, held, faults, k, meas,  # d ticks on
+                             faulty)
     if not controlled:
         return T_BAD_COMMAND
     note_detection(ctrl.detection, ctrl.state, k, t)     # one comparison when not watched
