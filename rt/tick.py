@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import hold_previous, holding, holds_faults, sense, sensing
+from hilrig.plant.faults import hold_previous, holding, holds_faults, sense_rows, sensing
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -174,7 +174,7 @@ def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held, fault
     command. The sensor pass is here, not in ``tick``, so that it costs no call of its
     own (docs/FAULTS.md, Cost)."""
     if faulty and sensing(faults):
-        sense(faults, t, k, meas, pos.shape[0])
+        sense_rows(faults, t, k, meas, pos.shape[0])
     command(law, t, pos, vel, cur, params, state, out)
     return limit_tick(limits, h, u, held)
 
