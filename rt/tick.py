@@ -225,22 +225,22 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     """Tick k at plant time t (s): measure, control, limit, record, then step the plant.
 
     Measure: ``io.meas`` gets t, the actuated joints' positions and rates (plus row k of
-    ``imperfect.noise``) and the motor currents under the held command, then the active
-    sensor faults of the fault table ``faults`` (plant.faults.sense). Control: the law
-    (``command``) computes ``io.u`` (with ``imperfect.pending`` rows: the command computed
-    that many ticks ago, this tick's kept for later), ``limit_tick`` clamps it into
-    ``io.held``, and a fault the law reports for the first time goes into
-    ``ctrl.detection`` (controllers.interface.note_detection). Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
-    held command and the currents under it; the caller publishes it), ``rec`` (Records)
-    row k of t, x and what the law saw (u is ``io.u``, which the offline loops point at
-    row k). Step: unless
+    ``imperfect.noise``) and the motor currents under the held command. Control (the call
+    of ``control``): the active sensor faults of the fault table ``faults`` corrupt it
+    (plant.faults.sense_rows), then the law (``command``) computes ``io.u`` (with
+    ``imperfect.pending`` rows: the command computed that many ticks ago, this tick's kept
+    for later), ``limit_tick`` clamps it into ``io.held``, and a fault the law reports for
+    the first time goes into ``ctrl.detection`` (controllers.interface.note_detection).
+    Record: ``ring`` (RingArrays) gets the row (t, x before the step, the held command and
+    the currents under it; the caller publishes it), ``rec`` (Records) row k of t, x and
+    what the law saw (u is ``io.u``, which the offline loops point at row k). Step: unless
     ``last``, the plant advances over h under the held command (plant.stepping.advance).
 
-    ``timing`` (a row of 5, or None): [1..4] get the read, control, write and whole-tick
-    times, s, from ``wake`` (ns of ``ts``, timing.clock), each as soon as it is known: a
-    row whose [1] is set and [2] not (NaN before) is a tick inside its law
-    (rt.law_watchdog.TickStall). ``law``: a compiled law or None
-    (the built-in); ``mech``: what the plant code is compiled for (plant.family).
+    ``timing`` (a row of 5, or None): [1..4] get the read, control (the sensor faults
+    included), write and whole-tick times, s, from ``wake`` (ns of ``ts``, timing.clock),
+    each as soon as it is known: a row whose [1] is set and [2] not (NaN before) is a tick
+    inside its law (rt.law_watchdog.TickStall). ``law``: a compiled law or None (the
+    built-in); ``mech``: what the plant code is compiled for (plant.family).
     ``ring``, ``rec``, ``imperfect`` and ``timing`` may be None. Returns T_OK,
     T_BAD_COMMAND (a non-finite command: nothing recorded, nothing stepped),
     T_JOINT_LIMIT (a measured position or rate outside its safety limits,
