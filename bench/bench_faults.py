@@ -18,13 +18,17 @@ What a tick does to its plant (rt.tick.tick and the loops around it), in one com
 of ``--steps`` steps under a constant command: the fault table at the boundary
 (plant.stepping.apply_schedule), the sensor passes while the table holds a fault
 (plant.faults.hold_previous, sense, behind rt.tick's one check), the measurement and
-the motor currents (plant.motor.currents), the plant step with the config's correction
-(plant.stepping.advance). The sensor passes run while the table's summary asks for them
-(plant.faults.holding, sensing), as in rt.tick; a checkout without that summary runs
-``sense`` at every tick of a table with faults, as its tick did, and the checkouts of
-this branch's two experiments (commits 8fbcedb and 0ed1ce7: constant sensor offsets
-added from the jams without a pass over the rows, ``plant.faults.sense_measurement``,
-inlined or in a called kernel, ``sense_faulty``; docs/FAULTS.md, Cost) run theirs.
+the motor currents (plant.motor.currents), the call of the law with its limits
+(rt.tick.control, the config's built-in law; its command is unused), the plant step
+with the config's correction (plant.stepping.advance). The sensor passes run while the
+table's summary asks for them (plant.faults.holding, sensing), where the checkout's tick
+runs them: inside the law's call (a ``control`` that takes the fault table), else in
+the tick before it; a checkout without that summary runs ``sense`` at every tick of a
+table with faults, as its tick did, and the checkouts of two earlier experiments
+(commits 8fbcedb and 0ed1ce7: constant sensor offsets added from the jams without a
+pass over the rows, ``plant.faults.sense_measurement``, inlined or in a called kernel,
+``sense_faulty``; docs/FAULTS.md, Cost) run theirs. A checkout from before the fault
+table runs the plant's part alone.
 Tables: none (no rows), spare rows (a real-time run's table without faults: 64 spare
 rows, hil run's), three active (effectiveness 0.7 on joint 1, viscous friction 0.5 N m
 s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains only: a 3RRR takes no
@@ -126,25 +130,21 @@ if SENSES_IN_CONTROL:     # the sensor pass inside the law's call
 elif FAULT_COLUMNS is not None:     # the sensor pass in the tick, then the law's call
     @njit(inline="always")
     def sensed_control(table, jams, t, k, meas, nact, faulty, h, law):
-        """The sensor pass and the law with its limits, as rt.tick.tick calls them (no
-        ``law``: a checkout whose bench ran the plant's part alone)."""
+        """The sensor pass and the law with its limits, as rt.tick.tick calls them."""
         if faulty:
             sense_measurement(table, jams, t, k, meas, nact)
-        if law is not None:
-            ctl, out, held = law
-            control(None, t, meas[1:1 + nact], meas[1 + nact:1 + 2 * nact],
-                    meas[1 + 2 * nact:1 + 3 * nact], ctl[0], ctl[1], out, ctl[2], h, out,
-                    held)
+        ctl, out, held = law
+        control(None, t, meas[1:1 + nact], meas[1 + nact:1 + 2 * nact],
+                meas[1 + 2 * nact:1 + 3 * nact], ctl[0], ctl[1], out, ctl[2], h, out, held)
 
 if FAULT_COLUMNS is not None:
     @kernel
     def steps(p, jams, x, u, work, stages, table, meas, h, n, method, correction, mech,
               block, ts, out, law):
         """n ticks' worth of plant work from t = 0, ns per step of each block of ``block``
-        steps into ``out``; False on an invalid state. ``law`` (the law's params, state
-        and limits; its command and held command: scratch) or None: the call of the
-        built-in law the tick makes (rt.tick.control), its command unused (the plant
-        steps under ``u``)."""
+        steps into ``out``; False on an invalid state. ``law``: the law's params, state
+        and limits, and scratch for its command and held command, for the call of the
+        built-in law the tick makes (rt.tick.control; the plant steps under ``u``)."""
         nact = u.shape[0]
         nq = x.shape[0] // 2
         cur = meas[1 + 2 * nact:]
@@ -240,8 +240,7 @@ def worker() -> None:
         out = np.zeros(n // block)
         ok = steps(plant.params, plant.jams, plant.x, np.full(plant.nact, 0.5), plant.work,
                    plant.stages, table, meas, cfg.sim.dt, n, method, correction, mech, block,
-                   timespec(), out,
-                   None if control is None else (law, np.zeros(plant.nact), np.zeros(plant.nact)))
+                   timespec(), out, (law, np.zeros(plant.nact), np.zeros(plant.nact)))
         print(json.dumps({"ok": bool(ok), "median": float(np.median(out)),
                           "p99": float(np.percentile(out, 99)), "mean": float(out.mean())}),
               flush=True)
