@@ -18,13 +18,17 @@ What a tick does to its plant (rt.tick.tick and the loops around it), in one com
 of ``--steps`` steps under a constant command: the fault table at the boundary
 (plant.stepping.apply_schedule), the sensor passes while the table holds a fault
 (plant.faults.hold_previous, sense, behind rt.tick's one check), the measurement and
-the motor currents (plant.motor.currents), the plant step with the config's correction
-(plant.stepping.advance). The sensor passes run while the table's summary asks for them
-(plant.faults.holding, sensing), as in rt.tick; a checkout without that summary runs
-``sense`` at every tick of a table with faults, as its tick did, and the checkouts of
-this branch's two experiments (commits 8fbcedb and 0ed1ce7: constant sensor offsets
-added from the jams without a pass over the rows, ``plant.faults.sense_measurement``,
-inlined or in a called kernel, ``sense_faulty``; docs/FAULTS.md, Cost) run theirs.
+the motor currents (plant.motor.currents), the call of the law with its limits
+(rt.tick.control, the config's built-in law; its command is unused), the plant step
+with the config's correction (plant.stepping.advance). The sensor passes run while the
+table's summary asks for them (plant.faults.holding, sensing), where the checkout's tick
+runs them: inside the law's call (a ``control`` that takes the fault table), else in
+the tick before it; a checkout without that summary runs ``sense`` at every tick of a
+table with faults, as its tick did, and the checkouts of two earlier experiments
+(commits 8fbcedb and 0ed1ce7: constant sensor offsets added from the jams without a
+pass over the rows, ``plant.faults.sense_measurement``, inlined or in a called kernel,
+``sense_faulty``; docs/FAULTS.md, Cost) run theirs. A checkout from before the fault
+table runs the plant's part alone.
 Tables: none (no rows), spare rows (a real-time run's table without faults: 64 spare
 rows, hil run's), three active (effectiveness 0.7 on joint 1, viscous friction 0.5 N m
 s/rad on joint 2, a 0.01 rad bias on joint 1's position; chains only: a 3RRR takes no
@@ -41,6 +45,7 @@ the host's load between rounds); with ``--each``, each worker's median.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -49,6 +54,9 @@ import sys
 import tempfile
 
 import numpy as np
+from hilrig.controllers.factory import controller_from_config
+from hilrig.controllers.limits import config_limits
+from hilrig.drivers.registry import command_unit
 from hilrig.plant.factory import correction_id, plant_from_config
 from hilrig.plant.family import for_plant
 from hilrig.plant.model import METHODS
@@ -82,6 +90,14 @@ try:        # ... and of 0ed1ce7: the same in a called kernel
 except ImportError:
     pass
 
+try:        # a checkout whose tick calls the law in a kernel of its own
+    from hilrig.rt.tick import control
+except ImportError:
+    control = None
+# ... and whose ``control`` runs the sensor pass before the law (it takes the fault table)
+SENSES_IN_CONTROL = control is not None and \
+    "faults" in inspect.signature(control.py_func).parameters
+
 CHAINS = ("serial3_free", "ur5_pd")     # the plants that take actuator faults
 
 # hilrig's kernel options, not cached: numba's own cache of a file outside hilrig's
@@ -103,12 +119,32 @@ if FAULT_COLUMNS is not None and sense_measurement is None:     # sense for ever
         if sensing(table):
             sense(table, t, k, meas, nact)
 
+if SENSES_IN_CONTROL:     # the sensor pass inside the law's call
+    @njit(inline="always")
+    def sensed_control(table, jams, t, k, meas, nact, faulty, h, law):
+        """The sensor pass and the law with its limits, as rt.tick.tick calls them."""
+        ctl, out, held = law
+        control(None, t, meas[1:1 + nact], meas[1 + nact:1 + 2 * nact],
+                meas[1 + 2 * nact:1 + 3 * nact], ctl[0], ctl[1], out, ctl[2], h, out, held,
+                table, k, meas, faulty)
+elif FAULT_COLUMNS is not None:     # the sensor pass in the tick, then the law's call
+    @njit(inline="always")
+    def sensed_control(table, jams, t, k, meas, nact, faulty, h, law):
+        """The sensor pass and the law with its limits, as rt.tick.tick calls them."""
+        if faulty:
+            sense_measurement(table, jams, t, k, meas, nact)
+        ctl, out, held = law
+        control(None, t, meas[1:1 + nact], meas[1 + nact:1 + 2 * nact],
+                meas[1 + 2 * nact:1 + 3 * nact], ctl[0], ctl[1], out, ctl[2], h, out, held)
+
 if FAULT_COLUMNS is not None:
     @kernel
     def steps(p, jams, x, u, work, stages, table, meas, h, n, method, correction, mech,
-              block, ts, out):
+              block, ts, out, law):
         """n ticks' worth of plant work from t = 0, ns per step of each block of ``block``
-        steps into ``out``; False on an invalid state."""
+        steps into ``out``; False on an invalid state. ``law``: the law's params, state
+        and limits, and scratch for its command and held command, for the call of the
+        built-in law the tick makes (rt.tick.control; the plant steps under ``u``)."""
         nact = u.shape[0]
         nq = x.shape[0] // 2
         cur = meas[1 + 2 * nact:]
@@ -126,8 +162,7 @@ if FAULT_COLUMNS is not None:
                 currents(p, x, u, cur, jams)
             else:
                 currents(p, x, u, cur)
-            if faulty:
-                sense_measurement(table, jams, t, k, meas, nact)
+            sensed_control(table, jams, t, k, meas, nact, faulty, h, law)
             if not advance(p, jams, t, x, u, h, method, correction, work, stages, mech):
                 return False
             if (k + 1) % block == 0:
@@ -151,8 +186,9 @@ if FAULT_COLUMNS is not None:
 else:
     @kernel
     def steps(p, jams, x, u, work, stages, table, meas, h, n, method, correction, mech,
-              block, ts, out):
-        """The base's tick around its plant (no sensor faults, currents without jams)."""
+              block, ts, out, law):
+        """The base's tick around its plant (no sensor faults, currents without jams, no
+        law)."""
         nact = u.shape[0]
         nq = x.shape[0] // 2
         cur = meas[1 + 2 * nact:]
@@ -187,8 +223,13 @@ def worker() -> None:
             cfg = load(name, [])
             plant = plant_from_config(cfg)
             method = METHODS[cfg.sim.integrator]
-            plants[name] = (cfg, plant, method, for_plant(plant, method), correction_id(cfg))
-        cfg, base, method, mech, correction = plants[name]
+            unit = command_unit(cfg.link.type, cfg.plant.drive)
+            c = controller_from_config(cfg, unit)
+            assert c.builtin, f"{name}: the bench calls the built-in law"
+            law = (c.params, c.state, config_limits(cfg, plant.nact, unit))
+            plants[name] = (cfg, plant, method, for_plant(plant, method), correction_id(cfg),
+                            law)
+        cfg, base, method, mech, correction, law = plants[name]
         if "table" not in request:
             print(json.dumps(list(tables(name))), flush=True)
             continue
@@ -199,7 +240,7 @@ def worker() -> None:
         out = np.zeros(n // block)
         ok = steps(plant.params, plant.jams, plant.x, np.full(plant.nact, 0.5), plant.work,
                    plant.stages, table, meas, cfg.sim.dt, n, method, correction, mech, block,
-                   timespec(), out)
+                   timespec(), out, (law, np.zeros(plant.nact), np.zeros(plant.nact)))
         print(json.dumps({"ok": bool(ok), "median": float(np.median(out)),
                           "p99": float(np.percentile(out, 99)), "mean": float(out.mean())}),
               flush=True)

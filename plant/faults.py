@@ -555,8 +555,16 @@ def hold_previous(table, meas, nact):
 
 @kernel
 def sense(table, t, k, meas, nact):
+    """``sense_rows`` in a call of its own (the emulated drives' plant server,
+    devices.zmq_plant)."""
+    sense_rows(table, t, k, meas, nact)
+
+
+@inline_kernel
+def sense_rows(table, t, k, meas, nact):
     """Corrupt what the law sees in ``meas`` (t, pos, vel, current: the true values on
-    entry) by the active sensor rows at tick k, time t (s), in row order."""
+    entry) by the active sensor rows at tick k, time t (s), in row order. Inlined into
+    the law's call of the loops' tick (rt.tick.control) and into ``sense``."""
     for r in range(table.shape[0]):
         kind = int(table[r, C_KIND])
         if kind == 0:

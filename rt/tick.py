@@ -31,7 +31,7 @@ from hilrig.controllers.builtin import builtin_command
 from hilrig.controllers.interface import Controller, note_detection
 from hilrig.controllers.limits import L_MAX, L_SLEW, outside   # the limits' rows
 from hilrig.jit.kernel import inline_kernel, kernel
-from hilrig.plant.faults import hold_previous, holding, holds_faults, sense, sensing
+from hilrig.plant.faults import hold_previous, holding, holds_faults, sense_rows, sensing
 from hilrig.plant.layout import H_NQ
 from hilrig.plant.motor import currents
 from hilrig.plant.stepping import advance
@@ -164,10 +164,17 @@ def limit_tick(limits, h, u, held):
 
 
 @kernel   # a call of its own, as the loops measured fastest (inlined: 20-40 ns a tick more)
-def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held):
-    """The law into ``out`` (``command``), then the limits on ``u`` into ``held``
+def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held, faults, k, meas,
+            faulty):
+    """The active sensor faults of the fault table ``faults`` on ``meas`` at tick k
+    (plant.faults.sense, while the table holds a fault, ``faulty``, and its summary says a
+    sensor row is active; ``pos``, ``vel`` and ``cur`` are views of ``meas``), then the
+    law into ``out`` (``command``), then the limits on ``u`` into ``held``
     (``limit_tick``; ``out`` is ``u`` but under a command latency); False on a non-finite
-    command."""
+    command. The sensor pass is here, not in ``tick``, so that it costs no call of its
+    own (docs/FAULTS.md, Cost)."""
+    if faulty and sensing(faults):
+        sense_rows(faults, t, k, meas, pos.shape[0])
     command(law, t, pos, vel, cur, params, state, out)
     return limit_tick(limits, h, u, held)
 
@@ -218,22 +225,22 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     """Tick k at plant time t (s): measure, control, limit, record, then step the plant.
 
     Measure: ``io.meas`` gets t, the actuated joints' positions and rates (plus row k of
-    ``imperfect.noise``) and the motor currents under the held command, then the active
-    sensor faults of the fault table ``faults`` (plant.faults.sense). Control: the law
-    (``command``) computes ``io.u`` (with ``imperfect.pending`` rows: the command computed
-    that many ticks ago, this tick's kept for later), ``limit_tick`` clamps it into
-    ``io.held``, and a fault the law reports for the first time goes into
-    ``ctrl.detection`` (controllers.interface.note_detection). Record: ``ring`` (RingArrays) gets the row (t, x before the step, the
-    held command and the currents under it; the caller publishes it), ``rec`` (Records)
-    row k of t, x and what the law saw (u is ``io.u``, which the offline loops point at
-    row k). Step: unless
+    ``imperfect.noise``) and the motor currents under the held command. Control (the call
+    of ``control``): the active sensor faults of the fault table ``faults`` corrupt it
+    (plant.faults.sense_rows), then the law (``command``) computes ``io.u`` (with
+    ``imperfect.pending`` rows: the command computed that many ticks ago, this tick's kept
+    for later), ``limit_tick`` clamps it into ``io.held``, and a fault the law reports for
+    the first time goes into ``ctrl.detection`` (controllers.interface.note_detection).
+    Record: ``ring`` (RingArrays) gets the row (t, x before the step, the held command and
+    the currents under it; the caller publishes it), ``rec`` (Records) row k of t, x and
+    what the law saw (u is ``io.u``, which the offline loops point at row k). Step: unless
     ``last``, the plant advances over h under the held command (plant.stepping.advance).
 
-    ``timing`` (a row of 5, or None): [1..4] get the read, control, write and whole-tick
-    times, s, from ``wake`` (ns of ``ts``, timing.clock), each as soon as it is known: a
-    row whose [1] is set and [2] not (NaN before) is a tick inside its law
-    (rt.law_watchdog.TickStall). ``law``: a compiled law or None
-    (the built-in); ``mech``: what the plant code is compiled for (plant.family).
+    ``timing`` (a row of 5, or None): [1..4] get the read, control (the sensor faults
+    included), write and whole-tick times, s, from ``wake`` (ns of ``ts``, timing.clock),
+    each as soon as it is known: a row whose [1] is set and [2] not (NaN before) is a tick
+    inside its law (rt.law_watchdog.TickStall). ``law``: a compiled law or None (the
+    built-in); ``mech``: what the plant code is compiled for (plant.family).
     ``ring``, ``rec``, ``imperfect`` and ``timing`` may be None. Returns T_OK,
     T_BAD_COMMAND (a non-finite command: nothing recorded, nothing stepped),
     T_JOINT_LIMIT (a measured position or rate outside its safety limits,
@@ -263,8 +270,6 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     _currents(p, x, held, cur, plant.jams, faulty)
     if outside(ctrl.limits, pos, vel):          # the true state, before any sensor fault
         return T_JOINT_LIMIT
-    if faulty and sensing(faults):
-        sense(faults, t, k, meas, nact)
     if timing is not None:
         t_read = now_ns(ts)
         timing[1] = (t_read - wake) * 1e-9    # set now: a supervisor sees the law began
@@ -273,13 +278,14 @@ def tick(law, plant, ctrl, io, stepping, faults, t, k, last, ring, rec, imperfec
     delay = 0 if imperfect is None else imperfect.pending.shape[0]
     if delay == 0:
         controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, u, ctrl.limits,
-                             stepping.h, u, held)
+                             stepping.h, u, held, faults, k, meas, faulty)
     else:
         due = imperfect.pending[k % delay]
         for j in range(nact):
             u[j] = due[j]                                           # computed d ticks ago
         controlled = control(law, t, pos, vel, cur, ctrl.params, ctrl.state, due,  # applied
-                             ctrl.limits, stepping.h, u, held)                   # d ticks on
+                             ctrl.limits, stepping.h, u, held, faults, k, meas,  # d ticks on
+                             faulty)
     if not controlled:
         return T_BAD_COMMAND
     note_detection(ctrl.detection, ctrl.state, k, t)     # one comparison when not watched

@@ -27,7 +27,8 @@ assert not compilation.progress.compiled, "importing the laws compiled something
 builtin.builtin_law(False)
 array = types.float64[::1]
 tick.control.compile((types.FunctionType(LAW_SIGNATURE), types.float64, array, array, array,
-                      array, array, array, types.float64[:, ::1], types.float64, array, array))
+                      array, array, array, types.float64[:, ::1], types.float64, array, array,
+                      types.float64[:, ::1], types.int64, array, types.boolean))
 print("\\n".join(name for name, _ in compilation.progress.compiled))
 """
 
