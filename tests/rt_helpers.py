@@ -20,6 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # suite's other worker, and the test's own `hil set` or `hil fault`, wait seconds for CPU.
 SHARED_CPU = ("--set", "loop.fifo_priority=0", "--set", "loop.spin=0")
 
+# A paced `hil control` of `hil emulate` whose subject is the stop, not the timing: the
+# controller at normal scheduling (SHARED_CPU) with a lenient watchdog, the emulator lenient
+# with a late command, so that two such pairs side by side (the suite's workers) on a
+# 2-core host keep their link; bench/bench_rigs.py measures the rigs as shipped.
+LENIENT_CONTROL = (*SHARED_CPU, "--set", "safety.watchdog_ticks=1000", "--set", "link.timeout=2.0")
+LENIENT_EMULATOR = ("--set", "emulator.command_timeout=1.0")
+
 
 def hil(*args: str) -> list:
     return [sys.executable, "-m", "hilrig.cli", *args]
@@ -123,3 +130,19 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def estop_running_controller(estop: str, ctl: subprocess.Popen, *options: str):
+    """``hil estop --connect estop *options`` to the running ``hil control`` ``ctl``; its
+    completed process. A busy host may take seconds to start the client and to schedule
+    its answer: 10 s for it (its time is not these tests' subject). A refusal names
+    whether the controller had already ended, and its last words."""
+    stop = subprocess.run(hil("estop", "--connect", estop, "--timeout", "10", *options),
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if stop.returncode != 0:
+        if ctl.poll() is None:
+            state = "the controller still running"
+        else:
+            state = f"the controller had ended (exit {ctl.returncode}): {ctl.stderr.read()[-600:]}"
+        raise AssertionError(f"{stop.stderr.strip()} ({state})")
+    return stop

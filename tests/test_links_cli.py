@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import config
-from rt_helpers import ROOT, hil, read_complete, wait_for
+from rt_helpers import ROOT, estop_running_controller, hil, read_complete, wait_for
 
 pytestmark = pytest.mark.system     # every test here starts other processes
 
@@ -82,9 +82,7 @@ def test_hil_estop_stops_a_running_controller_and_its_log_is_complete(tmp_path):
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: log.exists() and log.stat().st_size > 10000, 60, "the controller")
-        stop = subprocess.run(hil("estop", "--connect", estop), cwd=ROOT, capture_output=True,
-                              text=True, timeout=30)
-        assert stop.returncode == 0, stop.stderr
+        stop = estop_running_controller(estop, ctl)
         tick = int(stop.stdout.split("tick ")[1])
         ctl.communicate(timeout=30)
     finally:
