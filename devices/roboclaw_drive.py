@@ -95,6 +95,7 @@ from hilrig.devices.link_faults import LinkFaults
 from hilrig.devices.plant_log import PlantLog
 from hilrig.drivers import protocol_unix
 from hilrig.drivers import roboclaw_codec as rc
+from hilrig.drivers.endpoint import remove_socket_file
 from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
@@ -363,7 +364,7 @@ class RoboClawEmulator:
         self._slave = -1
         self.port = None
         self._listener: socket.socket | None = None   # socket_url's listening socket
-        self._socket_file = None                      # its file (protocol_unix.remove)
+        self._socket_file = None                      # its file (endpoint.socket_file)
         self._owns_master = master_fd is None
         if socket_url is not None:
             self._listener, self._socket_file = protocol_unix.listen(socket_url)
@@ -432,7 +433,7 @@ class RoboClawEmulator:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-            protocol_unix.remove(self._socket_file)
+            remove_socket_file(self._socket_file)
 
     def __enter__(self) -> "RoboClawEmulator":
         return self.start()

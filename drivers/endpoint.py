@@ -183,8 +183,7 @@ def bind(socket: zmq.Socket, endpoint: str, what: str = "server") -> None:
         finally:
             os.umask(old)
         os.chmod(address, 0o600)
-        info = os.lstat(address)
-        _socket_files[id(socket)] = (address, (info.st_dev, info.st_ino))
+        _socket_files[id(socket)] = socket_file(address)
     elif transport == "tcp":
         if not is_loopback(address):
             log.warning("%s endpoint %s is reachable from other machines (CURVE keys "
@@ -218,13 +217,26 @@ def close(socket: zmq.Socket, endpoint: str) -> None:
     made = _socket_files.pop(id(socket), None)
     socket.close(0)
     if made is not None:
-        path, identity = made
-        try:
-            info = os.lstat(path)
-            if (info.st_dev, info.st_ino) == identity:
-                os.unlink(path)
-        except OSError:
-            pass
+        remove_socket_file(made)
+
+
+def socket_file(path: str) -> tuple:
+    """The socket file at ``path`` as a server just made it: (path, its identity), for
+    ``remove_socket_file``."""
+    info = os.lstat(path)
+    return path, (info.st_dev, info.st_ino)
+
+
+def remove_socket_file(made: tuple) -> None:
+    """Remove the socket file ``made`` (``socket_file``) if it is still that file: not a
+    newer server's at the same path."""
+    path, identity = made
+    try:
+        info = os.lstat(path)
+        if (info.st_dev, info.st_ino) == identity:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def _refuse_strangers(path: str, endpoint: str, what: str) -> None:

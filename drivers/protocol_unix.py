@@ -86,10 +86,10 @@ def expanded(url: str) -> str:
 
 
 def listen(url: str) -> tuple[socket.socket, tuple]:
-    """The emulator's listening socket at ``url``'s path, its file 0600, and that file's
-    identity (st_dev, st_ino) for ``remove``. ConfigError (one line) when the folder is
-    missing, a live process serves the path (another emulator), or it is not a socket;
-    a dead process's socket file is replaced (drivers.endpoint.claim_ipc)."""
+    """The emulator's listening socket at ``url``'s path, its file 0600, and that file
+    (drivers.endpoint.socket_file, for ``remove_socket_file``). ConfigError (one line)
+    when the folder is missing, a live process serves the path (another emulator), or it
+    is not a socket; a dead process's socket file is replaced (drivers.endpoint.claim_ipc)."""
     path = socket_path(url)
     folder = os.path.dirname(path)
     if not os.path.isdir(folder):
@@ -108,20 +108,7 @@ def listen(url: str) -> tuple[socket.socket, tuple]:
     os.chmod(path, 0o600)
     server.listen(2)
     server.setblocking(False)
-    info = os.lstat(path)
-    return server, (path, (info.st_dev, info.st_ino))
-
-
-def remove(identity: tuple) -> None:
-    """Remove the socket file ``listen`` made, if it is still that one (not a newer
-    server's)."""
-    path, made = identity
-    try:
-        info = os.lstat(path)
-        if (info.st_dev, info.st_ino) == made:
-            os.unlink(path)
-    except OSError:
-        pass
+    return server, endpoint.socket_file(path)
 
 
 def peer_uid(conn: socket.socket) -> int:
