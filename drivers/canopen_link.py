@@ -192,11 +192,12 @@ class CanopenLink(Link):
         subclass) names any cause (the base then calls ``_close``: the bus is released).
 
         Sequence per drive: NMT reset communication, wait for boot-up; check the device
-        type (CiA 402); SDO configuration (heartbeat producer 0x1017 and consumer of the
-        controller 0x1016, cycle period 0x1006, interpolation period 0x60C2, max torque
-        0x6072, mode 0x6060 = CST confirmed by 0x6061, target torque 0); PDO mapping
-        (RPDO1, TPDO1, TPDO2 synchronous, the others disabled); NMT start; the state
-        machine to SWITCH ON DISABLED over SDO (fault reset, or disable voltage, if needed).
+        type (CiA 402); SDO configuration (heartbeat producer 0x1017, cycle period 0x1006,
+        interpolation period 0x60C2, max torque 0x6072, mode 0x6060 = CST confirmed by
+        0x6061, target torque 0); PDO mapping (RPDO1, TPDO1, TPDO2 synchronous, the others
+        disabled); NMT start; the state machine to SWITCH ON DISABLED over SDO (fault
+        reset, or disable voltage, if needed). The drives do not supervise the
+        controller's heartbeat yet (``_activate``).
         """
         net = canopen.Network()
         net.NOTIFIER_CYCLE = 0.05
@@ -229,12 +230,23 @@ class CanopenLink(Link):
         self.missed = 0
 
     def _activate(self) -> None:
-        """Shutdown, switch on, enable operation: each on every drive, then confirmed.
+        """The drives' supervision of the controller's heartbeat (consumer 0x1016, for
+        ``heartbeat_timeout``), then shutdown, switch on, enable operation: each on every
+        drive, then confirmed.
+
+        The supervision starts here, not at ``configure``: between the two the loop warms
+        its kernels at normal priority, holding the GIL for seconds on a busy host, so
+        the heartbeat sender (a Python thread) may fall silent while the drives have no
+        power to remove; from ``activate`` on the loop runs at its own priority
+        (tests/test_canopen_link.py, the GIL held between the two).
 
         Sets ``enabled_at_ns`` to the first statusword showing OPERATION ENABLED. Raises
         LinkError (DriveFault, LinkTimeout) naming the drive and the step that failed; the
         base then stops the drives (``_safe_stop``) and leaves the bus (``_close``).
         """
+        for axis in range(self.n_axes):
+            self._sdo_write(axis, cia402.HEARTBEAT_CONSUMER, 1, self.master_id << 16
+                            | max(1, round(self.heartbeat_timeout * 1000)))
         self._transition(cia402.CW_SHUTDOWN, State.READY_TO_SWITCH_ON, "shutdown")
         self._transition(cia402.CW_SWITCH_ON, State.SWITCHED_ON, "switch on")
         self.enabled_at_ns = self._transition(cia402.CW_ENABLE_OPERATION,
@@ -263,8 +275,6 @@ class CanopenLink(Link):
         node = self.nodes[axis]
         self._sdo_write(axis, cia402.HEARTBEAT_PRODUCER, 0,
                         max(1, round(self.heartbeat_period * 1000)))
-        self._sdo_write(axis, cia402.HEARTBEAT_CONSUMER, 1,
-                        self.master_id << 16 | max(1, round(self.heartbeat_timeout * 1000)))
         self._sdo_write(axis, cia402.CYCLE_PERIOD, 0, round(self.period * 1e6), optional=True)
         value, index = cia402.interpolation_period(self.period)
         self._sdo_write(axis, cia402.INTERPOLATION_PERIOD, 1, value, optional=True)

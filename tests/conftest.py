@@ -29,13 +29,12 @@ def pytest_unconfigure(config):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: two workers more than the machine has CPUs. Many tests wait on other
+    """``-n auto``: one worker more than the machine has CPUs. Many tests wait on other
     processes (a subprocess's start, a paced run's seconds of wall time, an emulator's
     readiness) and leave their core idle meanwhile: on 2 cores the suite took 428 s with
-    2 workers and 325 s with 3, measured back to back; later (1429 tests, a fresh
-    clone's warm cache, quiet) 363 s with 3 and 339 s with 4, and with 4 under a busy
-    loop of normal priority on each core 484 s, every test passing."""
-    return (len(os.sched_getaffinity(0)) or 1) + 2
+    2 workers and 325 s with 3, measured back to back. A fourth gained nothing in CI
+    (1429 tests on a fresh clone: 363 s with 3, 361 s with 4), only load."""
+    return (len(os.sched_getaffinity(0)) or 1) + 1
 
 
 

@@ -354,6 +354,52 @@ def test_bad_canopen_configs_fail_at_load(override, message):
 
 # -- across processes -------------------------------------------------------------------------
 
+def _hold_the_gil(seconds: float) -> None:
+    """Keep this process's other threads from running Python for at least ``seconds``: one
+    C call (``sum`` over a range) that never lets the GIL go, sized from a short one."""
+    start = time.perf_counter()
+    sum(range(1_000_000))
+    n = int(1_000_000 * seconds / max(time.perf_counter() - start, 1e-6))
+    start = time.perf_counter()
+    sum(range(n))
+    assert time.perf_counter() - start >= seconds / 2    # the hold was long enough
+
+
+@pytest.mark.system
+def test_a_bring_up_that_keeps_the_heartbeat_sender_off_the_gil_does_not_fault_the_drives():
+    """Between ``configure`` and ``activate`` the loop warms its kernels, holding the GIL
+    for seconds on a busy host (numba's cache loading at normal priority), so the
+    controller's heartbeat sender, a Python thread, falls silent. The drives (another
+    process, over hilrig_zmq) must not take that for a lost controller: they supervise its
+    heartbeat (0x1016) from ``activate`` on, when the loop runs at its own priority."""
+    channel = f"ipc:///tmp/hilrig-test-gil-{os.getpid()}"
+    cfg = rig(channel, "link.canopen.interface='hilrig_zmq'",
+              "link.canopen.heartbeat_timeout=0.3")              # as shipped
+    ctx = multiprocessing.get_context("spawn")
+    stop, ready = ctx.Event(), ctx.Event()
+    process = ctx.Process(target=serve, args=(cfg, None, stop, ready), daemon=True)
+    process.start()
+    try:
+        assert ready.wait(60.0), "the emulator process did not start"
+        link = CanopenLink.from_config(cfg)
+        link.configure()
+        try:
+            _hold_the_gil(5 * cfg.link.canopen.heartbeat_timeout)
+            link.activate()                     # a DriveFault 0x8130 before the fix
+            q = loop(cfg, link, 100)
+        finally:
+            link.safe_stop()
+            link.close()
+        assert np.isfinite(q).all()
+    finally:
+        stop.set()
+        process.join(30.0)
+        if process.is_alive():
+            process.kill()
+    assert process.exitcode == 0
+
+
+
 @pytest.mark.system
 def test_drives_in_another_process_over_zmq():
     channel = f"ipc:///tmp/hilrig-test-{os.getpid()}"
