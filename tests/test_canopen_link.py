@@ -2,6 +2,7 @@
 processes over hilrig_zmq): bring-up, PDO contents, SYNC timing, closed-loop tracking,
 and the documented reaction to every fault. No mocks; no timed assertions (generous
 deadlines only guarantee that nothing hangs)."""
+import contextlib
 import multiprocessing
 import os
 import time
@@ -354,6 +355,28 @@ def test_bad_canopen_configs_fail_at_load(override, message):
 
 # -- across processes -------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def drives_in_another_process(name: str, *overrides: str):
+    """The emulated drives of ``rig`` in a process of their own (``serve``), on a
+    hilrig_zmq channel named after ``name``; yields the config. The process ends cleanly
+    (exit 0) on leaving."""
+    cfg = rig(f"ipc:///tmp/hilrig-test-{name}-{os.getpid()}",
+              "link.canopen.interface='hilrig_zmq'", *overrides)
+    ctx = multiprocessing.get_context("spawn")
+    stop, ready = ctx.Event(), ctx.Event()
+    process = ctx.Process(target=serve, args=(cfg, None, stop, ready), daemon=True)
+    process.start()
+    try:
+        assert ready.wait(60.0), "the emulator process did not start"
+        yield cfg
+    finally:
+        stop.set()
+        process.join(30.0)
+        if process.is_alive():
+            process.kill()
+    assert process.exitcode == 0
+
+
 def _hold_the_gil(seconds: float) -> None:
     """Keep this process's other threads from running Python for at least ``seconds``: one
     C call (``sum`` over a range) that never lets the GIL go, sized from a short one."""
@@ -372,51 +395,23 @@ def test_a_bring_up_that_keeps_the_heartbeat_sender_off_the_gil_does_not_fault_t
     controller's heartbeat sender, a Python thread, falls silent. The drives (another
     process, over hilrig_zmq) must not take that for a lost controller: they supervise its
     heartbeat (0x1016) from ``activate`` on, when the loop runs at its own priority."""
-    channel = f"ipc:///tmp/hilrig-test-gil-{os.getpid()}"
-    cfg = rig(channel, "link.canopen.interface='hilrig_zmq'",
-              "link.canopen.heartbeat_timeout=0.3")              # as shipped
-    ctx = multiprocessing.get_context("spawn")
-    stop, ready = ctx.Event(), ctx.Event()
-    process = ctx.Process(target=serve, args=(cfg, None, stop, ready), daemon=True)
-    process.start()
-    try:
-        assert ready.wait(60.0), "the emulator process did not start"
+    with drives_in_another_process("gil") as cfg:
         link = CanopenLink.from_config(cfg)
         link.configure()
         try:
-            _hold_the_gil(5 * cfg.link.canopen.heartbeat_timeout)
+            _hold_the_gil(2 * cfg.link.canopen.heartbeat_timeout)
             link.activate()                     # a DriveFault 0x8130 before the fix
             q = loop(cfg, link, 100)
         finally:
             link.safe_stop()
             link.close()
-        assert np.isfinite(q).all()
-    finally:
-        stop.set()
-        process.join(30.0)
-        if process.is_alive():
-            process.kill()
-    assert process.exitcode == 0
-
+    assert np.isfinite(q).all()
 
 
 @pytest.mark.system
 def test_drives_in_another_process_over_zmq():
-    channel = f"ipc:///tmp/hilrig-test-{os.getpid()}"
-    cfg = rig(channel, "link.canopen.interface='hilrig_zmq'")
-    ctx = multiprocessing.get_context("spawn")
-    stop, ready = ctx.Event(), ctx.Event()
-    process = ctx.Process(target=serve, args=(cfg, None, stop, ready), daemon=True)
-    process.start()
-    try:
-        assert ready.wait(60.0), "the emulator process did not start"
+    with drives_in_another_process("zmq") as cfg:
         with CanopenLink.from_config(cfg) as link:
             q = loop(cfg, link, 300)
-        target = np.array(cfg.controller.target)
-        assert np.all(np.abs(q[-1] - target) < np.abs(q[0] - target))   # moving to the target
-    finally:
-        stop.set()
-        process.join(30.0)
-        if process.is_alive():
-            process.kill()
-    assert process.exitcode == 0
+    target = np.array(cfg.controller.target)
+    assert np.all(np.abs(q[-1] - target) < np.abs(q[0] - target))   # moving to the target
