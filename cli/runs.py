@@ -186,6 +186,7 @@ def _run(args) -> int:
         output_path("--plot", args.plot, (".png",))
     from hilrig.cli.logs import plot_log
     from hilrig.remote import runs
+    from hilrig.rt.loop_ahead import LoopAhead
     from hilrig.rt.session import Session
     from hilrig.timing.summary import format_summary
 
@@ -197,7 +198,11 @@ def _run(args) -> int:
         print(f"run {run_id}: `hil set --run {run_id} KEY=VALUE` tunes it ({set_endpoint}); "
               f"`hil fault jam --run {run_id} --joint K` jams a joint", flush=True)
 
+    ahead = LoopAhead.start(cfg, args.fast)    # None when the cache holds a loop
+
     def finish() -> None:
+        if ahead is not None:
+            ahead.stop()
         for hook in hooks:
             getattr(hook, "close", lambda: None)()
         if record is not None:
@@ -220,7 +225,7 @@ def _run(args) -> int:
 
     try:
         session = Session(cfg, log_path, fast=args.fast, log_errors=args.log_errors,
-                          hooks=hooks, on_abandon=abandoned)
+                          hooks=hooks, on_abandon=abandoned, ahead=ahead)
         result = session.run()
     finally:
         finish()

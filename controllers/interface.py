@@ -46,6 +46,7 @@ record is empty and a tick pays one comparison of its length.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -322,6 +323,20 @@ def note_detection(record, state, k, t):
 def call_law(law, t, pos, vel, cur, params, state, u):
     """law(t, pos, vel, cur, params, state, u) from Python (compiled once for every law)."""
     law(t, pos, vel, cur, params, state, u)
+
+
+def _commands_nothing(t, pos, vel, cur, params, state, u):
+    pass
+
+
+@functools.lru_cache(maxsize=1)
+def placeholder_controller() -> Controller:
+    """A controller whose law commands nothing, with one-element arrays: what a loop is
+    compiled for before the configured law is built (rt.loop_ahead). A loop's machine code
+    depends only on its arguments' types, the same for every law of LAW_SIGNATURE (one
+    numba type for all such pointers) and for every controller's arrays (float64, 1-D)."""
+    return Controller(compile_law(_commands_nothing), np.zeros(1), np.zeros(1),
+                      name="placeholder")
 
 
 @dataclass(frozen=True)

@@ -344,6 +344,15 @@ def cached_kernels(directory: Path | None = None) -> list[CachedKernel]:
     return found
 
 
+def holds(dispatcher) -> bool:
+    """Whether this fingerprint's cache holds a specialisation of ``dispatcher``'s kernel
+    (numba's index of it, read as numba reads it before it loads one: its version and
+    source stamp checked)."""
+    cache = getattr(dispatcher, "_cache", None)
+    index = getattr(cache, "_cache_file", None)
+    return index is not None and bool(index._load_index())
+
+
 def kernel_name(dispatcher) -> str:
     """``module.qualname`` of a dispatcher's function, e.g. hilrig.rt.realtime.run_loop."""
     return f"{dispatcher.py_func.__module__}.{dispatcher.py_func.__qualname__}"
@@ -351,9 +360,12 @@ def kernel_name(dispatcher) -> str:
 
 class CompileProgress(event.Listener):
     """Prints each hilrig kernel numba compiles (numba's "numba:compile" event, which
-    fires on a cache miss only) to stderr, and keeps ``compiled``: (name, seconds)."""
+    fires on a cache miss only) to stderr, and keeps ``compiled``: (name, seconds). With a
+    ``label`` (a second process compiling for the first: rt.loop_ahead), its lines end
+    with it and the header line is left to the first process."""
 
     def __init__(self):
+        self.label = ""
         self.compiled: list[tuple[str, float]] = []
         self.first_start = None       # perf_counter() at the first compilation, s
         self._started: dict = {}      # id(event data) -> perf_counter() at its start, s
@@ -364,8 +376,10 @@ class CompileProgress(event.Listener):
         now = time.perf_counter()
         if self.first_start is None:
             self.first_start = now
-            print(f"hilrig: compiling numba kernels into {cache_dir()} (once per source "
-                  f"version; `hil warmup` compiles them all ahead)", file=sys.stderr, flush=True)
+            if not self.label:
+                print(f"hilrig: compiling numba kernels into {cache_dir()} (once per "
+                      f"source version; `hil warmup` compiles them all ahead)",
+                      file=sys.stderr, flush=True)
         self._started[id(ev.data)] = now
 
     def on_end(self, ev) -> None:
@@ -375,8 +389,9 @@ class CompileProgress(event.Listener):
         now = time.perf_counter()
         name = kernel_name(ev.data["dispatcher"])
         self.compiled.append((name, now - started))
+        label = f" [{self.label}]" if self.label else ""
         print(f"hilrig: compiled {len(self.compiled):3d} {name} in {now - started:.1f} s "
-              f"({now - self.first_start:.1f} s so far)", file=sys.stderr, flush=True)
+              f"({now - self.first_start:.1f} s so far){label}", file=sys.stderr, flush=True)
 
 
 progress = CompileProgress()

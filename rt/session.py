@@ -27,7 +27,11 @@ from typing import Any, Callable
 
 import numpy as np
 from hilrig.controllers.factory import controller_from_config
-from hilrig.controllers.interface import bad_command_reason, detection_event
+from hilrig.controllers.interface import (
+    bad_command_reason,
+    detection_event,
+    placeholder_controller,
+)
 from hilrig.controllers.limits import config_limits, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
@@ -146,8 +150,15 @@ class Session:
     """
 
     def __init__(self, cfg: Config, log_path: str | Path, fast: bool = False,
-                 log_errors: str = "stop", hooks=(), on_abandon=None):
+                 log_errors: str = "stop", hooks=(), on_abandon=None, ahead=None,
+                 loop_only: bool = False):
         self.cfg = cfg
+        # a second process compiling this session's loop (rt.loop_ahead.LoopAhead), which
+        # warm_up waits for before it loads the loop from the cache; loop_only: a session
+        # built only for compile_loop (that process's): its plant's initial state is not
+        # corrected, it derives no diagnostics and its controller is a placeholder, none of
+        # which the loop's kernels depend on
+        self.ahead = ahead
         # what a run the law watchdog ended reports before the process ends (hil run's
         # lines): on_abandon(SessionResult)
         self.on_abandon = on_abandon
@@ -170,14 +181,16 @@ class Session:
         self.rehearse = own_tick is None     # a tick with state of its own is not rehearsed
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)
-        correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
+        if not loop_only:
+            correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
         self.use_worker = self.correction != 0 and loop.correction == "worker" and not fast
         nx = len(self.plant.x)
         self.handoff = np.zeros(3 if self.use_worker else 0)
         self.snap, self.delta, self.corrected = np.zeros(nx), np.zeros(nx), np.zeros(nx)
         self.worker_work = np.zeros_like(self.plant.work)
         unit = command_unit(cfg.link.type, cfg.plant.drive)
-        self.controller = controller_from_config(cfg, unit)
+        self.controller = placeholder_controller() if loop_only else \
+            controller_from_config(cfg, unit)
         self.schedule = fault_schedule(cfg, LIVE_ROWS)      # spare rows: live faults
         self.request = np.zeros(FAULT_COLUMNS)
         nq, nact = self.plant.nq, self.plant.nact
@@ -194,11 +207,13 @@ class Session:
         try:
             self.row_loss = RowLoss(self.telemetry, cfg.telemetry.on_overrun, log)
             self.telemetry.released[0] = 0      # rows wait until their events are forwarded
-            interrupted, derive = in_background(lambda: Diagnostics(cfg, self.telemetry.columns))
-            if interrupted:
-                raise KeyboardInterrupt
-            self.telemetry.derive = derive
-            attach_scene(self.telemetry, cfg)           # the robot's 3D frames in the log
+            if not loop_only:
+                interrupted, derive = in_background(
+                    lambda: Diagnostics(cfg, self.telemetry.columns))
+                if interrupted:
+                    raise KeyboardInterrupt
+                self.telemetry.derive = derive
+                attach_scene(self.telemetry, cfg)       # the robot's 3D frames in the log
         except BaseException:               # Ctrl-C while it compiles: the log says so
             self.telemetry.close({"reason": "interrupted during start-up"})
             raise
@@ -213,10 +228,10 @@ class Session:
         self.finished = threading.Event()
 
     # -- the loop thread -----------------------------------------------------------
-    def _call(self, plant, state, detection, schedule, n_steps, paced, ring, head, mail, events,
-              timings, ts, handoff, live, request):
-        """run_loop over ``plant`` (a plant.model.Plant), the law's ``state`` and its
-        ``detection`` record, with its records built here: the run's own arrays, or the
+    def _loop_arguments(self, plant, state, detection, schedule, n_steps, paced, ring, head,
+                        mail, events, timings, ts, handoff, live, request) -> tuple:
+        """run_loop's arguments over ``plant`` (a plant.model.Plant), the law's ``state`` and
+        its ``detection`` record, with its records built here: the run's own arrays, or the
         warm-up's copies."""
         loop = self.cfg.loop
         c = self.controller
@@ -228,34 +243,49 @@ class Session:
         scratch = rtk.rehearsal(int(loop.rehearse * 1e9) if self.rehearse else 0, arrays, ctrl,
                                 io)
         self.rehearsal_marks = scratch.marks     # (the warm-up's, then the run's)
-        return rtk.run_loop(
-            c.law, arrays, ctrl, io,
-            Stepping(self.h, self.method, 0 if self.use_worker else self.correction),
-            schedule, n_steps, RingArrays(ring, head, self.cols),
-            rtk.Supervision(mail, events, timings, request), pace,
-            rtk.Worker(handoff, self.snap, self.delta), scratch, for_plant(plant, self.method),
-            live)
+        return (c.law, arrays, ctrl, io,
+                Stepping(self.h, self.method, 0 if self.use_worker else self.correction),
+                schedule, n_steps, RingArrays(ring, head, self.cols),
+                rtk.Supervision(mail, events, timings, request), pace,
+                rtk.Worker(handoff, self.snap, self.delta), scratch, for_plant(plant, self.method),
+                live)
 
-    def _worker(self, handoff) -> int:
-        return rtk.correction_worker(self.plant.params, handoff, self.snap, self.delta,
-                                     self.corrected, self.correction, self.worker_work,
-                                     int(self.cfg.loop.worker_poll * 1e9), timespec())
+    def _worker_arguments(self, handoff) -> tuple:
+        """correction_worker's arguments, with its ``handoff`` slots (rt.realtime.W_*)."""
+        return (self.plant.params, handoff, self.snap, self.delta, self.corrected,
+                self.correction, self.worker_work, int(self.cfg.loop.worker_poll * 1e9),
+                timespec())
 
-    def warm_up(self) -> None:
-        """Compile or load every kernel on copies, so the first tick pays nothing."""
-        p = self.plant
-        copy = p.copy()
+    def _warm_up_kernels(self) -> list:
+        """(kernel, arguments) of every loop kernel the run calls, on copies: run_loop for
+        two paced steps, and the correction worker (if any) told to stop at once."""
         ring = np.zeros_like(self.telemetry.ring[:4])
-        self._call(copy, self.controller.state.copy(), self.controller.detection.copy(),
-                   self.schedule.copy(), 2, True, ring,
-                   np.zeros(2, np.int64), rtk.new_mail(), np.zeros_like(self.events),
-                   np.zeros((3, 5)), timespec(), self.handoff.copy(), self.live_box.copy(),
-                   self.request.copy())
+        kernels = [(rtk.run_loop, self._loop_arguments(
+            self.plant.copy(), self.controller.state.copy(), self.controller.detection.copy(),
+            self.schedule.copy(), 2, True, ring, np.zeros(2, np.int64), rtk.new_mail(),
+            np.zeros_like(self.events), np.zeros((3, 5)), timespec(), self.handoff.copy(),
+            self.live_box.copy(), self.request.copy()))]
         if self.use_worker:
             stopped = np.array([rtk.W_IDLE, 1.0, 0.0])
-            self._worker(stopped)
+            kernels.append((rtk.correction_worker, self._worker_arguments(stopped)))
+        return kernels
+
+    def warm_up(self) -> None:
+        """Compile or load every kernel on copies, so the first tick pays nothing. With a
+        second process compiling the loop (``ahead``), wait for it first: the loop then
+        loads from the cache."""
+        if self.ahead is not None:
+            self.ahead.wait()
+        for kernel, arguments in self._warm_up_kernels():
+            kernel(*arguments)
         self.u[:] = 0.0
         self.held[:] = 0.0
+
+    def compile_loop(self) -> None:
+        """Compile (or load) the kernels warm_up runs, for the same argument types, without
+        running them (rt.loop_ahead's second process)."""
+        for kernel, arguments in self._warm_up_kernels():
+            kernel.compile(tuple(kernel.typeof_pyval(a) for a in arguments))
 
     def _worker_thread(self) -> None:
         """The correction worker at the loop's priority (any CPU): the loop takes its
@@ -263,7 +293,7 @@ class Session:
         uncorrected for longer."""
         apply_thread(-1, self.cfg.loop.fifo_priority)
         try:
-            self._worker(self.handoff)
+            rtk.correction_worker(*self._worker_arguments(self.handoff))
         finally:
             restore_thread()
 
@@ -272,10 +302,11 @@ class Session:
         self.loop_thread = threading.get_native_id()
         self.scheduling = apply_thread(loop.cpu, 0 if self.fast else loop.fifo_priority)
         try:
-            self._call(self.plant, self.controller.state, self.controller.detection,
-                       self.schedule, self.n_steps, not self.fast,
-                       self.telemetry.ring, self.telemetry.head, self.mail, self.events,
-                       self.timings, timespec(), self.handoff, self.live_box, self.request)
+            rtk.run_loop(*self._loop_arguments(
+                self.plant, self.controller.state, self.controller.detection, self.schedule,
+                self.n_steps, not self.fast, self.telemetry.ring, self.telemetry.head,
+                self.mail, self.events, self.timings, timespec(), self.handoff,
+                self.live_box, self.request))
         finally:
             restore_thread()
             self.finished.set()

@@ -1,0 +1,150 @@
+"""`hil run`'s loop compiled in a second process while the first sets up (rt.loop_ahead).
+
+The runs start on a copy of the warm kernel cache without the loop (rt.realtime.run_loop),
+so that the second process starts and compiles only that kernel; what the first process
+then loads must be the loop it would have compiled itself: the run's log bit for bit as
+on the whole cache, and no loop kernel compiled by the first process."""
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hilrig.jit import compilation
+from hilrig.rt.loop_ahead import LABEL
+from hilrig.rt.session import Session
+from hilrig.settings.config import load
+from hilrig.telemetry.logfile import read_log
+from rt_helpers import ROOT, hil, wait_for
+
+# one config of each plant family the real-time loop compiles for
+FAMILIES = ("rrr3_pd", "serial3_free", "chain_drop_ss_rt", "flex_rp_rt", "ur5_pd", "panda_pd")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_loop(tmp_path_factory):
+    """rrr3_pd's fast and paced loops in this fingerprint's cache (CI's warm-up has put
+    them there: then this loads them; a developer's first run of this file compiles them)."""
+    scratch = tmp_path_factory.mktemp("warm")
+    for fast in (["--fast"], []):
+        subprocess.run(hil("run", "rrr3_pd", *fast, "--duration", "0.01", "--no-plot", "--log",
+                           str(scratch / "run.mcap"), "--set", "loop.fifo_priority=0"),
+                       cwd=scratch, check=True, capture_output=True, timeout=900)
+
+
+def _cache_without_the_loop(tmp_path):
+    """A copy of this fingerprint's cache (HILRIG_CACHE_DIR=returned root) without any
+    run_loop specialisation; and the path of run_loop's index in it (its ``.lock`` beside
+    is what a process saving a run_loop specialisation takes: jit.compilation)."""
+    source = compilation.cache_dir()
+    root = tmp_path / "cache"
+    copy = root / source.name
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.lock", "*.tmp"))
+    indexes = sorted((copy / "rt").glob("realtime.run_loop-*"))
+    assert indexes, f"no run_loop in {source}"
+    for path in indexes:
+        path.unlink()
+    return root, next(p for p in indexes if p.suffix == ".nbi")
+
+
+def _env(root):
+    return dict(os.environ, HILRIG_CACHE_DIR=str(root))
+
+
+def _fast_run(tmp_path, root, log):
+    return subprocess.run(hil("run", "rrr3_pd", "--fast", "--duration", "0.5", "--no-plot",
+                              "--log", str(log)),
+                          cwd=tmp_path, env=_env(root), capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.mark.system
+def test_the_loop_compiled_in_the_second_process_runs_as_the_loop_compiled_in_the_first(
+        tmp_path):
+    root, _ = _cache_without_the_loop(tmp_path)
+    ahead = _fast_run(tmp_path, root, tmp_path / "ahead.mcap")
+    assert ahead.returncode == 0, ahead.stderr[-3000:]
+    compiled = [line for line in ahead.stderr.splitlines() if line.startswith("hilrig: compiled")]
+    theirs = [line for line in compiled if line.endswith(f"[{LABEL}]")]
+    assert any(" hilrig.rt.realtime.run_loop " in line for line in theirs), ahead.stderr
+    assert theirs == compiled, "the first process compiled kernels of its own:\n" + \
+        "\n".join(set(compiled) - set(theirs))
+    # the same run on the whole cache (no second process: it holds a loop)
+    whole = _fast_run(tmp_path, root, tmp_path / "whole.mcap")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert LABEL not in whole.stderr and "hilrig: compiled" not in whole.stderr
+    a, b = read_log(tmp_path / "ahead.mcap")[0], read_log(tmp_path / "whole.mcap")[0]
+    assert len(a["t"]) == 501 and set(a) == set(b)
+    for name in set(a) - {"lateness", "compute_read", "compute_control", "compute_write",
+                          "compute_tick"}:     # the timings differ from run to run
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.system
+def test_ctrl_c_while_the_first_process_waits_ends_both(tmp_path):
+    root, index = _cache_without_the_loop(tmp_path)
+    # the second process cannot save its loop while this lock is held: it is still running
+    # when the first one has set up and waits for it
+    with open(str(index) + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = subprocess.Popen(hil("run", "rrr3_pd", "--no-plot", "--log",
+                                   str(tmp_path / "run.mcap"), "--set", "loop.fifo_priority=0"),
+                               cwd=tmp_path, env=_env(root), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            line = ""
+            while "hilrig: waiting for" not in line:
+                line = run.stderr.readline()
+                assert line, run.stderr.read()
+            pid = int(line.rsplit("pid ", 1)[1].rstrip(")\n"))
+            assert _alive(pid)
+            run.send_signal(signal.SIGINT)
+            out, err = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert "ended: interrupted during warm-up" in out, out + err
+    wait_for(lambda: not _alive(pid), 30, "the second process to end")
+    assert read_log(tmp_path / "run.mcap")[3]["reason"] == "interrupted during warm-up"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.system
+def test_a_second_process_that_cannot_compile_says_why_in_one_line():
+    done = subprocess.run([sys.executable, "-m", "hilrig.rt.loop_ahead", str(os.getpid())],
+                          input="{not json", capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"hilrig: {LABEL}: not compiled (JSONDecodeError: ")
+    assert lines[0].endswith("the run compiles it itself")
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_the_loop_only_session_gives_the_loop_the_types_of_the_whole_session(name, tmp_path):
+    """What the second process compiles (Session.compile_loop of a loop_only session: no
+    correction of the initial state, no diagnostics, a placeholder law) is the
+    specialisation the run's warm-up dispatches to: the same argument types."""
+    cfg = load(name, ["loop.fifo_priority=0"])
+    types = []
+    for loop_only in (False, True):
+        session = Session(cfg, tmp_path / f"{loop_only}.mcap", loop_only=loop_only)
+        try:
+            types.append([[kernel.typeof_pyval(a) for a in arguments]
+                          for kernel, arguments in session._warm_up_kernels()])
+        finally:
+            session.telemetry.close({})
+    assert types[0] == types[1]
