@@ -1,6 +1,7 @@
 """`hil estop --category 0|1|2` (IEC 60204-1 stop categories) on each link: the joints come
 to rest within safety.stop_time for 1 and 2, the drives are disabled for 0 and 1, and the
 position is held for 2."""
+import signal
 import subprocess
 import threading
 import uuid
@@ -152,6 +153,12 @@ def test_controlled_stops_of_the_zeromq_emulator_under_hil_control(tmp_path, cat
         assert ctl.poll() is None, ctl.stderr.read()
         stop = estop_running_controller(estop, ctl, "--category", str(category))
         assert f"began a category {category} stop" in stop.stdout
+        if category == 2:     # holding until the controller leaves: it leaves (Ctrl-C) once
+            # its log holds the stop time and as long again after the e-stop's answer
+            held = _ticks_logged(log) + 2 * int(round(STOP_TIME / 1e-3))
+            wait_for(lambda: ctl.poll() is not None or _ticks_logged(log) > held, 120,
+                     "the controller's rows while it holds")
+            ctl.send_signal(signal.SIGINT)
         ctl.communicate(timeout=60)
     finally:
         if ctl.poll() is None:
