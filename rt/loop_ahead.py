@@ -1,7 +1,7 @@
 """``hil run``'s loop compiled in a second process while the first one sets up.
 
 numba compiles in one thread of one process at a time. On a kernel cache that holds no
-loop yet, the first ``hil run`` spends about a quarter of its start-up on the set-up's
+loop yet, the first ``hil run`` spends about a third of its start-up on the set-up's
 kernels (building the plant, correcting its initial state onto its constraints, the law,
 the derived diagnostics) and the rest on the loop: rt.realtime.run_loop with everything it
 calls, and the correction worker. ``LoopAhead.start`` then starts this module as a second
@@ -10,13 +10,13 @@ set-up (``Session(loop_only=True)``), compiles its loop into the shared cache
 (``Session.compile_loop``: the same kernels, for the same argument types, never run) and
 ends. The first process sets up meanwhile; its warm-up waits for the second, then loads
 the loop from the cache (jit.compilation: both processes key the cache by the same
-fingerprint and save under a lock). On a quiet 2-core machine the first tick comes about a
-third sooner (docs/MEASURED.md, "Start-up"); on a busy one, about as late as before.
+fingerprint and save under a lock). On a 2-core machine the first tick comes 30 % sooner
+when it is quiet, 17 % sooner with a busy loop on each core (docs/MEASURED.md, "Start-up").
 
 What the second process compiles is what the first would have: if it fails (one line on
 stderr says why), the first compiles the loop itself, as without it. It prints its
-kernels as the first does, marked as its own, never reads a signal (the first process
-handles Ctrl-C and stops it) and ends with the first (``PR_SET_PDEATHSIG``). The config
+kernels as the first does, marked as its own, ignores Ctrl-C (the first process handles
+it and stops the second) and ends with the first (``PR_SET_PDEATHSIG``). The config
 goes to it as JSON on its stdin.
 """
 from __future__ import annotations
