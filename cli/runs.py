@@ -198,7 +198,7 @@ def _run(args) -> int:
         print(f"run {run_id}: `hil set --run {run_id} KEY=VALUE` tunes it ({set_endpoint}); "
               f"`hil fault jam --run {run_id} --joint K` jams a joint", flush=True)
 
-    ahead = LoopAhead.start(cfg, args.fast)    # None when the cache holds a loop
+    ahead = LoopAhead.arm(cfg, args.fast)     # the loop compiled in a second process
 
     def finish() -> None:
         if ahead is not None:

@@ -344,15 +344,6 @@ def cached_kernels(directory: Path | None = None) -> list[CachedKernel]:
     return found
 
 
-def holds(dispatcher) -> bool:
-    """Whether this fingerprint's cache holds a specialisation of ``dispatcher``'s kernel
-    (numba's index of it, read as numba reads it before it loads one: its version and
-    source stamp checked)."""
-    cache = getattr(dispatcher, "_cache", None)
-    index = getattr(cache, "_cache_file", None)
-    return index is not None and bool(index._load_index())
-
-
 def kernel_name(dispatcher) -> str:
     """``module.qualname`` of a dispatcher's function, e.g. hilrig.rt.realtime.run_loop."""
     return f"{dispatcher.py_func.__module__}.{dispatcher.py_func.__qualname__}"
@@ -362,10 +353,13 @@ class CompileProgress(event.Listener):
     """Prints each hilrig kernel numba compiles (numba's "numba:compile" event, which
     fires on a cache miss only) to stderr, and keeps ``compiled``: (name, seconds). With a
     ``label`` (a second process compiling for the first: rt.loop_ahead), its lines end
-    with it and the header line is left to the first process."""
+    with it and the header line is left to the first process. ``on_compile``: callables
+    called (with no argument) as each kernel starts compiling, in the compiling thread
+    (rt.loop_ahead starts its process at the first)."""
 
     def __init__(self):
         self.label = ""
+        self.on_compile: list = []
         self.compiled: list[tuple[str, float]] = []
         self.first_start = None       # perf_counter() at the first compilation, s
         self._started: dict = {}      # id(event data) -> perf_counter() at its start, s
@@ -381,6 +375,8 @@ class CompileProgress(event.Listener):
                       f"source version; `hil warmup` compiles them all ahead)",
                       file=sys.stderr, flush=True)
         self._started[id(ev.data)] = now
+        for hook in list(self.on_compile):
+            hook()
 
     def on_end(self, ev) -> None:
         started = self._started.pop(id(ev.data), None)

@@ -1,98 +1,123 @@
 """``hil run``'s loop compiled in a second process while the first one sets up.
 
-numba compiles in one thread of one process at a time. On a kernel cache that holds no
-loop yet, the first ``hil run`` spends about a third of its start-up on the set-up's
-kernels (building the plant, correcting its initial state onto its constraints, the law,
-the derived diagnostics) and the rest on the loop: rt.realtime.run_loop with everything it
-calls, and the correction worker. ``LoopAhead.start`` then starts this module as a second
-process (``python -m hilrig.rt.loop_ahead``) that builds the same session without that
-set-up (``Session(loop_only=True)``), compiles its loop into the shared cache
-(``Session.compile_loop``: the same kernels, for the same argument types, never run) and
-ends. The first process sets up meanwhile; its warm-up waits for the second, then loads
-the loop from the cache (jit.compilation: both processes key the cache by the same
-fingerprint and save under a lock). On a 2-core machine the first tick comes 30 % sooner
-when it is quiet, 17 % sooner with a busy loop on each core (docs/MEASURED.md, "Start-up").
+numba compiles in one thread of one process at a time. When ``hil run`` has kernels to
+compile (an empty cache, a new source version, a plant family not run before), it spends
+about a third of its start-up on the set-up's kernels (building the plant, correcting its
+initial state onto its constraints, the law, the derived diagnostics) and the rest on the
+loop: rt.realtime.run_loop with everything it calls, and the correction worker.
+``LoopAhead`` then starts this module as a second process (``python -m
+hilrig.rt.loop_ahead``) at the first kernel the first process compiles. The second builds
+the same session without that set-up (``Session(loop_only=True)``), compiles its loop
+into the shared cache (``Session.compile_loop``: the same kernels, for the same argument
+types, never run) and ends. The first process sets up meanwhile; its warm-up waits for
+the second, then loads the loop from the cache (jit.compilation: both processes key the
+cache by the same fingerprint and save under a lock). On a 2-core machine the first tick
+comes 30 % sooner when it is quiet, 17 % sooner with a busy loop on each core
+(docs/MEASURED.md, "Start-up"). A run that compiles nothing starts no second process.
 
 What the second process compiles is what the first would have: if it fails (one line on
 stderr says why), the first compiles the loop itself, as without it. It prints its
 kernels as the first does, marked as its own, ignores Ctrl-C (the first process handles
-it and stops the second) and ends with the first (``PR_SET_PDEATHSIG``). The config
+it and stops the second) and ends with the first (``_end_with_parent``). The config
 goes to it as JSON on its stdin.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
+from hilrig.jit import compilation
 from hilrig.schema import Config
+from hilrig.settings.live_changes import raw_config
 
-PR_SET_PDEATHSIG = 1          # linux/prctl.h
+PARENT_POLL = 0.2             # s between the second process's checks of the first
 LABEL = "the loop, in a second process"
 SWITCH = "HILRIG_LOOP_AHEAD"  # "0": no second process, the loop compiles in the first
 
 
 class LoopAhead:
-    """The second process compiling the loop of a config's session (module docstring)."""
+    """The second process compiling the loop of a config's session (module docstring):
+    armed when made, started at the first kernel this process compiles, until ``wait``
+    or ``stop``."""
 
-    def __init__(self, process: subprocess.Popen):
-        self.process = process
+    def __init__(self, cfg: Config, fast: bool):
+        """For a session of ``cfg`` (``fast``: hil run --fast)."""
+        self.argv = [sys.executable, "-m", "hilrig.rt.loop_ahead", str(os.getpid())] \
+            + (["--fast"] if fast else [])
+        self.config = json.dumps(raw_config(cfg.to_dict()))
+        self.process: subprocess.Popen | None = None
+        self._armed = True
+        self._lock = threading.Lock()
+        compilation.progress.on_compile.append(self._on_compile)
 
     @classmethod
-    def start(cls, cfg: Config, fast: bool) -> "LoopAhead | None":
-        """The second process for a session of ``cfg`` (``fast``: hil run --fast), started
-        now; None when the cache already holds a loop (a later run loads it at once) or
-        when $HILRIG_LOOP_AHEAD is "0"."""
-        from hilrig.jit import compilation
-        from hilrig.rt import realtime
-        from hilrig.settings.live_changes import raw_config
+    def arm(cls, cfg: Config, fast: bool) -> "LoopAhead | None":
+        """A LoopAhead for a session of ``cfg``; None when $HILRIG_LOOP_AHEAD is "0"."""
+        return None if os.environ.get(SWITCH, "1") == "0" else cls(cfg, fast)
 
-        if os.environ.get(SWITCH, "1") == "0" or compilation.holds(realtime.run_loop):
-            return None
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hilrig.rt.loop_ahead", str(os.getpid())]
-            + (["--fast"] if fast else []),
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    def _on_compile(self) -> None:
+        """A kernel starts compiling in this process: start the second one (once)."""
+        with self._lock:
+            if not self._armed or self.process is not None:
+                return
+            self.process = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
+                                            stdout=subprocess.DEVNULL, text=True)
         try:
-            process.stdin.write(json.dumps(raw_config(cfg.to_dict())))
-            process.stdin.close()
-        except OSError:             # it ended already: wait() reports nothing to load
+            self.process.stdin.write(self.config)
+            self.process.stdin.close()
+        except OSError:             # it ended already (and said why)
             pass
-        return cls(process)
 
-    def wait(self) -> bool:
-        """Wait until the second process has ended (saying so on stderr, with its pid, if it
-        still runs); whether it compiled the loop."""
+    def _disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+        if self._on_compile in compilation.progress.on_compile:
+            compilation.progress.on_compile.remove(self._on_compile)
+
+    def wait(self) -> None:
+        """Start no second process from now on, and wait until a started one has ended
+        (saying so on stderr, with its pid, if it still runs)."""
+        self._disarm()
+        if self.process is None:
+            return
         if self.process.poll() is None:
             print(f"hilrig: waiting for {LABEL} (pid {self.process.pid})", file=sys.stderr,
                   flush=True)
-        return self.process.wait() == 0
+        self.process.wait()
 
     def stop(self) -> None:
-        """End the second process if it still runs (the run ended before its warm-up)."""
-        if self.process.poll() is None:
+        """Start no second process from now on, and end a started one that still runs
+        (the run ended before its warm-up)."""
+        self._disarm()
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
 
 
 def _end_with_parent(parent: int) -> None:
-    """Have the kernel kill this process when ``parent`` (the first process) ends."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:          # it ended before prctl
+    """End this process (exit 1) once ``parent``, the first process, has ended: a daemon
+    thread checks every PARENT_POLL s whether this process was handed to another parent.
+    (Not PR_SET_PDEATHSIG, which fires when the parent's *thread* that started this one
+    ends: a start-up thread of the first process, soon.)"""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL)
         os._exit(1)
+
+    threading.Thread(target=watch, name="hil-loop-ahead-parent", daemon=True).start()
 
 
 def main(argv: list[str]) -> int:
     """The second process: ``PARENT_PID [--fast]``, the config as JSON on stdin."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _end_with_parent(int(argv[0]))
-    from hilrig.jit import compilation
     from hilrig.rt.session import Session
     from hilrig.settings.config import resolve
 

@@ -1,9 +1,11 @@
 """`hil run`'s loop compiled in a second process while the first sets up (rt.loop_ahead).
 
-The runs start on a copy of the warm kernel cache without the loop (rt.realtime.run_loop),
-so that the second process starts and compiles only that kernel; what the first process
-then loads must be the loop it would have compiled itself: the run's log bit for bit as
-on the whole cache, and no loop kernel compiled by the first process."""
+The runs start on a copy of the warm kernel cache without the loop (rt.realtime.run_loop)
+and without the kernel of the derived diagnostics (telemetry.derived._fill): the first
+process compiles the latter, which starts the second, which compiles the loop; what the
+first process then loads must be the loop it would have compiled itself: the run's log
+bit for bit as on the whole cache, and no loop kernel compiled by the first process. A
+run that compiles nothing starts no second process."""
 import fcntl
 import os
 import shutil
@@ -11,13 +13,15 @@ import signal
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 from hilrig.jit import compilation
-from hilrig.rt.loop_ahead import LABEL
+from hilrig.rt.loop_ahead import LABEL, LoopAhead
 from hilrig.rt.session import Session
 from hilrig.settings.config import load
 from hilrig.telemetry.logfile import read_log
+from hilrig.timing.pacing import deadline_ns
 from rt_helpers import ROOT, hil, wait_for
 
 # one config of each plant family the real-time loop compiles for
@@ -37,17 +41,19 @@ def warm_loop(tmp_path_factory):
 
 def _cache_without_the_loop(tmp_path):
     """A copy of this fingerprint's cache (HILRIG_CACHE_DIR=returned root) without any
-    run_loop specialisation; and the path of run_loop's index in it (its ``.lock`` beside
-    is what a process saving a run_loop specialisation takes: jit.compilation)."""
+    specialisation of run_loop nor of the diagnostics' kernel; and the path of run_loop's
+    index in it (its ``.lock`` beside is what a process saving a run_loop specialisation
+    takes: jit.compilation)."""
     source = compilation.cache_dir()
     root = tmp_path / "cache"
     copy = root / source.name
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.lock", "*.tmp"))
-    indexes = sorted((copy / "rt").glob("realtime.run_loop-*"))
-    assert indexes, f"no run_loop in {source}"
-    for path in indexes:
+    loop = sorted((copy / "rt").glob("realtime.run_loop-*"))
+    diagnostics = sorted((copy / "telemetry").glob("derived._fill-*"))
+    assert loop and diagnostics, f"no run_loop or derived._fill in {source}"
+    for path in loop + diagnostics:
         path.unlink()
-    return root, next(p for p in indexes if p.suffix == ".nbi")
+    return root, next(p for p in loop if p.suffix == ".nbi")
 
 
 def _env(root):
@@ -69,9 +75,9 @@ def test_the_loop_compiled_in_the_second_process_runs_as_the_loop_compiled_in_th
     assert ahead.returncode == 0, ahead.stderr[-3000:]
     compiled = [line for line in ahead.stderr.splitlines() if line.startswith("hilrig: compiled")]
     theirs = [line for line in compiled if line.endswith(f"[{LABEL}]")]
+    ours = [line.split()[3] for line in compiled if line not in theirs]
     assert any(" hilrig.rt.realtime.run_loop " in line for line in theirs), ahead.stderr
-    assert theirs == compiled, "the first process compiled kernels of its own:\n" + \
-        "\n".join(set(compiled) - set(theirs))
+    assert set(ours) == {"hilrig.telemetry.derived._fill"}, ahead.stderr
     # the same run on the whole cache (no second process: it holds a loop)
     whole = _fast_run(tmp_path, root, tmp_path / "whole.mcap")
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -119,6 +125,26 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@pytest.mark.system
+def test_the_second_process_starts_at_the_first_kernel_compiled_and_not_after_the_warm_up(
+        tmp_path):
+    cfg = load("rrr3_pd")
+    ahead = LoopAhead(cfg, fast=True)
+    try:
+        session = Session(cfg, tmp_path / "run.mcap", fast=True)   # loads every kernel
+        session.telemetry.close({})
+        assert ahead.process is None
+        # a hilrig kernel compiled afresh (a dispatcher of its own, without a cache)
+        assert numba.njit(deadline_ns.py_func)(1, 2, 3) == 7
+        assert ahead.process is not None
+    finally:
+        ahead.stop()
+    process = ahead.process
+    assert process.poll() is not None
+    assert numba.njit(deadline_ns.py_func)(1.0, 2.0, 3.0) == 7.0
+    assert ahead.process is process and ahead._on_compile not in compilation.progress.on_compile
 
 
 @pytest.mark.system
