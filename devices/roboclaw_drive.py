@@ -386,7 +386,7 @@ class RoboClawEmulator:
     def _plant(cfg: Config) -> PlantLink:
         plant = plant_from_config(cfg)
         correction = correction_id(cfg)
-        stepping.correct(plant.params, plant.x, correction, plant.work)
+        stepping.correct_initial_state(plant, correction)
         link = PlantLink(plant, cfg.sim.dt, METHODS[cfg.sim.integrator], correction)
         link.open()                               # the duties decide the input
         return link

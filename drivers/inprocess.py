@@ -30,7 +30,7 @@ from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE, HEALTHY, JAM_PHASE
 from hilrig.plant.model import METHODS, Plant
 from hilrig.plant.motor import currents
 from hilrig.plant.packed import PackedStep
-from hilrig.plant.stepping import correct
+from hilrig.plant.stepping import correct_initial_state
 from hilrig.schema import Config
 
 
@@ -66,7 +66,7 @@ class PlantLink(Link):
         """The config's plant in its initial state (constraint correction applied)."""
         plant = plant_from_config(cfg)
         correction = correction_id(cfg)
-        correct(plant.params, plant.x, correction, plant.work)
+        correct_initial_state(plant, correction)
         integrator = cfg.sim.integrator
         if integrator not in METHODS:
             raise ConfigError(f"sim.integrator: {integrator!r} cannot step in real time "

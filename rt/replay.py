@@ -146,7 +146,7 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     controller = controller_from_config(cfg, unit)
     schedule = replay_schedule(cfg, events)
     correction = correction_id(cfg)
-    stepping.correct(plant.params, plant.x, correction, plant.work)
+    stepping.correct_initial_state(plant, correction)
     nx, nact = len(plant.x), plant.nact
     limits = config_limits(cfg, nact, unit)
     rec = records(n_steps + 1, nx, nact)

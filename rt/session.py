@@ -40,7 +40,7 @@ from hilrig.plant.factory import correction_id, fault_schedule, plant_from_confi
 from hilrig.plant.family import for_plant
 from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_event, live_row
 from hilrig.plant.model import METHODS
-from hilrig.plant.stepping import correct
+from hilrig.plant.stepping import correct_initial_state
 from hilrig.rt import realtime as rtk
 from hilrig.rt.law_watchdog import TickStall, demote, end_process, tick_timeout
 from hilrig.rt.live_mailbox import new_mailbox
@@ -182,7 +182,7 @@ class Session:
         self.plant = plant_from_config(cfg)
         self.correction = correction_id(cfg)
         if not loop_only:
-            correct(self.plant.params, self.plant.x, self.correction, self.plant.work)
+            correct_initial_state(self.plant, self.correction)
         self.use_worker = self.correction != 0 and loop.correction == "worker" and not fast
         nx = len(self.plant.x)
         self.handoff = np.zeros(3 if self.use_worker else 0)

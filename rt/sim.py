@@ -84,7 +84,7 @@ def offline_run(cfg: Config, plant_cfg: Config | None = None) -> OfflineRun:
     controller = controller_from_config(cfg, unit)
     limits = config_limits(cfg, plant.nact, unit)
     correction = correction_id(cfg)
-    stepping.correct(plant.params, plant.x, correction, plant.work)
+    stepping.correct_initial_state(plant, correction)
     run = OfflineRun(plant, controller, limits, fault_schedule(cfg), correction, h, n_steps)
     if sim.integrator != "accurate":
         run.method = METHODS[sim.integrator]

@@ -40,6 +40,29 @@ def test_a_3rrr_run_holds_no_kernel_of_another_family():
                       "advance_fixed": "0"}
 
 
+# the same for a serial arm: which of the 3RRR's kernels the process compiled or loaded
+NO_3RRR = """
+from hilrig.settings.config import load
+from hilrig.rt.sim import simulate
+from hilrig.plant import rrr3, rrr3_scalar, stepping
+simulate(load("serial3_free", ["sim.duration=0.01"]))
+for kernel in (stepping.correct, rrr3.post_adjust, rrr3_scalar.project, rrr3_scalar.rk4):
+    print(kernel.__name__, len(kernel.overloads))
+"""
+
+
+@pytest.mark.system
+def test_a_serial_arm_run_holds_no_kernel_of_the_3rrr_not_even_its_correction():
+    """The initial state's correction (plant.stepping.correct_initial_state) is the 3RRR's
+    only: a serial arm's run does not compile it (from Python, ``correct`` compiles the
+    3RRR's projection and post-adjustment whatever the plant)."""
+    proc = subprocess.run([sys.executable, "-c", NO_3RRR], capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    counts = dict(line.split() for line in proc.stdout.splitlines())
+    assert counts == {"correct": "0", "post_adjust": "0", "project": "0", "rk4": "0"}
+
+
 def test_the_family_of_a_plant():
     assert for_plant(plant_from_config(config("rrr3_pd"))) == RRR3
     assert for_plant(plant_from_config(arm_config())) == SERIAL_ARM
