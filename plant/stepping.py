@@ -39,7 +39,7 @@ def correct_initial_state(plant, correction: int) -> None:
     """``correct`` of a plant.model.Plant's initial state, from Python. A plant without a
     correction (``correction`` CORRECTION_NONE: all but the 3RRR, plant.factory.correction_id)
     has nothing to correct, and ``correct`` is not compiled for it: called from Python, it
-    is compiled for every correction (the 3RRR's projection and post-adjustment, about 5 s
+    is compiled for every correction (the 3RRR's projection and post-adjustment, about 8 s
     of a serial arm's first run, bench/bench_compile.py)."""
     if correction != CORRECTION_NONE:
         correct(plant.params, plant.x, correction, plant.work)
