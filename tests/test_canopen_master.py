@@ -432,8 +432,13 @@ def test_hil_emulate_honours_duration_and_log_on_can(tmp_path):
         net.connect(interface="hilrig_zmq", channel=channel, connect_timeout=60.0)
         node = canopen.RemoteNode(1, cia402.object_dictionary(1))
         net.add_node(node)
+        tpdos = []
+        net.subscribe(0x181, lambda cob_id, data, ts: tpdos.append(ts))
         node.nmt.state = "OPERATIONAL"            # default PDOs: the plant runs freely
-        time.sleep(0.5)
+        deadline = time.monotonic() + 60          # its first TPDOs, however busy the host
+        while len(tpdos) < 10 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(tpdos) >= 10, "the drive sent no TPDO once operational"
     finally:
         net.disconnect()
     out, err = proc.communicate(timeout=60)
