@@ -246,7 +246,6 @@ class LiveView:
         self.priority = view_priority(run)
         with spawning(self.priority):   # the shim's threads and the SDK's are born with it
             self._serve(capabilities, listener, per_second)
-        self.shim.backend = self.server.port
         self.port = self.shim.port
         if self.live is not None:
             self.live.listeners.append(self._changed)
@@ -261,23 +260,26 @@ class LiveView:
                      "parameter panel first", TOKEN_PARAMETER, self.token)
 
     def _serve(self, capabilities: list, listener, per_second: float) -> None:
-        """The shim on the view's address and the SDK's server behind it (its queue per
-        client: BACKLOG_SECONDS of ``per_second`` messages); ConfigError if either cannot."""
+        """The SDK's server on a free loopback port (its queue per client: BACKLOG_SECONDS
+        of ``per_second`` messages), then the shim on the view's address in front of it: a
+        client is accepted only once there is a server to pass it to (a shim listening
+        first dropped a client that came in between unanswered). ConfigError if either
+        cannot start."""
         import foxglove
         from hilrig.live.ws_shim import Shim
 
-        try:
-            self.shim = Shim(self.host, self.port, 0)
-        except OSError as exc:
-            raise ConfigError(f"--live {self.host}:{self.port}: cannot serve: {exc}") from None
         try:
             self.server = foxglove.start_server(
                 name="hilrig", host="127.0.0.1", port=0, capabilities=capabilities,
                 server_listener=listener, context=self.context,
                 message_backlog_size=max(1024, int(BACKLOG_SECONDS * per_second)))
         except Exception as exc:  # noqa: BLE001 -- the SDK's bind errors are not typed
-            self.shim.close()
             raise ConfigError(f"--live: the Foxglove server cannot start: {exc}") from None
+        try:
+            self.shim = Shim(self.host, self.port, self.server.port)
+        except OSError as exc:
+            self.server.stop()
+            raise ConfigError(f"--live {self.host}:{self.port}: cannot serve: {exc}") from None
 
     def _start_scene(self, cfg, dt: float) -> None:
         """The robot's 3D channels (telemetry.scene), where its model has frames: the

@@ -262,6 +262,49 @@ def test_the_handshake_shim_takes_either_name_of_the_protocol():
         rewrite_request(b"POST / HTTP/1.1\r\n\r\n")
 
 
+def test_the_view_accepts_a_client_only_once_the_sdks_server_can_answer_it(monkeypatch):
+    """A client that connects at the first instant the view's port answers gets the
+    WebSocket upgrade: the port does not listen before the SDK's server is up (a client
+    accepted in between was dropped unanswered, and the client saw a bare EOF); a view
+    whose address is taken says so in one line and leaves no SDK server behind."""
+    import foxglove
+    from hilrig.live.foxglove import LiveView
+
+    port = free_port()
+    view = LiveView("127.0.0.1", port)
+    view.context = foxglove.Context()
+    servers, listening_before = [], []
+    start_server = foxglove.start_server
+
+    def start_and_probe(**options):
+        with socket.socket() as probe:          # the view's port, before the SDK's is up
+            listening_before.append(probe.connect_ex(("127.0.0.1", port)) == 0)
+        servers.append(start_server(**options))
+        return servers[-1]
+
+    monkeypatch.setattr(foxglove, "start_server", start_and_probe)
+    view._serve([], None, 10.0)
+    try:
+        assert listening_before == [False]
+
+        async def handshake():
+            async with websockets.connect(f"ws://127.0.0.1:{port}",
+                                          subprotocols=SUBPROTOCOLS) as ws:
+                return ws.subprotocol
+        assert asyncio.run(handshake()) == "foxglove.sdk.v1"
+
+        taken = LiveView("127.0.0.1", port)
+        taken.context = foxglove.Context()
+        with pytest.raises(ConfigError, match=rf"^--live 127.0.0.1:{port}: cannot serve: "
+                                              r".*Address already in use"):
+            taken._serve([], None, 10.0)
+        with socket.socket() as probe:          # the second SDK server was stopped
+            assert probe.connect_ex(("127.0.0.1", servers[1].port)) != 0
+    finally:
+        view.server.stop()
+        view.shim.close()
+
+
 @pytest.mark.system
 def test_hil_set_change_is_logged_at_its_tick_and_replays_exactly(tmp_path):
     proc, log, endpoint = start_run(tmp_path, 60.0)      # Ctrl-C'd once changed
