@@ -132,6 +132,18 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
         time.sleep(0.02)
 
 
+def ticks_logged(log: Path) -> int:
+    """The rows a running controller's log holds so far (0 while it has none)."""
+    if not log.exists():
+        return 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return len(read_log(log)[0].get("tick", ()))
+        except Exception:      # noqa: BLE001 - a log being written: not readable yet
+            return 0
+
+
 def estop_running_controller(estop: str, ctl: subprocess.Popen, *options: str):
     """``hil estop --connect estop *options`` to the running ``hil control`` ``ctl``; its
     completed process. A busy host may take seconds to start the client and to schedule

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import threading
 import uuid
-import warnings
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from hilrig.drivers.link import Measurement
 from hilrig.drivers.serial_link import SerialLink
 from hilrig.remote.fault import send_estop
 from hilrig.rt.loop import LinkLoop
-from hilrig.telemetry.logfile import read_log
 from rt_helpers import (
     ROOT,
     LENIENT_CONTROL,
@@ -29,6 +27,7 @@ from rt_helpers import (
     estop_running_controller,
     hil,
     read_complete,
+    ticks_logged,
     wait_for,
 )
 from conftest import config, replaced
@@ -114,18 +113,6 @@ def test_category_0_is_what_hil_estop_always_did(tmp_path):
     assert not stopping.any()                             # no tick from the e-stop on
 
 
-def _ticks_logged(log) -> int:
-    """The rows a running controller's log holds so far (0 while it has none)."""
-    if not log.exists():
-        return 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return len(read_log(log)[0].get("tick", ()))
-        except Exception:      # noqa: BLE001 - a log being written: not readable yet
-            return 0
-
-
 @pytest.mark.system
 @pytest.mark.parametrize("category", [1, 2])
 def test_controlled_stops_of_the_zeromq_emulator_under_hil_control(tmp_path, category):
@@ -152,15 +139,15 @@ def test_controlled_stops_of_the_zeromq_emulator_under_hil_control(tmp_path, cat
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # 1 s of ticks logged: the arm is well into its move
-        wait_for(lambda: ctl.poll() is not None or _ticks_logged(log) > 1000, 300,
+        wait_for(lambda: ctl.poll() is not None or ticks_logged(log) > 1000, 300,
                  "the controller's rows")
         assert ctl.poll() is None, ctl.stderr.read()
         stop = estop_running_controller(estop, ctl, "--category", str(category))
         assert f"began a category {category} stop" in stop.stdout
         if category == 2:     # holding until the controller leaves: it leaves (Ctrl-C) once
             # its log holds the stop time and as long again after the e-stop's answer
-            held = _ticks_logged(log) + 2 * int(round(STOP_TIME / 1e-3))
-            wait_for(lambda: ctl.poll() is not None or _ticks_logged(log) > held, 120,
+            held = ticks_logged(log) + 2 * int(round(STOP_TIME / 1e-3))
+            wait_for(lambda: ctl.poll() is not None or ticks_logged(log) > held, 120,
                      "the controller's rows while it holds")
             ctl.send_signal(signal.SIGINT)
         ctl.communicate(timeout=60)

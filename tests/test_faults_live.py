@@ -3,7 +3,6 @@ into `hil emulate` under `hil control`, each acknowledged with the tick it took 
 logged at that tick; `hil sim --replay` of the run reproduces it bit for bit."""
 import re
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -11,7 +10,17 @@ from conftest import config
 from hilrig.rt import realtime as rtk
 from hilrig.rt.replay import replay_log
 from hilrig.rt.session import Session
-from rt_helpers import ROOT, EmulatorProcess, endpoint, hil, read_complete, wait_for
+from rt_helpers import (
+    LENIENT_CONTROL,
+    LENIENT_EMULATOR,
+    ROOT,
+    EmulatorProcess,
+    endpoint,
+    hil,
+    read_complete,
+    ticks_logged,
+    wait_for,
+)
 
 PD = ["controller.type='pd'", "controller.kp=[300,300,300]", "controller.kd=[40,40,40]",
       "controller.target=[0.6,-0.4,0.3]", "controller.reference='sinusoid'",
@@ -61,15 +70,18 @@ def test_hil_fault_into_hil_emulate_under_hil_control_is_acknowledged_and_logged
     event at its tick, what it sent the controller (q_meas) is biased from that tick on,
     and a kind the plant cannot take is one line."""
     ep = endpoint(tmp_path)
-    emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap")
-    sets = [a for s in PD + ["safety.watchdog_ticks=500"] for a in ("--set", s)]
+    # the pair lenient with a busy host (its subject is the faults, not the link's timing:
+    # at the watchdog's 500 ticks a suite's neighbours once cost it its link)
+    emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap", *LENIENT_EMULATOR)
+    sets = [a for s in PD for a in ("--set", s)]
+    log = tmp_path / "ctl.mcap"
     ctl = subprocess.Popen(hil("control", str(ROOT / "configs" / "serial3_free.toml"),
-                               "--connect", ep, "--duration", "3", "--log",
-                               str(tmp_path / "ctl.mcap"), *sets),
+                               "--connect", ep, "--duration", "3", "--log", str(log), *sets,
+                               *LENIENT_CONTROL),
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: (tmp_path / "ctl.mcap").exists(), 60, "the controller to start")
-        time.sleep(0.5)
+        wait_for(lambda: ctl.poll() is not None or ticks_logged(log) > 100, 120,
+                 "the controller's first rows")
         ticks = {}
         for argv in (("sensor_bias", "--joint", "1", "--duration", "0.5", "bias=0.05"),
                      ("effectiveness", "--joint", "2", "factor=0.2")):
