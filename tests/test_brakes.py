@@ -19,9 +19,10 @@ from rt_helpers import (
     estop_running_controller,
     hil,
     read_complete,
+    ticks_logged,
     wait_for,
 )
-from test_estop_categories import _EStopAt, _ticks_logged
+from test_estop_categories import _EStopAt
 from conftest import config
 
 STOP_TIME = 0.3        # s, safety.stop_time
@@ -92,7 +93,7 @@ def test_brakes_of_the_zeromq_emulator_after_a_category_1_stop(tmp_path):
                                "--set", "sim.duration=60.0", *LENIENT_CONTROL),  # to the e-stop
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: ctl.poll() is not None or _ticks_logged(log) > 500, 300,
+        wait_for(lambda: ctl.poll() is not None or ticks_logged(log) > 500, 300,
                  "the controller's rows")
         assert ctl.poll() is None, ctl.stderr.read()
         estop_running_controller(estop, ctl, "--category", "1")
@@ -101,7 +102,7 @@ def test_brakes_of_the_zeromq_emulator_after_a_category_1_stop(tmp_path):
         # unpowered (a 0.8 s wait from the stop left 0.5 s after the brake, in which joint 3
         # sank 8.6 mrad once: too close to the 10 mrad below)
         end = int(read_complete(log)[0]["tick"][-1])
-        wait_for(lambda: _ticks_logged(tmp_path / "emu.mcap") > end + STOP_TIME / 1e-3 + 1000,
+        wait_for(lambda: ticks_logged(tmp_path / "emu.mcap") > end + STOP_TIME / 1e-3 + 1000,
                  120, "the emulator's rows after the stop")
     finally:
         if ctl.poll() is None:
