@@ -100,7 +100,7 @@ from hilrig.drivers.inprocess import PlantLink
 from hilrig.drivers.link import Measurement
 from hilrig.errors import ConfigError
 from hilrig.plant import stepping
-from hilrig.plant.factory import correction_id, fault_schedule, motor_params, plant_from_config
+from hilrig.plant.factory import fault_schedule, initial_plant, motor_params
 from hilrig.plant.model import METHODS
 from hilrig.schema import Config
 from hilrig.telemetry.recorder import TelemetryError
@@ -384,9 +384,7 @@ class RoboClawEmulator:
 
     @staticmethod
     def _plant(cfg: Config) -> PlantLink:
-        plant = plant_from_config(cfg)
-        correction = correction_id(cfg)
-        stepping.correct_initial_state(plant, correction)
+        plant, correction = initial_plant(cfg)
         link = PlantLink(plant, cfg.sim.dt, METHODS[cfg.sim.integrator], correction)
         link.open()                               # the duties decide the input
         return link

@@ -23,14 +23,13 @@ import numpy as np
 from hilrig.drivers.controlled_stop import ControlledStop
 from hilrig.drivers.link import Link, LinkError, Measurement
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import correction_id, plant_from_config
+from hilrig.plant.factory import initial_plant
 from hilrig.plant.integrators import METHOD_RK4
 from hilrig.plant.jam import clear_jam, start_jam
 from hilrig.plant.layout import DRIVE_TORQUE, H_DRIVE, HEALTHY, JAM_PHASE
 from hilrig.plant.model import METHODS, Plant
 from hilrig.plant.motor import currents
 from hilrig.plant.packed import PackedStep
-from hilrig.plant.stepping import correct_initial_state
 from hilrig.schema import Config
 
 
@@ -64,9 +63,7 @@ class PlantLink(Link):
     @classmethod
     def from_config(cls, cfg: Config) -> "PlantLink":
         """The config's plant in its initial state (constraint correction applied)."""
-        plant = plant_from_config(cfg)
-        correction = correction_id(cfg)
-        correct_initial_state(plant, correction)
+        plant, correction = initial_plant(cfg)
         integrator = cfg.sim.integrator
         if integrator not in METHODS:
             raise ConfigError(f"sim.integrator: {integrator!r} cannot step in real time "

@@ -15,6 +15,7 @@ from hilrig.plant.model import Plant
 from hilrig.plant.motor import MotorParams
 from hilrig.plant.rrr3 import Rrr3Params
 from hilrig.plant.serial_arm import SerialArmParams
+from hilrig.plant.stepping import correct_initial_state
 from hilrig.plugins import lookup
 from hilrig.schema import Config, plain
 
@@ -50,6 +51,18 @@ def plant_from_config(cfg: Config) -> Plant:
     if joint_friction is not None:
         plant.params = friction.attach(plant.params, joint_friction)
     return plant
+
+
+def initial_plant(cfg: Config, corrected: bool = True) -> tuple[Plant, int]:
+    """The config's plant (``plant_from_config``) and its constraint correction
+    (``correction_id``), its initial state corrected onto the constraints
+    (plant.stepping.correct_initial_state) unless not ``corrected`` (a process that only
+    compiles the loop, rt.loop_ahead, runs no plant)."""
+    plant = plant_from_config(cfg)
+    correction = correction_id(cfg)
+    if corrected:
+        correct_initial_state(plant, correction)
+    return plant, correction
 
 
 # integrators that step joint friction: RK4 and semi-implicit Euler (plant.stick_slip runs

@@ -31,7 +31,7 @@ from hilrig.controllers.limits import config_limits
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
-from hilrig.plant.factory import actuated_joints, correction_id, fault_schedule, plant_from_config
+from hilrig.plant.factory import actuated_joints, fault_schedule, initial_plant
 from hilrig.plant.family import for_plant
 from hilrig.plant.faults import add_row, event_row
 from hilrig.jit.kernel import kernel
@@ -141,12 +141,10 @@ def replay_log(path, duration: float | None = None, progress=None) -> tuple[SimR
     h = cfg.sim.dt
     n_steps = int(round(cfg.sim.duration / h))
     ticks, change_params, change_limits = log_changes(cfg, events)
-    plant = plant_from_config(cfg)
+    plant, correction = initial_plant(cfg)
     unit = command_unit(cfg.link.type, cfg.plant.drive)
     controller = controller_from_config(cfg, unit)
     schedule = replay_schedule(cfg, events)
-    correction = correction_id(cfg)
-    stepping.correct_initial_state(plant, correction)
     nx, nact = len(plant.x), plant.nact
     limits = config_limits(cfg, nact, unit)
     rec = records(n_steps + 1, nx, nact)

@@ -36,11 +36,10 @@ from hilrig.controllers.limits import config_limits, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
-from hilrig.plant.factory import correction_id, fault_schedule, plant_from_config, plant_model
+from hilrig.plant.factory import fault_schedule, initial_plant, plant_model
 from hilrig.plant.family import for_plant
 from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_event, live_row
 from hilrig.plant.model import METHODS
-from hilrig.plant.stepping import correct_initial_state
 from hilrig.rt import realtime as rtk
 from hilrig.rt.law_watchdog import TickStall, demote, end_process, tick_timeout
 from hilrig.rt.live_mailbox import new_mailbox
@@ -179,10 +178,7 @@ class Session:
         own_tick = model.tick(cfg) if model.tick is not None else None
         self.method = METHODS[sim.integrator] if own_tick is None else own_tick
         self.rehearse = own_tick is None     # a tick with state of its own is not rehearsed
-        self.plant = plant_from_config(cfg)
-        self.correction = correction_id(cfg)
-        if not loop_only:
-            correct_initial_state(self.plant, self.correction)
+        self.plant, self.correction = initial_plant(cfg, corrected=not loop_only)
         self.use_worker = self.correction != 0 and loop.correction == "worker" and not fast
         nx = len(self.plant.x)
         self.handoff = np.zeros(3 if self.use_worker else 0)

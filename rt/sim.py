@@ -23,7 +23,7 @@ from hilrig.controllers.limits import config_limits, outside_measured, violation
 from hilrig.drivers.link import Measurement
 from hilrig.drivers.registry import command_unit
 from hilrig.plant import stepping
-from hilrig.plant.factory import correction_id, fault_schedule, plant_from_config, plant_model
+from hilrig.plant.factory import fault_schedule, initial_plant, plant_model
 from hilrig.plant.family import for_plant
 from hilrig.plant.faults import (
     C_JOINT,
@@ -79,12 +79,10 @@ def offline_run(cfg: Config, plant_cfg: Config | None = None) -> OfflineRun:
     sim = cfg.sim
     h = sim.dt
     n_steps = int(round(sim.duration / h))
-    plant = plant_from_config(plant_cfg or cfg)
+    plant, correction = initial_plant(plant_cfg or cfg)   # (plant_cfg: cfg's but for q0, qd0)
     unit = command_unit(cfg.link.type, cfg.plant.drive)
     controller = controller_from_config(cfg, unit)
     limits = config_limits(cfg, plant.nact, unit)
-    correction = correction_id(cfg)
-    stepping.correct_initial_state(plant, correction)
     run = OfflineRun(plant, controller, limits, fault_schedule(cfg), correction, h, n_steps)
     if sim.integrator != "accurate":
         run.method = METHODS[sim.integrator]
