@@ -1,5 +1,6 @@
 """Shared fixtures: configs of the papers' robots, the wheel of this checkout, small helpers."""
 import dataclasses
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -65,11 +66,20 @@ def rng():
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel built from this checkout (no build isolation: setuptools is installed)."""
+    """The wheel built from this checkout (no build isolation: setuptools is installed),
+    once per test run: pytest-xdist's workers share it, built by the first under a lock
+    (builds at once in the one source tree, its build/ and .egg-info folders, all failed)."""
     if not all(importlib.util.find_spec(name) for name in ("pip", "setuptools", "wheel")):
         pytest.skip("pip wheel is impossible here (pip, setuptools or wheel missing)")
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(out), str(ROOT)], check=True, capture_output=True)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this run's
+    out = shared / "wheel"
+    with open(shared / "wheel.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not any(out.glob("hilrig-*.whl")):
+            out.mkdir(exist_ok=True)
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                            "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+                           check=True, capture_output=True)
     (path,) = out.glob("hilrig-*.whl")
     return path
