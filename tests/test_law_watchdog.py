@@ -27,9 +27,10 @@ SILENCE = "[emulator]\ncommand_timeout = 600.0"    # the emulator's watchdog out
 # The pair lenient with a busy host (the subject is the law's watchdog, not the link's
 # timing): normal scheduling (a law stuck at SCHED_FIFO holds a whole core of the suite's
 # two), every tick run however late (an overrun's skip would make tick 101 the stuck one),
-# a lost link only after 2 s; with safety's watchdog_ticks = LENIENT_WATCHDOG.
-ZMQ = ('[link]\ntype = "zmq"\ntimeout = 2.0\n'
-       '[loop]\nfifo_priority = 0\nspin = 0\noverrun = "catch_up"')
+# a lost link only after 2 s (the [link] and [loop] tables); with [safety]'s
+# LENIENT_WATCHDOG.
+LENIENT_PAIR = ('[link]\ntype = "zmq"\ntimeout = 2.0\n'
+                '[loop]\nfifo_priority = 0\nspin = 0\noverrun = "catch_up"')
 LENIENT_WATCHDOG = "watchdog_ticks = 1000"
 STUCK_TICK = 100            # t = 0.1 s at 1 kHz: the first tick whose law never returns
 LAW = '[controller]\nlaw = "user_parts:stuck_after_a_tenth"\nparams = [30.0, 3.0, 0.3]\n'
@@ -108,7 +109,7 @@ def _closed_log(folder: Path, reason: str, stuck: int = STUCK_TICK):
 def test_hil_control_safe_stops_the_emulator_when_the_law_never_returns(tmp_path):
     """The emulator's own watchdog (emulator.command_timeout, 20 ms by default, which
     would go safe first) set beyond the law watchdog's 250 ms: the BYE stops it."""
-    folder = user_folder(tmp_path, ZMQ, SILENCE, "[safety]\n" + LENIENT_WATCHDOG)
+    folder = user_folder(tmp_path, LENIENT_PAIR, SILENCE, "[safety]\n" + LENIENT_WATCHDOG)
     ep = f"ipc:///tmp/hil-law-{uuid.uuid4().hex[:8]}"
     emu = Emulator(folder, "--bind", ep, "--log", "emu.mcap")
     try:
@@ -136,7 +137,7 @@ def test_hil_control_safe_stops_the_emulator_when_the_law_never_returns(tmp_path
 def test_a_stop_reaches_a_hil_control_stuck_in_its_law(tmp_path, stop):
     """With no time bound to speak of (safety.tick_timeout = 600 s), `hil estop`, Ctrl-C or
     SIGTERM to the stuck run stops it at once: before, each waited for the law."""
-    folder = user_folder(tmp_path, ZMQ, SILENCE,
+    folder = user_folder(tmp_path, LENIENT_PAIR, SILENCE,
                          "[safety]\ntick_timeout = 600.0\n" + LENIENT_WATCHDOG)
     ep = f"ipc:///tmp/hil-law-{uuid.uuid4().hex[:8]}"
     estop = f"ipc:///tmp/hil-estop-{uuid.uuid4().hex[:8]}"
@@ -179,7 +180,7 @@ def test_a_stop_ends_a_stuck_hil_control_whose_output_is_gone(tmp_path):
     terminal closed, the script that read it gone): the summary's print failed in the
     watchdog's thread, which died before ending the process, and the process stayed in
     the law for good. The watchdog's end now ends the process whatever fails in it."""
-    folder = user_folder(tmp_path, ZMQ, SILENCE,
+    folder = user_folder(tmp_path, LENIENT_PAIR, SILENCE,
                          "[safety]\ntick_timeout = 600.0\n" + LENIENT_WATCHDOG)
     ep = f"ipc:///tmp/hil-law-{uuid.uuid4().hex[:8]}"
     emu = Emulator(folder, "--bind", ep)
