@@ -44,7 +44,11 @@ site-packages folder (other libraries) keeps numba's stamp.
 naming a data file and writing both; hilrig makes that one step under a file lock
 (``LockedIndexDataCacheFile``), so that processes compiling into one cache at the same
 time (a test and the `hil` it started, campaign workers) keep every entry with its own
-machine code.
+machine code. And a process compiles a specialisation of one of hilrig's kernels holding
+its *claim* (``claimed``: a lock on a claim file beside the kernel's index, one per
+specialisation): another process that needs the same specialisation meanwhile waits for
+it and loads it from the cache instead of compiling it a second time. `hil run`'s two
+processes (rt.loop_ahead) share their compiling that way.
 
 **Progress.** When a hilrig kernel compiles (a cache miss), one line goes to stderr
 per compiled kernel, after a one-line header; loading from the cache prints nothing.
@@ -60,6 +64,7 @@ import re
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -405,6 +410,56 @@ class LockedIndexDataCacheFile(caching.IndexDataCacheFile):
         with open(self._index_path + ".lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             super().save(key, data)
+
+
+_claims: dict[str, int] = {}    # the claim files this process holds: path -> descriptor
+
+
+def _claim_path(dispatcher, args: tuple) -> str | None:
+    """The claim file of the specialisation ``args`` (numba types) of a cached kernel,
+    beside its index file; None for a kernel that is not cached on disk."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if cache_file is None:
+        return None
+    key = hashlib.sha256(repr(tuple(str(a) for a in args)).encode()).hexdigest()[:16]
+    return f"{cache_file._index_path}.{key}.claim"
+
+
+@contextmanager
+def claimed(dispatcher, args: tuple, wait: bool = True):
+    """Hold the claim on compiling the specialisation ``args`` of ``dispatcher`` among
+    the processes that share this cache (an exclusive ``fcntl.flock`` of its claim file):
+    yields True once held, or False at once when ``wait`` is False and another process
+    holds it (it is compiling that specialisation, which will then be in the cache).
+    Re-entrant in this process; a kernel without a disk cache is never claimed (True).
+
+    A process that compiles a kernel holds its claim while it compiles it: another that
+    needs the same specialisation meanwhile waits, then loads it from the cache instead of
+    compiling it a second time (jit.kernel.Kernel.compile). Claims nest along calls (a
+    kernel's callees compile while it is typed), and calls never form a cycle, so no two
+    processes can each wait for the other's claim."""
+    path = _claim_path(dispatcher, args)
+    if path is None or path in _claims:
+        yield True
+        return
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:               # an unwritable cache: compile unclaimed
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        _claims[path] = descriptor
+        try:
+            yield True
+        finally:
+            del _claims[path]
+    finally:
+        os.close(descriptor)      # (which releases the lock)
 
 
 def install() -> None:

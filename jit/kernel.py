@@ -32,7 +32,9 @@ from typing import Callable
 from hilrig.errors import ConfigError
 from hilrig.jit import compilation
 from numba import cfunc, config, njit, types
+from numba.core import sigutils
 from numba.core.ccallback import CFunc
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 
 compilation.install()
@@ -61,6 +63,27 @@ class Kernel(CPUDispatcher):
                      for i, a in enumerate(args))
         kws = {name: a if name in self.literal_args else _plain(a) for name, a in kws.items()}
         return super().get_call_template(args, kws)
+
+    def compile(self, sig):
+        """numba's compile (or load from the cache) of the specialisation ``sig``, holding
+        its claim among the processes that share the cache (jit.compilation.claimed): a
+        process that needs a specialisation another one is compiling waits for it and
+        loads it."""
+        args = tuple(sigutils.normalize_signature(sig)[0])
+        if args in self.overloads:
+            return super().compile(sig)
+        with global_compiler_lock, compilation.claimed(self, args):
+            return super().compile(sig)
+
+    def compile_unclaimed(self, arguments: tuple) -> bool:
+        """Compile (or load) the specialisation for ``arguments`` (values, typed as a call
+        from Python types them) unless another process has claimed it (it is compiling it
+        into the shared cache); returns whether this process has it now."""
+        args = tuple(self.typeof_pyval(a) for a in arguments)
+        with global_compiler_lock, compilation.claimed(self, args, wait=False) as mine:
+            if mine:
+                self.compile(args)
+            return mine
 
 
 def _plain(typ):

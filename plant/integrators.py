@@ -113,6 +113,16 @@ def step(p, jams, t, x, u, h, work, stages, method, mech=None):
     return split_step(p, jams, t, x, u, h, work, stages, method, mech)
 
 
+def split_step_parts(p, jams, x, u, h, work, stages, mech=None) -> list:
+    """The generic integrators ``split_step`` calls for every plant (``_rk4``, ``_euler``),
+    each as (kernel, arguments of the types split_step passes them; ``h`` the step, s;
+    ``mech`` plant.family): what a run's first process compiles while the second types
+    the loop that steps the plant (rt.loop_ahead), so that its typing loads them from the
+    cache."""
+    arguments = (p, jams, 0.0, x, u, h, work, stages, 0, mech)
+    return [(_rk4, arguments), (_euler, arguments)]
+
+
 @kernel
 def split_step(p, jams, t, x, u, h, work, stages, method, mech=None):
     """``step`` for every plant and jam state: the step split where a jamming phase ends."""

@@ -9,11 +9,15 @@ loop: rt.realtime.run_loop with everything it calls, and the correction worker.
 hilrig.rt.loop_ahead``) at the first kernel the first process compiles. The second builds
 the same session without that set-up (``Session(loop_only=True)``), compiles its loop
 into the shared cache (``Session.compile_loop``: the same kernels, for the same argument
-types, never run) and ends. The first process sets up meanwhile; its warm-up waits for
-the second, then loads the loop from the cache (jit.compilation: both processes key the
-cache by the same fingerprint and save under a lock). On a 2-core machine the first tick
-comes 30 % sooner when it is quiet, 17 % sooner with a busy loop on each core
-(docs/MEASURED.md, "Start-up"). A run that compiles nothing starts no second process.
+types, never run) and ends. The first process sets up meanwhile, and compiles the parts
+of the loop that the second one's typing reaches late (``Session._compile_beside_ahead``:
+the tick's law call and generic integrators, the fault table's kernels, the correction
+worker). Its warm-up then waits for the second, and loads the loop from the cache
+(jit.compilation: both processes key the cache by the same fingerprint, save under a lock,
+and claim each kernel they compile, so that the other waits for it and loads it rather
+than compiling it again). On a 2-core machine the first tick comes in about half the
+time of one process alone (docs/MEASURED.md, "Start-up"). A run that compiles nothing
+starts no second process.
 
 What the second process compiles is what the first would have: if it fails (one line on
 stderr says why), the first compiles the loop itself, as without it. It prints its
@@ -80,6 +84,10 @@ class LoopAhead:
             self._armed = False
         if self._on_compile in compilation.progress.on_compile:
             compilation.progress.on_compile.remove(self._on_compile)
+
+    def running(self) -> bool:
+        """Whether the second process was started and has not ended yet."""
+        return self.process is not None and self.process.poll() is None
 
     def wait(self) -> None:
         """Start no second process from now on, and wait until a started one has ended

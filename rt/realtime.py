@@ -431,3 +431,17 @@ def run_loop(law, plant, ctrl, io, stepping, schedule, n_steps, ring, sup, pace,
     # the stop: at the ticks run, and the time the run got to
     _event(events, mail, EV_STOP, k, min(k, n_steps) * h, float(reason), float(overruns), 0.0)
     return k
+
+
+def fault_parts(plant: PlantArrays, schedule, sup: Supervision, h: float) -> list:
+    """run_loop's fault-table kernels (the scheduled faults' starts and ends, a live
+    fault's request), each as (kernel, arguments of the types run_loop passes it: its
+    ``plant``, ``schedule`` and ``sup``, ``h`` its step, s): what a run's first process
+    compiles while the second types run_loop (rt.loop_ahead), so that run_loop's typing
+    loads them from the cache."""
+    p, jams, x = plant.p, plant.jams, plant.x
+    t, tol, k = 0.0, 1e-9 * h, 0
+    return [(_scheduled_faults, (p, jams, schedule, t, x, tol, sup.events, sup.mail, k)),
+            (_serve_request, (p, jams, x, schedule, sup.request, sup.mail, sup.events, k, t,
+                              tol))]
+

@@ -38,12 +38,15 @@ from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import fault_schedule, initial_plant, plant_model
 from hilrig.plant.family import for_plant
+from hilrig.plant.integrators import split_step_parts
+from hilrig.plant.stepping import correct_initial_state
 from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_event, live_row
 from hilrig.plant.model import METHODS
 from hilrig.rt import realtime as rtk
 from hilrig.rt.law_watchdog import TickStall, demote, end_process, tick_timeout
 from hilrig.rt.live_mailbox import new_mailbox
-from hilrig.rt.tick import LawArrays, RingArrays, Stepping, TickIO, plant_arrays
+from hilrig.rt.tick import (LawArrays, PlantArrays, RingArrays, Stepping, TickIO, control_parts,
+                            plant_arrays)
 from hilrig.schema import Config
 from hilrig.telemetry.derived import Diagnostics
 from hilrig.telemetry.recorder import (
@@ -178,22 +181,36 @@ class Session:
         own_tick = model.tick(cfg) if model.tick is not None else None
         self.method = METHODS[sim.integrator] if own_tick is None else own_tick
         self.rehearse = own_tick is None     # a tick with state of its own is not rehearsed
-        self.plant, self.correction = initial_plant(cfg, corrected=not loop_only)
+        self.plant, self.correction = initial_plant(cfg, corrected=False)
         self.use_worker = self.correction != 0 and loop.correction == "worker" and not fast
         nx = len(self.plant.x)
         self.handoff = np.zeros(3 if self.use_worker else 0)
         self.snap, self.delta, self.corrected = np.zeros(nx), np.zeros(nx), np.zeros(nx)
         self.worker_work = np.zeros_like(self.plant.work)
         unit = command_unit(cfg.link.type, cfg.plant.drive)
-        self.controller = placeholder_controller() if loop_only else \
-            controller_from_config(cfg, unit)
         self.schedule = fault_schedule(cfg, LIVE_ROWS)      # spare rows: live faults
         self.request = np.zeros(FAULT_COLUMNS)
         nq, nact = self.plant.nq, self.plant.nact
-        self.limits = config_limits(cfg, nact, unit)
-        self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
         self.u, self.held = np.zeros(nact), np.zeros(nact)
         self.meas = Measurement(nact)
+        self.limits = config_limits(cfg, nact, unit)
+        self.mail = rtk.new_mail()
+        self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
+        self.timings = np.full((self.n_ticks, 5), np.nan)
+        # with a second process compiling the loop (rt.loop_ahead), some of its parts are
+        # compiled here, around this process's own set-up (_compile_beside_ahead)
+        helping = self.ahead is not None and self.ahead.running()
+        arrays = plant_arrays(self.plant)
+        if helping:
+            self._compile_beside_ahead(self._tick_parts(arrays))
+        if not loop_only:
+            correct_initial_state(self.plant, self.correction)
+        if helping:
+            self._compile_beside_ahead(rtk.fault_parts(arrays, self.schedule, rtk.Supervision(
+                self.mail, self.events, self.timings, self.request), self.h))
+        self.controller = placeholder_controller() if loop_only else \
+            controller_from_config(cfg, unit)
+        self.live_box = new_mailbox(self.controller.params, self.limits)   # live.params
         groups = run_groups(plant_model(cfg.plant.model).diagnostics, nq, nact,
                             cfg.plant.drive)
         capacity = ring_capacity(self.h, cfg.telemetry.ring_rows, self.n_ticks)
@@ -214,9 +231,6 @@ class Session:
             self.telemetry.close({"reason": "interrupted during start-up"})
             raise
         self.cols = row_columns(self.telemetry.columns)
-        self.mail = rtk.new_mail()
-        self.events = np.zeros((1024, rtk.EVENT_COLUMNS))
-        self.timings = np.full((self.n_ticks, 5), np.nan)
         self.events_seen = 0
         self.lost_events = 0       # loop events overwritten before they were forwarded
         self.request_seq = 0
@@ -271,11 +285,36 @@ class Session:
         second process compiling the loop (``ahead``), wait for it first: the loop then
         loads from the cache."""
         if self.ahead is not None:
+            if self.ahead.running():      # the correction worker, which it compiles last
+                self._compile_beside_ahead(self._warm_up_kernels()[1:])
             self.ahead.wait()
         for kernel, arguments in self._warm_up_kernels():
             kernel(*arguments)
         self.u[:] = 0.0
         self.held[:] = 0.0
+
+    def _tick_parts(self, arrays: PlantArrays) -> list:
+        """The parts of the loop's tick (rt.tick.control, over a placeholder law of the same
+        type, and the generic integrators of the plant's step), (kernel, arguments) each."""
+        placeholder = placeholder_controller()
+        ctrl = LawArrays(placeholder.params, placeholder.state, self.limits,
+                         placeholder.detection)
+        io = TickIO(self.meas.buffer, self.u, self.held)
+        return control_parts(placeholder.law, ctrl, io, self.schedule, self.h) \
+            + split_step_parts(arrays.p, arrays.jams, arrays.x, self.held, self.h, arrays.work,
+                               arrays.stages, for_plant(self.plant, self.method))
+
+    def _compile_beside_ahead(self, parts: list) -> None:
+        """Compile ``parts`` of the loop, (kernel, arguments) each, while the second
+        process compiles run_loop (rt.loop_ahead), each unless that process has claimed it
+        already (jit.kernel.Kernel.compile_unclaimed): run_loop's typing then loads them
+        from the cache. The set-up does so with the parts that its typing reaches in the
+        middle (the tick's law call and generic integrators, before the plant's correction)
+        and at its end (the fault table's kernels, after the correction; the correction
+        worker at the warm-up), so that each is compiled before the second process needs it
+        (docs/MEASURED.md, "Start-up")."""
+        for kernel, arguments in parts:
+            kernel.compile_unclaimed(arguments)
 
     def compile_loop(self) -> None:
         """Compile (or load) the kernels warm_up runs, for the same argument types, without

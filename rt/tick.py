@@ -179,6 +179,18 @@ def control(law, t, pos, vel, cur, params, state, out, limits, h, u, held, fault
     return limit_tick(limits, h, u, held)
 
 
+def control_parts(law, ctrl: LawArrays, io: TickIO, faults, h: float) -> list:
+    """``control`` as (kernel, arguments of the types ``tick`` passes it: a loop's ``law``,
+    ``ctrl``, ``io``, fault table ``faults`` and step ``h``, s): what a run's first process
+    compiles while the second types the loop (rt.loop_ahead), so that the loop's typing
+    loads it from the cache."""
+    meas, nact = io.meas, io.held.shape[0]
+    pos, vel = meas[1:1 + nact], meas[1 + nact:1 + 2 * nact]
+    cur = meas[1 + 2 * nact:1 + 3 * nact]
+    return [(control, (law, 0.0, pos, vel, cur, ctrl.params, ctrl.state, io.u, ctrl.limits, h,
+                       io.u, io.held, faults, 0, meas, False))]
+
+
 @inline_kernel
 def _currents(p, x, held, cur, jams, faulty):
     """The motor currents under ``held`` into ``cur`` (plant.motor.currents), a faulty

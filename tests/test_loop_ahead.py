@@ -1,11 +1,13 @@
 """`hil run`'s loop compiled in a second process while the first sets up (rt.loop_ahead).
 
-The runs start on a copy of the warm kernel cache without the loop (rt.realtime.run_loop)
-and without the kernel of the derived diagnostics (telemetry.derived._fill): the first
-process compiles the latter, which starts the second, which compiles the loop; what the
-first process then loads must be the loop it would have compiled itself: the run's log
-bit for bit as on the whole cache, and no loop kernel compiled by the first process. A
-run that compiles nothing starts no second process."""
+The runs start on a copy of the warm kernel cache without the loop (rt.realtime.run_loop),
+its fault-table kernels (which the first process compiles while the second compiles the
+loop: rt.realtime.fault_parts) and the kernel of the derived diagnostics
+(telemetry.derived._fill): the first process compiles the latter two, and its first
+compilation starts the second, which compiles the loop; what the first process then
+loads must be the loop it would have compiled itself: the run's log bit for bit as on
+the whole cache, and no kernel compiled by both processes. A run that compiles nothing
+starts no second process."""
 import fcntl
 import os
 import shutil
@@ -16,10 +18,15 @@ import sys
 import numba
 import numpy as np
 import pytest
+from numba.core import sigutils
 from hilrig.jit import compilation
+from hilrig.jit.kernel import Kernel
+from hilrig.plant.integrators import split_step
+from hilrig.rt import realtime as rtk
 from hilrig.rt.loop_ahead import LABEL, LoopAhead
 from hilrig.rt.session import Session
 from hilrig.settings.config import load
+from hilrig.rt.tick import plant_arrays
 from hilrig.telemetry.logfile import read_log
 from hilrig.timing.pacing import deadline_ns
 from rt_helpers import ROOT, hil, wait_for
@@ -39,19 +46,24 @@ def warm_loop(tmp_path_factory):
                        cwd=scratch, check=True, capture_output=True, timeout=900)
 
 
+FAULT_PARTS = ("hilrig.rt.realtime._scheduled_faults", "hilrig.rt.realtime._serve_request")
+
+
 def _cache_without_the_loop(tmp_path):
     """A copy of this fingerprint's cache (HILRIG_CACHE_DIR=returned root) without any
-    specialisation of run_loop nor of the diagnostics' kernel; and the path of run_loop's
-    index in it (its ``.lock`` beside is what a process saving a run_loop specialisation
-    takes: jit.compilation)."""
+    specialisation of run_loop, of its fault-table kernels (FAULT_PARTS) nor of the
+    diagnostics' kernel; and the path of run_loop's index in it (its ``.lock`` beside is
+    what a process saving a run_loop specialisation takes: jit.compilation)."""
     source = compilation.cache_dir()
     root = tmp_path / "cache"
     copy = root / source.name
-    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.lock", "*.tmp"))
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.lock", "*.tmp", "*.claim"))
     loop = sorted((copy / "rt").glob("realtime.run_loop-*"))
+    faults = [path for name in FAULT_PARTS
+              for path in (copy / "rt").glob(name.removeprefix("hilrig.rt.") + "-*")]
     diagnostics = sorted((copy / "telemetry").glob("derived._fill-*"))
-    assert loop and diagnostics, f"no run_loop or derived._fill in {source}"
-    for path in loop + diagnostics:
+    assert loop and faults and diagnostics, f"no run_loop, fault kernels or _fill in {source}"
+    for path in loop + faults + diagnostics:
         path.unlink()
     return root, next(p for p in loop if p.suffix == ".nbi")
 
@@ -74,10 +86,14 @@ def test_the_loop_compiled_in_the_second_process_runs_as_the_loop_compiled_in_th
     ahead = _fast_run(tmp_path, root, tmp_path / "ahead.mcap")
     assert ahead.returncode == 0, ahead.stderr[-3000:]
     compiled = [line for line in ahead.stderr.splitlines() if line.startswith("hilrig: compiled")]
-    theirs = [line for line in compiled if line.endswith(f"[{LABEL}]")]
-    ours = [line.split()[3] for line in compiled if line not in theirs]
-    assert any(" hilrig.rt.realtime.run_loop " in line for line in theirs), ahead.stderr
-    assert set(ours) == {"hilrig.telemetry.derived._fill"}, ahead.stderr
+    theirs = [line.split()[3] for line in compiled if line.endswith(f"[{LABEL}]")]
+    ours = [line.split()[3] for line in compiled if not line.endswith(f"[{LABEL}]")]
+    assert "hilrig.rt.realtime.run_loop" in theirs, ahead.stderr
+    assert "hilrig.telemetry.derived._fill" in ours, ahead.stderr
+    # the fault kernels by one of them (the first, unless the second needed them sooner)
+    assert set(ours) <= {"hilrig.telemetry.derived._fill", *FAULT_PARTS}, ahead.stderr
+    assert set(FAULT_PARTS) <= set(ours + theirs), ahead.stderr
+    assert not set(ours) & set(theirs), ahead.stderr
     # the same run on the whole cache (no second process: it holds a loop)
     whole = _fast_run(tmp_path, root, tmp_path / "whole.mcap")
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -174,3 +190,46 @@ def test_the_loop_only_session_gives_the_loop_the_types_of_the_whole_session(nam
         finally:
             session.telemetry.close({})
     assert types[0] == types[1]
+
+
+def _fresh(kernel):
+    """A copy of ``kernel`` without a cache: compiling it types its code afresh."""
+    return Kernel(py_func=kernel.py_func, locals={}, targetoptions=dict(kernel.targetoptions))
+
+
+@pytest.mark.slow
+def test_the_parts_the_first_process_compiles_are_what_the_loop_calls(tmp_path, monkeypatch):
+    """What a run's first process compiles while the second compiles the loop
+    (Session._compile_beside_ahead: rt.tick.control_parts, the generic integrators of
+    plant.integrators.split_step_parts, rt.realtime.fault_parts) are the specialisations
+    the loop's typing asks for: typed afresh (copies of run_loop and split_step without a
+    cache), the loop asks for each part's kernel with the part's argument types only. A
+    part of other types would be compiled for nothing, and the loop's would still be
+    compiled in the second process. (The 3RRR's loop: a step with the generic integrators
+    as the fused step's fallback, a correction worker, a law through a pointer.)"""
+    asked = []
+    compile_kernel = Kernel.compile
+
+    def recording(self, sig):
+        asked.append((self, tuple(sigutils.normalize_signature(sig)[0])))
+        return compile_kernel(self, sig)
+
+    session = Session(load("rrr3_pd", ["loop.fifo_priority=0"]), tmp_path / "run.mcap")
+    try:
+        arrays = plant_arrays(session.plant)
+        parts = session._tick_parts(arrays) + rtk.fault_parts(
+            arrays, session.schedule, rtk.Supervision(session.mail, session.events,
+                                                      session.timings, session.request),
+            session.h)
+        loop_arguments = session._warm_up_kernels()[0][1]
+        monkeypatch.setattr(Kernel, "compile", recording)
+        loop = _fresh(rtk.run_loop)
+        loop.compile(tuple(loop.typeof_pyval(a) for a in loop_arguments))
+        for signature in {args for kernel, args in asked if kernel is split_step}:
+            _fresh(split_step).compile(signature)
+    finally:
+        session.telemetry.close({})
+    for kernel, arguments in parts:
+        wanted = {args for k, args in asked if k is kernel}
+        assert wanted == {tuple(kernel.typeof_pyval(a) for a in arguments)}, \
+            compilation.kernel_name(kernel)

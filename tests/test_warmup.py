@@ -243,6 +243,66 @@ def test_processes_saving_specialisations_of_one_kernel_at_once_lose_none(tmp_pa
         assert [cache.load((tag, i)) for i in range(SAVES)] == [(tag, i) for i in range(SAVES)]
 
 
+CLAIMER = """
+import sys
+from hilrig.jit import compilation
+from hilrig.timing.pacing import deadline_ns
+
+args = tuple(deadline_ns.typeof_pyval(v) for v in (1, 2, 3))
+if sys.argv[1] == "holder":        # claims it, and compiles it when told to
+    with compilation.claimed(deadline_ns, args):
+        print("held", flush=True)
+        sys.stdin.readline()
+        deadline_ns.compile(args)
+elif sys.argv[1] == "asker":       # would compile it unless claimed
+    print(deadline_ns.compile_unclaimed((1, 2, 3)), flush=True)
+else:                              # calls it
+    print(deadline_ns(1, 2, 3), flush=True)
+"""
+
+
+def _waits_for_a_lock(pid: int) -> bool:
+    """Whether process ``pid`` is blocked on a file lock (a ``->`` line of /proc/locks)."""
+    with open("/proc/locks") as f:
+        return any(line.split()[1] == "->" and line.split()[5] == str(pid) for line in f)
+
+
+@pytest.mark.system
+def test_a_process_that_needs_a_kernel_another_compiles_waits_and_loads_it(tmp_path):
+    """jit.compilation.claimed: while one process holds the claim on a specialisation
+    (it compiles it), another that needs it waits, then loads it from the cache: it is
+    compiled once. One that would only compile it ahead (compile_unclaimed) leaves it."""
+    env = dict(os.environ, HILRIG_CACHE_DIR=str(tmp_path / "cache"))
+
+    def start(role, **kw):
+        return subprocess.Popen([sys.executable, "-c", CLAIMER, role], env=env, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+    holder = start("holder", stdin=subprocess.PIPE)
+    needer = None
+    try:
+        assert holder.stdout.readline() == "held\n", holder.stderr.read()
+        asker = start("asker")
+        out, err = asker.communicate(timeout=300)
+        assert (out, "hilrig: compiled" in err) == ("False\n", False), err
+        needer = start("needer")
+        deadline = time.monotonic() + 300
+        while not _waits_for_a_lock(needer.pid):
+            assert needer.poll() is None, needer.communicate()
+            assert time.monotonic() < deadline, "the second process never waited"
+            time.sleep(0.01)
+        _, held_err = holder.communicate("go\n", timeout=300)
+        out, err = needer.communicate(timeout=300)
+    finally:
+        for process in (holder, needer):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert holder.returncode == 0 and "hilrig.timing.pacing.deadline_ns" in held_err, held_err
+    assert needer.returncode == 0 and out == "7\n", err
+    assert "hilrig: compiled" not in err, err
+
+
 @pytest.mark.system
 def test_kernels_outside_hilrig_keep_numbas_own_cache(tmp_path):
     (tmp_path / "user_kernels.py").write_text(textwrap.dedent("""
