@@ -56,8 +56,9 @@ def plant_from_config(cfg: Config) -> Plant:
 def initial_plant(cfg: Config, corrected: bool = True) -> tuple[Plant, int]:
     """The config's plant (``plant_from_config``) and its constraint correction
     (``correction_id``), its initial state corrected onto the constraints
-    (plant.stepping.correct_initial_state) unless not ``corrected`` (a process that only
-    compiles the loop, rt.loop_ahead, runs no plant)."""
+    (plant.stepping.correct_initial_state) unless not ``corrected`` (a caller that
+    corrects it later, or runs no plant: rt.session's, which compiles parts of the loop
+    first, or only compiles the loop for rt.loop_ahead)."""
     plant = plant_from_config(cfg)
     correction = correction_id(cfg)
     if corrected:

@@ -444,4 +444,3 @@ def fault_parts(plant: PlantArrays, schedule, sup: Supervision, h: float) -> lis
     return [(_scheduled_faults, (p, jams, schedule, t, x, tol, sup.events, sup.mail, k)),
             (_serve_request, (p, jams, x, schedule, sup.request, sup.mail, sup.events, k, t,
                               tol))]
-

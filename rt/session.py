@@ -38,10 +38,10 @@ from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.plant.factory import fault_schedule, initial_plant, plant_model
 from hilrig.plant.family import for_plant
-from hilrig.plant.integrators import split_step_parts
-from hilrig.plant.stepping import correct_initial_state
 from hilrig.plant.faults import FAULT_COLUMNS, LIVE_ROWS, fault_event, live_row
+from hilrig.plant.integrators import split_step_parts
 from hilrig.plant.model import METHODS
+from hilrig.plant.stepping import correct_initial_state
 from hilrig.rt import realtime as rtk
 from hilrig.rt.law_watchdog import TickStall, demote, end_process, tick_timeout
 from hilrig.rt.live_mailbox import new_mailbox
