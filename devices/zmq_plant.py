@@ -589,16 +589,21 @@ class Emulator:
                 log.warning("brakes engaged on joints %s at tick %d", joints, self.tick)
                 self._event("brake", joints=joints, tick=self.tick)
 
-    def _drain(self, timing=None, budget_ns: int | None = None) -> None:
+    def _drain(self, timing=None, budget_ns: int | None = None,
+               n_ticks: int | None = None) -> None:
         """Handle the waiting messages: up to MAX_MESSAGES_PER_TICK, for at most
         ``budget_ns`` (the rest waits for the next tick; ZeroMQ queues fairly per peer, so
         the controller's frames come through a flood of others').
 
         With ``timing`` (lockstep), each COMMAND steps the plant at once and is answered
-        with the next STATE, so a BYE right behind it cannot pre-empt it.
+        with the next STATE, so a BYE right behind it cannot pre-empt it; once the plant
+        has run ``n_ticks`` steps (its duration) nothing more is read, however soon the
+        controller's next COMMAND came.
         """
         end = None if budget_ns is None else time.monotonic_ns() + budget_ns
         for _ in range(MAX_MESSAGES_PER_TICK):
+            if n_ticks is not None and self.tick >= n_ticks:
+                break
             try:
                 parts = self.socket.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -639,7 +644,7 @@ class Emulator:
                     break
                 if self.mode == "lockstep":
                     if poller.poll(50):
-                        self._drain(timing)
+                        self._drain(timing, n_ticks=n_ticks)
                     self._report_rejects()
                     continue
                 deadline, wake = pacer.wait(self.tick)

@@ -278,6 +278,39 @@ def _lockstep_states(ep, commands):
 
 
 @pytest.mark.system
+def test_a_lockstep_emulator_steps_its_duration_however_fast_commands_come(tmp_path):
+    """Commands queued ahead of the plant (a controller whose next COMMAND arrives before
+    the emulator reads again: a busy host) step it only up to its duration: 5 steps, 5
+    rows, 5 STATEs, the sixth COMMAND unread (before: an extra step and row, seen once
+    in CI as a 3001-row log of a 3 s run)."""
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
+                          "--duration", "0.005")
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(ep)
+    expected = {MessageType.WELCOME: 4, MessageType.STATE: 10, MessageType.ERROR: 1}
+    try:
+        sock.send(encode(MessageType.HELLO, 0, 0.0, [3]))
+        for kind in (MessageType.WELCOME, MessageType.STATE):      # the state at HELLO
+            assert sock.poll(10000)
+            assert decode(sock.recv(), expected)[0] == kind
+        for k in range(1, 9):                    # eight at once, none waiting for a STATE
+            sock.send(encode(MessageType.COMMAND, k, 0.0, [1.0, -1.0, 1.0]))
+        for _ in range(5):
+            assert sock.poll(10000)
+            assert decode(sock.recv(), expected)[0] == MessageType.STATE
+        emu.proc.wait(timeout=60)                # it ends by itself: duration reached
+        out, err = emu.stop()
+        assert not sock.poll(500), "a sixth STATE: a step beyond the duration"
+    finally:
+        sock.close(0)
+    arrays, events, _, summary = read_complete(tmp_path / "emu.mcap")
+    assert len(arrays["t"]) == 5 and summary["ticks"] == 5, (summary, out, err)
+    assert summary["reason"] == "duration reached", summary
+
+
+@pytest.mark.system
 def test_a_command_of_1e300_is_saturated_at_the_supply_voltage(tmp_path):
     """COMMAND ±1e300 V drove the plant to NaN; now it is the supply voltage, exactly."""
     runs = []
