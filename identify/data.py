@@ -50,7 +50,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.signal
 from hilrig.drivers.registry import command_unit
 from hilrig.errors import ConfigError
 from hilrig.schema import Config
@@ -67,6 +66,8 @@ GAP_GUARD = 1.0  # periods of the cut-off left out on each side of a missing row
 LINK_DELAY = {"canopen": 1}
 MAX_CURRENT_LAG = 2   # rows: the most a log's currents may lag behind their command
 LAG_MARGIN = 0.5      # a current lag is taken where it leaves less than this of lag 0's residual
+# LAZY_SCIPY: scipy.signal is imported where a log is filtered, not with this module: its
+# import costs about a second of CPU, and `hil excite` (through identify.fit) filters nothing
 
 
 @dataclass
@@ -129,6 +130,7 @@ class Samples:
         Coulomb column ``sign``), at the samples' rows; v_s = ``stribeck_velocity``,
         rad/s. ``derivative``: its derivative with respect to v_s instead (s/rad; the
         filter is linear), 2 qd^2 / v_s^3 times the hump before the filter."""
+        from scipy.signal import filtfilt      # (see LAZY_SCIPY)
         out = []
         for qd, keep, (b, a) in self.rates:
             v = qd[:, joint]
@@ -137,7 +139,7 @@ class Samples:
             if derivative:
                 column *= 2.0 * ratio2 / stribeck_velocity
             # padded edges, not Gustafsson's (ten times faster; the edges are dropped)
-            out.append(scipy.signal.filtfilt(b, a, column)[keep])
+            out.append(filtfilt(b, a, column)[keep])
         return np.concatenate(out)
 
 
@@ -225,9 +227,10 @@ def _current_lag(log: Log) -> int:
     0.07-0.26 on packet serial)."""
     if log.i is None:
         return 0
+    from scipy.signal import butter, filtfilt      # (see LAZY_SCIPY)
     dt = log.dt
-    b, a = scipy.signal.butter(ORDER, min(CUTOFF * 2.0 * dt, 0.5))
-    qd = np.gradient(scipy.signal.filtfilt(b, a, log.q, axis=0, method="gust"), dt, axis=0)
+    b, a = butter(ORDER, min(CUTOFF * 2.0 * dt, 0.5))
+    qd = np.gradient(filtfilt(b, a, log.q, axis=0, method="gust"), dt, axis=0)
     seen = np.ones(len(log.t), bool) if log.missing is None else ~log.missing
     rows = np.arange(MAX_CURRENT_LAG, len(log.t))
     rows = rows[seen[rows]]
@@ -275,10 +278,11 @@ def filtered_both(log: Log, cutoff: float) -> tuple[Samples, Samples]:
     if len(log.t) <= 2 * edge + 3 * (ORDER + 1):
         raise ConfigError(f"{log.path}: {len(log.t)} rows are too few to filter (needs more "
                           f"than {2 * EDGE:g} s)")
-    b, a = scipy.signal.butter(ORDER, cutoff / nyquist)
+    from scipy.signal import butter, filtfilt      # (see LAZY_SCIPY)
+    b, a = butter(ORDER, cutoff / nyquist)
 
     def smooth(x):
-        return scipy.signal.filtfilt(b, a, x, axis=0, method="gust")
+        return filtfilt(b, a, x, axis=0, method="gust")
 
     q = smooth(log.q)
     qd = np.gradient(q, dt, axis=0)
