@@ -35,6 +35,7 @@ from rt_helpers import (
     hil,
     read_complete,
     stderr_lines,
+    ticks_logged,
     wait_for,
 )
 
@@ -195,10 +196,19 @@ def test_silent_controller_puts_the_plant_in_its_safe_state(tmp_path):
 def test_killed_emulator_stops_the_controller_with_a_clear_error(tmp_path):
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("serial3_free", ep, tmp_path / "emu.mcap")
-    killer = threading.Timer(1.0, lambda: emu.proc.send_signal(signal.SIGKILL))
+    log = tmp_path / "ctl.mcap"
+
+    def kill_once_the_controller_runs():
+        """SIGKILL once the controller's log holds 400 rows (its set-up may take seconds
+        on a busy host: a kill 1 s after the emulator's start left it 100 rows)."""
+        try:
+            wait_for(lambda: ticks_logged(log) >= 400, 60, "the controller's rows")
+        finally:
+            emu.proc.send_signal(signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_once_the_controller_runs)
     killer.start()
-    result, _ = _control("serial3_free", ep, tmp_path / "ctl.mcap", "sim.duration=20",
-                         "safety.watchdog_ticks=100")
+    result, _ = _control("serial3_free", ep, log, "sim.duration=20", "safety.watchdog_ticks=100")
     killer.join()
     emu.stop()
     assert result.status == "error"
@@ -254,9 +264,7 @@ def test_closing_the_link_delivers_the_last_command_and_bye(tmp_path):
 
 def _lockstep_states(ep, commands):
     """HELLO, then one COMMAND per row of ``commands`` to a lockstep emulator: the STATEs."""
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(ep)
+    sock = _raw_peer(ep)
     try:
         n = commands.shape[1]
         sock.send(encode(MessageType.HELLO, 0, 0.0, [n]))
@@ -286,20 +294,16 @@ def test_a_lockstep_emulator_steps_its_duration_however_fast_commands_come(tmp_p
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
                           "--duration", "0.005")
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(ep)
+    sock = _raw_peer(ep)
     expected = {MessageType.WELCOME: 4, MessageType.STATE: 10, MessageType.ERROR: 1}
     try:
         sock.send(encode(MessageType.HELLO, 0, 0.0, [3]))
         for kind in (MessageType.WELCOME, MessageType.STATE):      # the state at HELLO
-            assert sock.poll(10000)
-            assert decode(sock.recv(), expected)[0] == kind
+            assert _answer(sock, expected)[0] == kind
         for k in range(1, 9):                    # eight at once, none waiting for a STATE
             sock.send(encode(MessageType.COMMAND, k, 0.0, [1.0, -1.0, 1.0]))
         for _ in range(5):
-            assert sock.poll(10000)
-            assert decode(sock.recv(), expected)[0] == MessageType.STATE
+            assert _answer(sock, expected)[0] == MessageType.STATE
         emu.proc.wait(timeout=60)                # it ends by itself: duration reached
         out, err = emu.stop()
         assert not sock.poll(500), "a sixth STATE: a step beyond the duration"
@@ -381,9 +385,7 @@ def test_an_invalid_plant_state_is_a_fault_with_a_nonzero_exit(tmp_path):
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
                           "--set", "emulator.supply_voltage=1e300")
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(ep)
+    sock = _raw_peer(ep)
     try:
         sock.send(encode(MessageType.HELLO, 0, 0.0, [3]))
         for _ in range(2):                         # WELCOME and the state at HELLO
