@@ -88,8 +88,9 @@ def test_live_jam_with_hil_fault_during_a_control_session(tmp_path):
                                "--connect", ep, "--duration", "3", "--log",
                                str(tmp_path / "ctl.mcap"), *overrides),
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: (tmp_path / "ctl.mcap").exists(), 60, "the controller to start")
-    time.sleep(1.0)
+    # moving under the controller's reference (0.5 s of its 3 s): its set-up may take
+    # seconds on a busy host, so not a fixed time after its start
+    wait_for(lambda: ticks_logged(tmp_path / "ctl.mcap") >= 500, 120, "the controller's rows")
     fault = subprocess.run(hil("fault", "jam", "--joint", "2", "--duration", "0.1",
                                "--connect", ep), cwd=ROOT, capture_output=True, text=True,
                            timeout=30)
