@@ -279,7 +279,8 @@ def plotted_columns(png: bytes, boxes: dict) -> tuple[float, np.ndarray]:
 
 
 async def _watch(devtools_url: str, page_url: str, shots: Path) -> dict:
-    """Open the viewer; wait until the plot shows data; a second screenshot 3 s later."""
+    """Open the viewer; wait until the plot shows data; then for a later screenshot that
+    shows data too and differs (3 s later, or within 60 s)."""
     async with websockets.connect(devtools_url, max_size=2 ** 28) as ws:
         page = await DevTools.open_page(ws)
         await page.call("Page.navigate", url=page_url)
@@ -301,10 +302,20 @@ async def _watch(devtools_url: str, page_url: str, shots: Path) -> dict:
             png = await page.screenshot()
             (shots / "viewer-1.png").write_bytes(png)
             return {"share": share, "shares": shares, "console": page.console}
+        # still live: a later screenshot plotted and changed (the time axis slid), 3 s on
+        # or, on a busy machine whose Studio redraws or reconnects meanwhile, within 60 s
+        later, changed, until = 0.0, False, time.monotonic() + 60.0
         await asyncio.sleep(3.0)
-        png = await page.screenshot()
+        while True:
+            png = await page.screenshot()
+            later_boxes = await page.evaluate(expression)      # None: the plot not drawn
+            if later_boxes is not None:
+                later, chart_later = plotted_columns(png, later_boxes)
+                changed = chart.shape == chart_later.shape and bool((chart != chart_later).any())
+            if later >= PLOTTED and changed or time.monotonic() > until:
+                break
+            await asyncio.sleep(1.0)
         (shots / "viewer-2.png").write_bytes(png)
-        later, chart_later = plotted_columns(png, await page.evaluate(expression))
         # the data source's topic list (its tab, had a problem turned to Problems)
         await page.evaluate("""[...document.querySelectorAll('[role="tab"], button')]
             .find((e) => e.textContent.trim() === "Topics")?.click()""")
@@ -312,8 +323,7 @@ async def _watch(devtools_url: str, page_url: str, shots: Path) -> dict:
         while time.monotonic() < until and not all(topic in text for topic in LISTED):
             await asyncio.sleep(0.5)
             text = await page.evaluate("document.body.innerText")
-        return {"share": share, "later": later, "changed": chart.shape == chart_later.shape
-                and bool((chart != chart_later).any()), "console": page.console,
+        return {"share": share, "later": later, "changed": changed, "console": page.console,
                 "text": text}
 
 
