@@ -417,7 +417,6 @@ def _sim(args) -> int:
     if cfg is not None:
         refuse_link_faults(cfg, "sim")
     import numpy as np
-    from hilrig.analysis.plot import plot_run
     from hilrig.rt.sim import SimulationError, simulate
 
     failure = None
@@ -441,6 +440,7 @@ def _sim(args) -> int:
     _print_summary(arrays)
     print(f"wrote {out}")
     if args.plot:
+        from hilrig.analysis.plot import plot_run      # matplotlib: only to plot
         plot_run(arrays, args.plot)
         print(f"wrote {args.plot}")
     if args.log:

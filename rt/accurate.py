@@ -21,7 +21,6 @@ from hilrig.plant.jam import finish_jams
 from hilrig.plant.layout import JAM_PHASE, JAM_T_END, JAMMING
 from hilrig.plant.model import Plant
 from hilrig.plant.motor import currents
-from scipy.integrate import solve_ivp
 
 
 def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_steps: int,
@@ -31,6 +30,10 @@ def run(plant: Plant, controller: Controller, schedule: np.ndarray, h: float, n_
     u, a faulty winding's) like rt.lockstep.run; returns rows written.
 
     ``max_command``: |u| per axis at most this (controllers.limits; no slew limit here)."""
+    # imported here, not with the module (rt.sim imports it for every `hil sim`): about
+    # 0.2 s of CPU that only this path needs
+    from scipy.integrate import solve_ivp
+
     p, jams, x = plant.params, plant.jams, plant.x.copy()
     nq, nact, nx = plant.nq, plant.nact, len(plant.x)
     work = plant.work
