@@ -291,7 +291,7 @@ def test_a_lockstep_emulator_steps_its_duration_however_fast_commands_come(tmp_p
     """Commands queued ahead of the plant (a controller whose next COMMAND arrives before
     the emulator reads again: a busy host) step it only up to its duration: 5 steps, 5
     rows, 5 STATEs, the sixth COMMAND unread (before: an extra step and row, seen once
-    in CI as a 3001-row log of a 3 s run)."""
+    in a full test run on a busy host as a 3001-row log of a 3 s run)."""
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--mode", "lockstep",
                           "--duration", "0.005")
