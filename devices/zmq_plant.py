@@ -23,7 +23,8 @@ category 1 removes the power (zero input), category 2 holds them until BYE or a 
 controller (its COMMANDs keep the session alive but move nothing). Whenever the power is
 removed (the safe state) the joints with a holding brake (``safety.brake``) stop by the
 jam law and stay blocked (PlantLink.engage_brakes; an event ``brake``) until a COMMAND
-powers the drives again.
+powers the drives again; after a category 1 stop only a new session's (HELLO): the
+stopping controller's COMMANDs do not.
 
 Link faults (devices.link_faults; ``[[faults.drop|delay|corrupt]]``, ``inject``) act on
 the STATEs: dropped, held back ``delay`` s of plant time (in order), or their header
@@ -169,6 +170,9 @@ class Emulator:
         self.stop_servo = ControlledStop(plant, self.h, self.link.method, self.link.correction,
                                          self.command_limit)
         self.stopping = False
+        # a category 1 stop removed the power: the stopping controller's COMMANDs (which
+        # keep its session alive) do not restore it; a new session's HELLO lets them
+        self.stopped_unpowered = False
         self.tick = 0
         self.controller = None            # ZeroMQ identity of the controller
         self.controller_fd = -1           # its connection (file descriptor; -1: unknown)
@@ -416,6 +420,7 @@ class Emulator:
             log.warning("controller %s taken over by peer %s", previous.hex(), peer.hex())
             self._event("takeover", peer=peer.hex(), previous=previous.hex(), tick=self.tick)
         self.controller, self.controller_fd = peer, fd
+        self.stopped_unpowered = False
         self._event("hello", peer=peer.hex(), tick=self.tick)
         self._send(peer, MessageType.WELCOME, [MODES[self.mode], self.nact, self.h,
                                                1.0 if self.voltage else 0.0])
@@ -459,7 +464,7 @@ class Emulator:
             return False
         np.clip(values, -self.command_limit, self.command_limit, out=self.requested)
         self.last_command_ns = now_ns(self.ts)
-        if self.safe:
+        if self.safe and not self.stopped_unpowered:
             self.safe = False
             self._event("commanded", tick=self.tick)
             if self.link.braked.any():          # power back: the brakes let go
@@ -554,6 +559,7 @@ class Emulator:
         if servo.done:
             servo.stop()
             self.stopping = False
+            self.stopped_unpowered = True
             self._go_safe("category 1 stop: the joints at rest, power removed")
             self.command[:] = 0.0
         else:

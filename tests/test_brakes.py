@@ -158,3 +158,56 @@ def test_brakes_of_the_emulated_cia402_drives_after_a_category_1_stop(request):
     assert states == [State.SWITCH_ON_DISABLED] * 3
     assert (phases == BLOCKED).all()
     assert np.ptp(np.array(q), axis=0).max() == 0.0
+
+
+@pytest.mark.system
+def test_a_category_1_stop_keeps_the_power_off_while_the_controller_still_commands(tmp_path):
+    """After a category 1 stop the controller's COMMANDs (which keep its session alive)
+    no longer power the drives: before, one that came after the emulator's stop servo
+    ended (a controller late on a busy host) released the brake for the ticks until its
+    BYE (seen: `brake` at tick 2425, `brake_released` at 2432, `brake` again at 2436).
+    A new session's HELLO lets COMMANDs power them again."""
+    import zmq
+    from hilrig.drivers.wire import MessageType, decode, encode
+
+    ep = endpoint(tmp_path)
+    emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--set",
+                          "safety.brake=[false, true, false]", *LENIENT_EMULATOR)
+    sizes = {MessageType.WELCOME: 4, MessageType.STATE: 10, MessageType.ERROR: 1}
+
+    def session(commands_after_stop: int, stop: bool) -> None:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 10000)     # its BYE still sent after close()
+        sock.connect(ep)
+        try:
+            sock.send(encode(MessageType.HELLO, 0, 0.0, [3]))
+
+            def state() -> float:       # the plant time of the next STATE
+                while True:
+                    assert sock.poll(10000), "the emulator did not answer"
+                    kind, _, t, _ = decode(sock.recv(), sizes)
+                    if kind == MessageType.STATE:
+                        return t
+
+            started = state()
+            sock.send(encode(MessageType.COMMAND, 1, 0.0, [0.0, 0.0, 0.0]))
+            while state() < started + 0.05:     # 50 ms powered
+                pass
+            if stop:
+                sock.send(encode(MessageType.STOP, 2, 0.0, [1.0, 0.02]))
+            until = state() + commands_after_stop * 1e-3      # ticks of 1 ms
+            while (t := state()) < until:                     # one COMMAND per STATE
+                sock.send(encode(MessageType.COMMAND, 3, t, [0.0, 0.0, 0.0]))
+            sock.send(encode(MessageType.BYE, 4, 0.0, []))
+        finally:
+            sock.close()
+
+    session(200, stop=True)       # the stop servo is done after 20 ms: 180 more COMMANDs
+    session(50, stop=False)       # a new session: its COMMANDs power the drives again
+    emu.stop()
+    _, events, _, _ = read_complete(tmp_path / "emu.mcap")
+    kinds = [e["kind"] for e in events if e["kind"] in ("safe_state", "brake", "commanded",
+                                                        "brake_released", "hello")]
+    # (the second session's BYE may come after the emulator's own stop: not asserted)
+    assert kinds[:7] == ["hello", "commanded", "safe_state", "brake",     # the stop
+                         "hello", "commanded", "brake_released"], kinds   # the new session
