@@ -6,7 +6,9 @@ import uuid
 
 import numpy as np
 import pytest
+import zmq
 from hilrig.drivers.inprocess import PlantLink
+from hilrig.drivers.wire import MessageType, decode, encode
 from hilrig.errors import ConfigError
 from hilrig.plant.layout import BLOCKED, JAM_PHASE
 from hilrig.rt.loop import LinkLoop
@@ -167,9 +169,6 @@ def test_a_category_1_stop_keeps_the_power_off_while_the_controller_still_comman
     ended (a controller late on a busy host) released the brake for the ticks until its
     BYE (seen: `brake` at tick 2425, `brake_released` at 2432, `brake` again at 2436).
     A new session's HELLO lets COMMANDs power them again."""
-    import zmq
-    from hilrig.drivers.wire import MessageType, decode, encode
-
     ep = endpoint(tmp_path)
     emu = EmulatorProcess("rig_zmq", ep, tmp_path / "emu.mcap", "--set",
                           "safety.brake=[false, true, false]", *LENIENT_EMULATOR)
