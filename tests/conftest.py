@@ -4,6 +4,7 @@ import fcntl
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,15 @@ _RUNTIME = tempfile.mkdtemp(prefix="hilrig-tests-")
 os.environ["XDG_RUNTIME_DIR"] = _RUNTIME
 
 
+# Ctrl-C reaches the processes tests start, even when the suite itself was started with
+# SIGINT ignored (a non-interactive shell ignores it in a background job, and a process
+# inherits SIG_IGN across exec: Python then installs no KeyboardInterrupt handler). Tests
+# that send SIGINT to `hil run`, `hil emulate` or `python -m can.logger` and wait for a
+# clean end failed by the dozen there. A handler, unlike SIG_IGN, is reset at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_RUNTIME, ignore_errors=True)
 
@@ -36,7 +46,6 @@ def pytest_xdist_auto_num_workers(config):
     2 workers and 325 s with 3, measured back to back. A fourth gained nothing in CI
     (1429 tests on a fresh clone: 363 s with 3, 361 s with 4), only load."""
     return (len(os.sched_getaffinity(0)) or 1) + 1
-
 
 
 def config(name: str, *overrides: str) -> Config:
