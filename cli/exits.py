@@ -6,12 +6,19 @@ does not name is a bug: its traceback shows. The classes are named by module and
 so that no module is imported to look one up (``hil --version`` stays light); a
 subclass is found through its bases (a ``ControllerError`` is a ``ConfigError``).
 
+When the reader of ``hil``'s output goes away (``hil configs | head -3``), ``hil`` stops
+quietly with READER_LEFT, as a tool that SIGPIPE ends does (``reader_left``).
+
 A run that ends by itself exits with RUN_ENDINGS: 0 when it ran to its end, 130 when it
 was interrupted (Ctrl-C, ``hil estop``), 1 otherwise (a link lost, a fault, a log that
 could not be written); the reason is in its last lines and its log.
 """
 from __future__ import annotations
 
+import os
+import select
+import signal
+import sys
 from dataclasses import dataclass
 
 
@@ -45,6 +52,8 @@ ERRORS: dict[str, Exit] = {
 
 RUN_ENDINGS = {"ok": 0, "interrupted": 130}      # any other ending of a run: 1
 
+READER_LEFT = 128 + signal.SIGPIPE                 # 141, as a shell reports SIGPIPE's end
+
 
 def exit_for(exc: BaseException) -> Exit | None:
     """The entry of ERRORS for ``exc`` (its class or its nearest base named there); None
@@ -59,3 +68,20 @@ def exit_for(exc: BaseException) -> Exit | None:
 def run_exit_code(status: str) -> int:
     """The exit code of a run that ended with ``status`` (rt's SessionResult/LoopResult)."""
     return RUN_ENDINGS.get(status, 1)
+
+
+def reader_left(exc: BaseException) -> bool:
+    """``exc`` is a write to stdout whose reader has closed the pipe: then stdout is
+    pointed at /dev/null, so that the interpreter's last flush of it is quiet too. Any
+    other broken pipe (a socket, a serial port, stdout still read) is not this."""
+    if not isinstance(exc, BrokenPipeError):
+        return False
+    try:
+        probe = select.poll()
+        probe.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(events & select.POLLERR for _, events in probe.poll(0))
+    except (OSError, ValueError, AttributeError):  # stdout closed, or not a file
+        return False
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return gone

@@ -27,7 +27,8 @@
 CONFIG is a TOML file or the name of a built-in config (``hil configs`` lists them).
 What went wrong decides the exit code and the one line on stderr (cli.exits): a mistake
 in what was asked (a config, an option) exits 2; anything the map does not name is a bug
-and shows its traceback.
+and shows its traceback. A reader of the output that leaves (``hil configs | head``) ends
+``hil`` quietly with 141.
 
 One module per family of commands, each registering its commands here: cli.runs (sim,
 run, emulate, control), cli.remote (fault, estop, set), cli.logs (log, plot),
@@ -44,7 +45,7 @@ import sys
 
 import hilrig
 from hilrig.cli import analyze, campaign, configs, identify, logs, remote, runs
-from hilrig.cli.exits import exit_for
+from hilrig.cli.exits import READER_LEFT, exit_for, reader_left
 from hilrig.timing.signals import terminate_as_interrupt
 
 FAMILIES = (runs, remote, logs, configs, analyze, campaign, identify)
@@ -124,8 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     log_to_stderr()
     terminate_as_interrupt()
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()      # a reader that left shows here, not at the interpreter's exit
+        return code
     except (Exception, KeyboardInterrupt) as exc:
+        if reader_left(exc):
+            return READER_LEFT
         known = exit_for(exc)
         if known is None:
             raise

@@ -89,6 +89,38 @@ def test_a_bug_shows_its_traceback_and_ctrl_c_is_130(monkeypatch, capsys):
     assert _hil(["configs"], capsys) == (130, ["hil: interrupted"])
 
 
+@pytest.mark.system
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_a_reader_that_leaves_ends_hil_quietly_with_141(buffered):
+    """``hil configs | head -3`` where head has gone before hil writes: exit 141 (a shell's
+    code for SIGPIPE's end), nothing on stderr. Both ways Python writes stdout: at the
+    interpreter's last flush (block-buffered, the default for a pipe) and at each print
+    (PYTHONUNBUFFERED, as on the CI host)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)                             # the reader has left
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    try:
+        done = subprocess.run(hil("configs"), stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, env=env, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_a_broken_pipe_that_is_not_stdouts_is_a_bug(monkeypatch, capfd):
+    """A broken pipe elsewhere (a socket, a serial port) while stdout is read on is no
+    reader leaving: its traceback shows (stdout here a file: capfd)."""
+    from hilrig.settings import builtin_configs
+
+    def broken():
+        raise BrokenPipeError(32, "a peer's socket closed")
+    monkeypatch.setattr(builtin_configs, "names", broken)
+    with pytest.raises(BrokenPipeError, match="a peer's socket"):
+        main(["configs"])
+
+
 def _user_errors(tmp: Path) -> list:
     """(family, argv, the one line) of a mistake of the user's in each family's commands."""
     missing = tmp / "missing.mcap"
