@@ -13,6 +13,7 @@ import textwrap
 import time
 
 import pytest
+from hilrig.cli.warmup import queue_order
 from hilrig.jit import compilation
 from numba.core.ccallback import CFunc
 from numba.core.dispatcher import Dispatcher
@@ -336,8 +337,8 @@ def test_after_hil_warmup_the_commands_compile_nothing(tmp_path):
     (cache / "notes").mkdir()                        # not a fingerprint: left alone
     config = str(ROOT / "configs" / "rig_inprocess.toml")
 
-    warmup = _run(hil("warmup", config, "--prune"), cache)
-    assert "warmup: 1 configs" in warmup.stdout
+    warmup = _run(hil("warmup", config, "rrr3_pd", "--prune", "--jobs", "2"), cache)
+    assert "warmup: 2 configs" in warmup.stdout
     assert f"cache {cache / current.name}" in warmup.stdout
     assert sorted(p.name for p in cache.iterdir()) == sorted([current.name, "notes"])
     for package in ("plant", "controllers", "rt", "telemetry", "timing"):
@@ -351,12 +352,22 @@ def test_after_hil_warmup_the_commands_compile_nothing(tmp_path):
 
     listing = _run(hil("warmup", "--list"), cache).stdout
     assert listing.startswith(f"cache {cache / current.name}: ")
-    assert "warmed by hil warmup:" in listing and "rig_inprocess" in listing
+    assert "warmed by hil warmup:" in listing
+    assert "rig_inprocess" in listing and "rrr3_pd" in listing
     kernels = {line.split()[0]: int(line.split()[1]) for line in listing.splitlines()
                if line.startswith("  ")}
     assert kernels["rt.realtime.run_loop"] >= 1 and kernels["rt.lockstep.run"] >= 1
     empty = _run(hil("warmup", "--list"), tmp_path / "empty").stdout
     assert ": 0 kernels, 0 specialisations" in empty and "not warmed" in empty
+
+
+def test_parallel_workers_take_each_models_first_config_first():
+    """The queue of `hil warmup --jobs N`: the first config of each model (the costly
+    ones: they compile the model's loops), models with more configs first, then the rest;
+    every config once."""
+    names = ["a1", "b1", "a2", "c1", "a3", "b2"]
+    models = ["a", "b", "a", "c", "a", "b"]
+    assert queue_order(names, models) == ["a1", "b1", "c1", "a2", "a3", "b2"]
 
 
 def test_hil_warmup_refuses_no_process_in_one_line(capsys):
