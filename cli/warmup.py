@@ -72,7 +72,7 @@ def in_parallel(names: list, jobs: int, verbose: bool) -> WarmupReport:
     report = WarmupReport(configs=names, cache_dir=compilation.cache_dir())
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(jobs, len(queue)), mp_context=context) as pool:
-        for part in pool.map(_worker, [[name] for name in queue], [verbose] * len(queue)):
+        for part in pool.map(_worker, queue, [verbose] * len(queue)):
             report.compiled += part.compiled
             report.loaded += part.loaded
     report.seconds = time.perf_counter() - started
@@ -96,9 +96,9 @@ def queue_order(names: list, models: list) -> list:
     return [family[0] for family in families] + [n for family in families for n in family[1:]]
 
 
-def _worker(names: list, verbose: bool) -> WarmupReport:
-    """One of ``in_parallel``'s processes."""
-    return _warm_up(names, (lambda text: print(text, flush=True)) if verbose else None)
+def _worker(name: str, verbose: bool) -> WarmupReport:
+    """One config's warm-up in one of ``in_parallel``'s processes."""
+    return _warm_up([name], (lambda text: print(text, flush=True)) if verbose else None)
 
 
 def _warm_up(names: list, progress) -> WarmupReport:
